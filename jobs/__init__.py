@@ -1,0 +1,1 @@
+"""The work that runs inside a sweep's tasks: data, models, DP training, attacks, metrics."""

@@ -1,0 +1,145 @@
+"""Attack scores to the figures of a cell: precision with its interval, TPR at low FPR, AUC.
+
+Why these.  The bound is on precision, P(member | the attack said member), so precision is the
+headline; but a precision measured on three positives means little, so it always travels with
+TP, FP and an exact (Clopper–Pearson) interval, and the violation test uses the interval's lower
+end.  TPR at a fixed low FPR and ROC AUC need no threshold choice at all, so they show an
+attack's strength independently of the threshold policy.
+
+Convention: a higher score means "more likely a member"; a NaN score never counts as a member
+(it is ranked below every real score).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import beta as beta_distribution
+from scipy.stats import rankdata
+
+#: Thudi et al.'s grid: accept the top 2.5 %·i of scores, i = 1 … 40.
+QUANTILE_STEP = 0.025
+QUANTILE_COUNT = 40
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """An attack at one threshold: accept every record whose score is ≥ `threshold`."""
+
+    threshold: float
+    tp: int
+    fp: int
+    members: int
+    non_members: int
+    precision: float
+    precision_ci_low: float
+    precision_ci_high: float
+
+    @property
+    def accepted_fraction(self) -> float:
+        return (self.tp + self.fp) / (self.members + self.non_members)
+
+    @property
+    def tpr(self) -> float:
+        return self.tp / self.members if self.members else math.nan
+
+    @property
+    def fpr(self) -> float:
+        return self.fp / self.non_members if self.non_members else math.nan
+
+
+def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Exact binomial interval for successes/trials: the Beta quantiles of Clopper & Pearson.
+
+    (NaN, NaN) with no trials: an attack that accepted nobody has no precision to bound.
+    """
+    if trials == 0:
+        return math.nan, math.nan
+    tail = (1.0 - confidence) / 2.0
+    low = 0.0 if successes == 0 else float(beta_distribution.ppf(tail, successes, trials - successes + 1))
+    high = 1.0 if successes == trials else float(
+        beta_distribution.ppf(1.0 - tail, successes + 1, trials - successes))
+    return low, high
+
+
+def _clean(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    scores = np.asarray(scores, dtype=np.float64)
+    members = np.asarray(members, dtype=bool)
+    if scores.shape != members.shape or scores.ndim != 1:
+        raise ValueError(f"scores {scores.shape} and members {members.shape} must be equal 1-D shapes")
+    return np.where(np.isnan(scores), -np.inf, scores), members
+
+
+def operating_point(scores: np.ndarray, members: np.ndarray, threshold: float,
+                    confidence: float = 0.95) -> OperatingPoint:
+    """Count TP and FP of "member iff score ≥ threshold" and the precision's exact interval."""
+    scores, members = _clean(scores, members)
+    accepted = scores >= threshold
+    tp = int(np.sum(accepted & members))
+    fp = int(np.sum(accepted & ~members))
+    low, high = clopper_pearson(tp, tp + fp, confidence)
+    return OperatingPoint(
+        threshold=float(threshold), tp=tp, fp=fp, members=int(members.sum()),
+        non_members=int((~members).sum()),
+        precision=tp / (tp + fp) if tp + fp else math.nan,
+        precision_ci_low=low, precision_ci_high=high,
+    )
+
+
+def quantile_thresholds(scores: np.ndarray) -> np.ndarray:
+    """The score above which the top 2.5 %·i of records lie, i = 1 … 40 (Thudi et al.).
+
+    With n records, the i-th threshold is the ⌈0.025·i·n⌉-th largest score; accepting "score ≥ it"
+    takes at least that many records (more when scores tie, since a real threshold cannot split a
+    tie).  NaN scores sort last.
+    """
+    scores = np.where(np.isnan(scores), -np.inf, np.asarray(scores, dtype=np.float64))
+    ordered = np.sort(scores)[::-1]
+    fractions = QUANTILE_STEP * np.arange(1, QUANTILE_COUNT + 1)
+    counts = np.clip(np.ceil(np.round(fractions * len(ordered), 9)).astype(int), 1, len(ordered))
+    return ordered[counts - 1]
+
+
+def quantile_max(scores: np.ndarray, members: np.ndarray, confidence: float = 0.95) -> OperatingPoint:
+    """Thudi et al.'s policy: the best precision over the 40 top-quantile thresholds.
+
+    It picks the threshold *using the evaluation labels*, so it is an oracle: an upper estimate
+    of what the attack could reach, which is what a check against an upper bound wants.  Ties in
+    precision go to the threshold with more true positives (more evidence).
+    """
+    if len(np.asarray(scores)) == 0:
+        raise ValueError("no records to evaluate")
+    points = [operating_point(scores, members, t, confidence) for t in np.unique(quantile_thresholds(scores))]
+    scored = [p for p in points if not math.isnan(p.precision)]
+    return max(scored, key=lambda p: (p.precision, p.tp))
+
+
+def roc_curve(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(FPR, TPR) of "score ≥ t" for every distinct score t, from accepting nobody to everybody."""
+    scores, members = _clean(scores, members)
+    order = np.argsort(-scores, kind="stable")
+    sorted_scores, sorted_members = scores[order], members[order]
+    # The last index of each run of equal scores: a threshold accepts whole ties.
+    ends = np.flatnonzero(np.r_[sorted_scores[1:] != sorted_scores[:-1], True])
+    tp = np.cumsum(sorted_members)[ends]
+    fp = np.cumsum(~sorted_members)[ends]
+    positives, negatives = max(int(members.sum()), 1), max(int((~members).sum()), 1)
+    return np.r_[0.0, fp / negatives], np.r_[0.0, tp / positives]
+
+
+def tpr_at_fpr(scores: np.ndarray, members: np.ndarray, fpr: float) -> float:
+    """The highest TPR of any threshold whose FPR is at most `fpr` (Carlini et al.'s low-FPR metric)."""
+    false_rates, true_rates = roc_curve(scores, members)
+    return float(true_rates[false_rates <= fpr + 1e-12].max())
+
+
+def roc_auc(scores: np.ndarray, members: np.ndarray) -> float:
+    """P(a member outscores a non-member), ties counting one half (the Mann–Whitney statistic)."""
+    scores, members = _clean(scores, members)
+    positives, negatives = int(members.sum()), int((~members).sum())
+    if positives == 0 or negatives == 0:
+        return math.nan
+    ranks = rankdata(scores)
+    return float((ranks[members].sum() - positives * (positives + 1) / 2) / (positives * negatives))

@@ -1,0 +1,170 @@
+"""Train one model on a Bernoulli sample of the pool, with DP-SGD (Opacus) or without.
+
+The sampling rate p of the pool is applied once, here, to build the training set D; it is not
+DP-SGD's per-step rate q = batch_size / |D|, which (with the steps and the noise multiplier) is
+all the accountant sees.  ε = ∞ trains without clipping or noise.
+
+Training resumes from a per-epoch checkpoint (model, optimizer, accountant, RNG states), so a
+worker killed mid-training costs at most one epoch when Ray retries the task.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from jobs.data import ArrayDataset
+from jobs.models import build_model
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """What determines a model besides its data: all of it goes into the model's content key."""
+
+    model: str
+    epochs: int
+    batch_size: int
+    lr: float
+    momentum: float
+    max_grad_norm: float
+    accountant: str
+    epsilon: float
+    delta: Optional[float]
+
+
+@dataclass
+class TrainedModel:
+    state_dict: dict[str, torch.Tensor]
+    pool_logits: np.ndarray  # (pool, classes) float32: every attack reads these
+    test_accuracy: float
+    train_accuracy: float
+    noise_multiplier: float
+    steps: int
+    epsilon_spent: float
+    train_size: int
+
+
+def draw_mask(pool_size: int, rate: float, seed: int, complement: bool) -> np.ndarray:
+    """Bernoulli(rate) membership over the pool; `complement` flips it (balanced shadow pairs)."""
+    mask = np.random.default_rng(seed).random(pool_size) < rate
+    return ~mask if complement else mask
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def _accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray, device: torch.device) -> float:
+    logits = predict_logits(model, x, device)
+    return float((logits.argmax(axis=1) == y).mean()) if len(y) else math.nan
+
+
+def predict_logits(model: nn.Module, x: np.ndarray, device: torch.device, batch: int = 2048) -> np.ndarray:
+    model.eval()
+    outputs = []
+    with torch.no_grad():
+        for start in range(0, len(x), batch):
+            chunk = torch.as_tensor(x[start : start + batch], device=device)
+            outputs.append(model(chunk).float().cpu().numpy())
+    return np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
+
+
+def train_model(
+    settings: TrainSettings,
+    data: ArrayDataset,
+    mask: np.ndarray,
+    seed: int,
+    device: torch.device,
+    checkpoint: Optional[Path] = None,
+) -> TrainedModel:
+    torch.manual_seed(seed)  # drives shuffling, Poisson batches and DP noise alike
+    train_x = torch.as_tensor(data.pool_x[mask])
+    train_y = torch.as_tensor(data.pool_y[mask])
+    model = build_model(settings.model, data.input_shape, data.num_classes).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=settings.lr, momentum=settings.momentum)
+    loader = DataLoader(TensorDataset(train_x, train_y), batch_size=settings.batch_size, shuffle=True)
+
+    private = math.isfinite(settings.epsilon)
+    engine = None
+    noise_multiplier = 0.0
+    if private:
+        from opacus import PrivacyEngine
+
+        engine = PrivacyEngine(accountant=settings.accountant)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Opacus warns about secure RNG, which we do not need
+            model, optimizer, loader = engine.make_private_with_epsilon(
+                module=model,
+                optimizer=optimizer,
+                data_loader=loader,
+                target_epsilon=settings.epsilon,
+                target_delta=settings.delta,
+                epochs=settings.epochs,
+                max_grad_norm=settings.max_grad_norm,
+                poisson_sampling=True,
+            )
+        noise_multiplier = float(optimizer.noise_multiplier)
+
+    start_epoch, steps = _resume(checkpoint, model, optimizer, engine)
+    for epoch in range(start_epoch, settings.epochs):
+        model.train()
+        for batch_x, batch_y in loader:
+            batch_x, batch_y = batch_x.to(device), batch_y.to(device)
+            optimizer.zero_grad(set_to_none=True)
+            loss = nn.functional.cross_entropy(model(batch_x), batch_y)
+            loss.backward()
+            optimizer.step()
+            steps += 1
+        if checkpoint is not None:
+            _save_checkpoint(checkpoint, epoch + 1, steps, model, optimizer, engine)
+
+    plain = model._module if hasattr(model, "_module") else model
+    epsilon_spent = engine.get_epsilon(settings.delta) if engine is not None else math.inf
+    return TrainedModel(
+        state_dict={k: v.detach().cpu() for k, v in plain.state_dict().items()},
+        pool_logits=predict_logits(plain, data.pool_x, device).astype(np.float32),
+        test_accuracy=_accuracy(plain, data.test_x, data.test_y, device),
+        train_accuracy=_accuracy(plain, data.pool_x[mask], data.pool_y[mask], device),
+        noise_multiplier=noise_multiplier,
+        steps=steps,
+        epsilon_spent=float(epsilon_spent),
+        train_size=int(mask.sum()),
+    )
+
+
+def _save_checkpoint(path: Path, epoch: int, steps: int, model, optimizer, engine) -> None:
+    state = {
+        "epoch": epoch,
+        "steps": steps,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "accountant": engine.accountant.state_dict() if engine is not None else None,
+        "torch_rng": torch.get_rng_state(),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + f".{os.getpid()}.part")
+    torch.save(state, partial)
+    partial.replace(path)
+
+
+def _resume(path: Optional[Path], model, optimizer, engine) -> tuple[int, int]:
+    if path is None or not path.exists():
+        return 0, 0
+    state = torch.load(path, weights_only=True)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    if engine is not None and state["accountant"] is not None:
+        engine.accountant.load_state_dict(state["accountant"])
+    torch.set_rng_state(state["torch_rng"])
+    return int(state["epoch"]), int(state["steps"])

@@ -1,0 +1,224 @@
+"""The sweep's configuration schema and its validation.
+
+The dataclasses are registered with Hydra's ConfigStore as the schema of `conf/config.yaml`, so
+types and unknown keys are caught while Hydra composes; `validate` then checks what types cannot
+express (ranges, names, combinations) and reports every problem at once, before any work starts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+from jobs.attacks import ATTACKS, AttackSettings
+from jobs.data import LOADERS
+from jobs.models import ARCHITECTURES
+
+POLICIES = ("quantile_max",)
+ACCOUNTANTS = ("rdp", "prv", "gdp")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+
+@dataclass
+class DatasetConfig:
+    name: str = "mnist_subset"
+    data_dir: str = "~/.cache/sweeper/data"
+    download: bool = True
+    # Records held out for test accuracy; never in any pool.
+    test_size: int = 1000
+    # Use only the first `pool_size` records of the training split as the pool (null: all).
+    pool_size: Optional[int] = None
+    # The attack is evaluated on the first `eval_records` records of the pool (Thudi et al.: 1000).
+    eval_records: int = 1000
+
+
+@dataclass
+class ModelConfig:
+    name: str = "mnist_cnn"
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 15
+    # Expected batch size; DP-SGD samples each record per step with rate batch_size / |D|.
+    batch_size: int = 128
+    lr: float = 0.05
+    momentum: float = 0.9
+    max_grad_norm: float = 1.0
+    accountant: str = "rdp"
+    device: str = "auto"
+
+
+@dataclass
+class GridConfig:
+    epsilon: list[float] = field(default_factory=lambda: [1.0, 8.0, math.inf])
+    delta: list[float] = field(default_factory=lambda: [1e-5])
+    p: list[float] = field(default_factory=lambda: [0.2, 0.5, 0.8])
+    attack: list[str] = field(default_factory=lambda: ["lira_online", "lira_offline", "loss", "always_member"])
+    policy: list[str] = field(default_factory=lambda: ["quantile_max"])
+    trial: list[int] = field(default_factory=lambda: [0])
+
+
+@dataclass
+class ShadowConfig:
+    # Shadow models per ε, trained at p = 0.5 with complementary pairs of masks, so every record
+    # is IN for exactly half of them (Carlini et al.'s balanced design). Must be even.
+    count: int = 8
+    p: float = 0.5
+
+
+@dataclass
+class MetricsConfig:
+    # Floor on the TPR s in the bound's δ-term (Thudi et al. 2024 §4.3 use 0.01).
+    tpr_floor: float = 0.01
+
+
+@dataclass
+class StoreConfig:
+    root: str = "runs"
+
+
+@dataclass
+class TrackingConfig:
+    # MLflow tracking URI; null means a SQLite file under store.root.
+    uri: Optional[str] = None
+    experiment: str = "sweeper"
+
+
+@dataclass
+class ClusterConfig:
+    # Address of an existing Ray cluster ("auto", "ray://host:10001", …); null starts local Ray.
+    address: Optional[str] = None
+    num_cpus: Optional[int] = None
+    include_dashboard: bool = True
+    dashboard_host: str = "127.0.0.1"
+    dashboard_port: int = 8265
+
+
+@dataclass
+class TaskResources:
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    max_retries: int = 3
+
+
+@dataclass
+class ResourcesConfig:
+    train: TaskResources = field(default_factory=TaskResources)
+    attack: TaskResources = field(default_factory=lambda: TaskResources(num_cpus=1.0))
+
+
+@dataclass
+class SweepConfig:
+    name: str = "quickstart"
+    seed: int = 0
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    grid: GridConfig = field(default_factory=GridConfig)
+    shadow: ShadowConfig = field(default_factory=ShadowConfig)
+    attack: AttackSettings = field(default_factory=AttackSettings)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+
+
+def register_schema() -> None:
+    ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)
+
+
+class ConfigError(ValueError):
+    """Every problem found in a configuration, one per line."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def to_sweep_config(cfg: DictConfig | SweepConfig) -> SweepConfig:
+    if isinstance(cfg, SweepConfig):
+        return cfg
+    merged = OmegaConf.merge(OmegaConf.structured(SweepConfig), cfg)
+    return OmegaConf.to_object(merged)  # type: ignore[return-value]
+
+
+def validate(cfg: SweepConfig) -> None:
+    """Raise ConfigError naming every problem (field, value, what is allowed)."""
+    problems: list[str] = []
+
+    def check(ok: bool, message: str) -> None:
+        if not ok:
+            problems.append(message)
+
+    check(bool(NAME_PATTERN.match(cfg.name)),
+          f"name={cfg.name!r}: use letters, digits, '_', '-', '.' (it becomes a folder name)")
+    check(cfg.dataset.name in LOADERS,
+          f"dataset.name={cfg.dataset.name!r}: known datasets are {sorted(LOADERS)}")
+    check(cfg.model.name in ARCHITECTURES,
+          f"model.name={cfg.model.name!r}: known models are {sorted(ARCHITECTURES)}")
+    check(cfg.dataset.test_size > 0, f"dataset.test_size={cfg.dataset.test_size}: must be > 0")
+    check(cfg.dataset.eval_records > 0,
+          f"dataset.eval_records={cfg.dataset.eval_records}: must be > 0")
+    if cfg.dataset.pool_size is not None:
+        check(cfg.dataset.pool_size >= cfg.dataset.eval_records,
+              f"dataset.pool_size={cfg.dataset.pool_size}: must be ≥ dataset.eval_records "
+              f"({cfg.dataset.eval_records})")
+
+    _check_grid(cfg.grid, check)
+
+    check(cfg.shadow.count >= 2 and cfg.shadow.count % 2 == 0,
+          f"shadow.count={cfg.shadow.count}: must be an even number ≥ 2 (complementary mask pairs)")
+    check(0 < cfg.shadow.p < 1, f"shadow.p={cfg.shadow.p}: must be in (0, 1)")
+    check(cfg.attack.lira_variance in ("auto", "global", "per_record"),
+          f"attack.lira_variance={cfg.attack.lira_variance!r}: use auto, global or per_record")
+    check(0 < cfg.attack.loss_clamp < 1,
+          f"attack.loss_clamp={cfg.attack.loss_clamp}: must be in (0, 1)")
+    check(0 < cfg.metrics.tpr_floor <= 1,
+          f"metrics.tpr_floor={cfg.metrics.tpr_floor}: must be in (0, 1]")
+
+    train = cfg.train
+    check(train.epochs >= 1, f"train.epochs={train.epochs}: must be ≥ 1")
+    check(train.batch_size >= 1, f"train.batch_size={train.batch_size}: must be ≥ 1")
+    check(train.lr > 0, f"train.lr={train.lr}: must be > 0")
+    check(0 <= train.momentum < 1, f"train.momentum={train.momentum}: must be in [0, 1)")
+    check(train.max_grad_norm > 0, f"train.max_grad_norm={train.max_grad_norm}: must be > 0")
+    check(train.accountant in ACCOUNTANTS,
+          f"train.accountant={train.accountant!r}: use one of {list(ACCOUNTANTS)}")
+    check(train.device == "auto" or re.match(r"^(cpu|cuda(:\d+)?|mps)$", train.device) is not None,
+          f"train.device={train.device!r}: use auto, cpu, cuda, cuda:N or mps")
+
+    for role in ("train", "attack"):
+        res: TaskResources = getattr(cfg.resources, role)
+        check(res.num_cpus > 0, f"resources.{role}.num_cpus={res.num_cpus}: must be > 0")
+        check(res.num_gpus >= 0, f"resources.{role}.num_gpus={res.num_gpus}: must be ≥ 0")
+        check(res.max_retries >= 0, f"resources.{role}.max_retries={res.max_retries}: must be ≥ 0")
+    check(cfg.cluster.dashboard_host != "", "cluster.dashboard_host: must not be empty")
+
+    if problems:
+        raise ConfigError(problems)
+
+
+def _check_grid(grid: GridConfig, check: Any) -> None:
+    for axis in ("epsilon", "delta", "p", "attack", "policy", "trial"):
+        values = getattr(grid, axis)
+        check(len(values) > 0, f"grid.{axis}: must list at least one value")
+        check(len(set(values)) == len(values), f"grid.{axis}={list(values)}: has duplicates")
+    for eps in grid.epsilon:
+        check(eps > 0 and not math.isnan(eps), f"grid.epsilon: {eps} must be > 0 (inf allowed)")
+    for delta in grid.delta:
+        check(0 <= delta < 1, f"grid.delta: {delta} must be in [0, 1)")
+    for p in grid.p:
+        check(0 < p < 1, f"grid.p: {p} must be in (0, 1)")
+    for attack in grid.attack:
+        check(attack in ATTACKS, f"grid.attack: {attack!r} is unknown; known attacks are {sorted(ATTACKS)}")
+    for policy in grid.policy:
+        check(policy in POLICIES, f"grid.policy: {policy!r} is unknown; known policies are {list(POLICIES)}")
+    for trial in grid.trial:
+        check(trial >= 0, f"grid.trial: {trial} must be ≥ 0")

@@ -1,0 +1,165 @@
+"""The bound-vs-attack frontier: measured precision next to the Thudi et al. bound, per cell.
+
+`load_frontier` returns it as a pandas DataFrame (one row per cell); `plot_frontier` draws
+precision against p, one colour per ε, with each ε's bound and the always-member baseline, and
+marks every cell whose precision interval lies wholly above the bound: such a cell means a bug
+in training or accounting and must never be hidden.
+
+Command line: `python -m sweeper.frontier --help`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from sweeper.bounds import precision_bound
+from sweeper.store import read_results
+
+BASELINE_ATTACK = "always_member"
+SORT_ORDER = ["dataset", "attack", "policy", "epsilon", "delta", "p", "trial"]
+
+
+def sweep_dir_for(store_root: str | Path, experiment: str) -> Path:
+    return Path(store_root).expanduser() / "sweeps" / experiment
+
+
+def load_frontier(experiment: str = "quickstart", store_root: str | Path = "runs",
+                  run_dir: Optional[str | Path] = None) -> pd.DataFrame:
+    """One row per cell of the latest run of `experiment` (or of the sweep in `run_dir`)."""
+    directory = Path(run_dir) if run_dir is not None else sweep_dir_for(store_root, experiment)
+    frame = read_results(directory)
+    if frame.empty:
+        return frame
+    return frame.sort_values(SORT_ORDER, ignore_index=True)
+
+
+def _fmt_eps(value: float) -> str:
+    return "∞" if math.isinf(value) else f"{value:g}"
+
+
+def format_table(frame: pd.DataFrame) -> str:
+    """A fixed-width table a person can read: one line per cell, violations flagged."""
+    if frame.empty:
+        return "(no cells)"
+    header = (f"{'attack':<14} {'ε':>5} {'δ':>7} {'p':>5} {'trial':>5}  {'precision [95% CI]':<22} "
+              f"{'TP':>5} {'FP':>5} {'baseline':>8} {'bound':>6} {'bound@TPR':>9} "
+              f"{'TPR@1%':>6} {'AUC':>5} {'test acc':>8}  flag")
+    lines = [header, "-" * len(header)]
+    for row in frame.to_dict("records"):
+        interval = (f"{row['precision']:.3f} [{row['precision_ci_low']:.3f}, "
+                    f"{row['precision_ci_high']:.3f}]")
+        flag = "VIOLATION" if row["violation"] else ""
+        lines.append(
+            f"{row['attack']:<14} {_fmt_eps(row['epsilon']):>5} {row['delta']:>7.0e} {row['p']:>5.2f} "
+            f"{row['trial']:>5}  {interval:<22} {row['tp']:>5} {row['fp']:>5} {row['baseline']:>8.3f} "
+            f"{row['bound']:>6.3f} {row['bound_at_tpr']:>9.3f} {row['tpr_at_fpr_0.01']:>6.3f} "
+            f"{row['auc']:>5.3f} {row['test_accuracy']:>8.3f}  {flag}"
+        )
+    return "\n".join(lines)
+
+
+def plot_frontier(frame: pd.DataFrame, path: str | Path, title: str = "") -> Path:
+    """Precision against p: one panel per attack, one colour per ε, bound dashed, baseline grey."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    attacks = [a for a in dict.fromkeys(frame["attack"]) if a != BASELINE_ATTACK] or [BASELINE_ATTACK]
+    epsilons = sorted(frame["epsilon"].unique())
+    delta = float(frame["delta"].max())  # the loosest bound of the grid
+    floor = float(frame["tpr_floor"].max())
+    colours = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(epsilons)))
+    grid = np.linspace(0.01, 0.99, 197)
+    fig, axes = plt.subplots(1, len(attacks), figsize=(4.6 * len(attacks), 4.2), squeeze=False,
+                             sharey=True)
+    baseline = frame[frame["attack"] == BASELINE_ATTACK].groupby("p")["precision"].mean()
+    for axis, attack in zip(axes[0], attacks):
+        cells = frame[frame["attack"] == attack]
+        for colour, eps in zip(colours, epsilons):
+            bound = precision_bound(eps, grid, delta, floor)
+            axis.plot(grid, bound, "--", color=colour, lw=1.2)
+            at_eps = cells[cells["epsilon"] == eps].groupby("p").agg(
+                precision=("precision", "mean"), low=("precision_ci_low", "mean"),
+                high=("precision_ci_high", "mean"), violation=("violation", "any"))
+            if at_eps.empty:
+                continue
+            axis.errorbar(at_eps.index, at_eps["precision"],
+                          yerr=[at_eps["precision"] - at_eps["low"], at_eps["high"] - at_eps["precision"]],
+                          fmt="o-", color=colour, capsize=3, label=f"ε={_fmt_eps(eps)}")
+            bad = at_eps[at_eps["violation"]]
+            axis.scatter(bad.index, bad["precision"], marker="X", s=140, color="red", zorder=5,
+                         label="violation" if not bad.empty else None)
+        if not baseline.empty:
+            axis.plot(baseline.index, baseline.values, "s:", color="grey", label="always member")
+        axis.plot(grid, grid, color="lightgrey", lw=0.8)
+        axis.set_title(attack)
+        axis.set_xlabel("p = P(x* sampled into D)")
+        axis.set_xlim(0, 1)
+        axis.set_ylim(0, 1.02)
+        axis.grid(alpha=0.3)
+    axes[0][0].set_ylabel("attack precision (best quantile, oracle)")
+    axes[0][-1].legend(loc="lower right", fontsize=8, title=f"dashed: bound U, δ={delta:g}")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m sweeper.frontier",
+        description="Print the bound-vs-attack frontier of a finished (or running) sweep: for "
+                    "every cell, the attack's best precision with its 95%% Clopper-Pearson interval "
+                    "next to the Thudi et al. bound U, and draw it as a PNG.",
+    )
+    parser.add_argument("--experiment", default="quickstart",
+                        help="sweep name, i.e. the experiment's `name` (default: quickstart)")
+    parser.add_argument("--store-root", default="runs", help="the sweep's store.root (default: runs)")
+    parser.add_argument("--run-dir", help="a sweep folder (<store.root>/sweeps/<name>); overrides --experiment")
+    parser.add_argument("--json", action="store_true", help="print the table as JSON records")
+    parser.add_argument("--csv", metavar="PATH", help="also write the table as CSV to PATH")
+    parser.add_argument("--plot", metavar="PATH", help="PNG path (default: <run dir>/frontier.png)")
+    parser.add_argument("--no-plot", action="store_true", help="do not draw the PNG")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    run_dir = Path(args.run_dir) if args.run_dir else sweep_dir_for(args.store_root, args.experiment)
+    try:
+        frame = load_frontier(run_dir=run_dir)
+    except FileNotFoundError as error:
+        print(f"error: {error}. Run `python -m sweeper` first, or pass --run-dir.", file=sys.stderr)
+        return 2
+    if args.json:
+        print(frame.to_json(orient="records", indent=1))
+    else:
+        print(format_table(frame))
+    if args.csv:
+        frame.to_csv(args.csv, index=False)
+        print(f"CSV: {args.csv}", file=sys.stderr if args.json else sys.stdout)
+    if not args.no_plot and not frame.empty:
+        png = plot_frontier(frame, args.plot or run_dir / "frontier.png", title=run_dir.name)
+        print(f"plot: {png}", file=sys.stderr if args.json else sys.stdout)
+    violations = int(frame["violation"].sum()) if not frame.empty else 0
+    if violations:
+        print(f"WARNING: {violations} cell(s) measure a precision whose interval lies above the "
+              "bound: a bug in training or accounting.", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""Expand a sweep config into content-keyed work: models to train, attacks to score, cells.
+
+A key is a hash of exactly the settings that determine an artifact, so identical work is done
+once per store.  Shadow models do not depend on the target's p, trial or attack, so each (ε, δ)
+trains them once and every target shares them; at ε = ∞ δ plays no part, so it leaves the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from jobs.attacks import ATTACKS
+from jobs.training import TrainSettings
+from sweeper.config import SweepConfig
+
+#: Bump when the meaning of stored artifacts changes, so old ones are not reused.
+ARTIFACT_VERSION = 1
+
+
+def content_key(kind: str, settings: dict[str, Any]) -> str:
+    payload = json.dumps({"kind": kind, "version": ARTIFACT_VERSION, **settings}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:24]
+
+
+def seed_from(*parts: Any) -> int:
+    return int(hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:8], 16)
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """The settings that decide which records a model can see (not where the files live)."""
+
+    name: str
+    test_size: int
+    pool_size: Optional[int]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    role: str  # "target" or "shadow"
+    data: DataSpec
+    train: TrainSettings
+    sample_rate: float  # p: each pool record is in the training set with this probability
+    mask_seed: int
+    mask_complement: bool
+    index: int  # trial for targets, shadow index for shadows
+
+    @property
+    def key(self) -> str:
+        settings = dataclasses.asdict(self)
+        del settings["role"], settings["index"]
+        return content_key("model", settings)
+
+    @property
+    def label(self) -> str:
+        """How the task is named in the Ray dashboard and in logs."""
+        who = f"trial={self.index}" if self.role == "target" else f"shadow={self.index}"
+        return (f"train {self.role} {self.data.name} ε={_fmt(self.train.epsilon)} "
+                f"p={self.sample_rate:g} {who}")
+
+
+@dataclass(frozen=True)
+class AttackSpec:
+    attack: str
+    target: str  # model key
+    shadows: tuple[str, ...]  # model keys, in shadow-index order (empty if unused)
+    eval_records: int
+    settings: tuple[tuple[str, Any], ...]
+
+    @property
+    def key(self) -> str:
+        return content_key("scores", dataclasses.asdict(self))
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One row of the results table."""
+
+    dataset: str
+    model: str
+    epsilon: float
+    delta: float
+    p: float
+    attack: str
+    policy: str
+    trial: int
+    scores: AttackSpec
+    tpr_floor: float
+
+    @property
+    def key(self) -> str:
+        return content_key("cell", {
+            "scores": self.scores.key, "policy": self.policy, "tpr_floor": self.tpr_floor,
+            "epsilon": self.epsilon, "delta": self.delta, "p": self.p,
+        })
+
+    @property
+    def coordinates(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset, "model": self.model, "epsilon": self.epsilon,
+            "delta": self.delta, "p": self.p, "attack": self.attack, "policy": self.policy,
+            "trial": self.trial,
+        }
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    config: SweepConfig
+    models: dict[str, ModelSpec]
+    attacks: dict[str, AttackSpec]
+    cells: tuple[Cell, ...]
+
+    @property
+    def key(self) -> str:
+        return content_key("sweep", {"name": self.config.name, "cells": sorted(c.key for c in self.cells)})
+
+
+def _fmt(value: float) -> str:
+    return "∞" if math.isinf(value) else f"{value:g}"
+
+
+def build_plan(cfg: SweepConfig) -> SweepPlan:
+    data = DataSpec(cfg.dataset.name, cfg.dataset.test_size, cfg.dataset.pool_size)
+    models: dict[str, ModelSpec] = {}
+    attacks: dict[str, AttackSpec] = {}
+    cells: list[Cell] = []
+
+    def add(spec: ModelSpec) -> str:
+        models.setdefault(spec.key, spec)
+        return spec.key
+
+    for epsilon in cfg.grid.epsilon:
+        for delta in cfg.grid.delta:
+            train = TrainSettings(
+                model=cfg.model.name, epochs=cfg.train.epochs, batch_size=cfg.train.batch_size,
+                lr=cfg.train.lr, momentum=cfg.train.momentum,
+                max_grad_norm=cfg.train.max_grad_norm, accountant=cfg.train.accountant,
+                epsilon=float(epsilon), delta=float(delta) if math.isfinite(epsilon) else None,
+            )
+            shadows = tuple(
+                add(ModelSpec("shadow", data, train, cfg.shadow.p,
+                              mask_seed=seed_from(cfg.seed, "shadow-pair", index // 2),
+                              mask_complement=index % 2 == 1, index=index))
+                for index in range(cfg.shadow.count)
+            )
+            for trial in cfg.grid.trial:
+                for p in cfg.grid.p:
+                    target = add(ModelSpec("target", data, train, float(p),
+                                           mask_seed=seed_from(cfg.seed, "target", trial),
+                                           mask_complement=False, index=trial))
+                    for attack in cfg.grid.attack:
+                        spec = AttackSpec(
+                            attack=attack, target=target,
+                            shadows=shadows if ATTACKS[attack].needs_shadows else (),
+                            eval_records=cfg.dataset.eval_records,
+                            settings=tuple(sorted(dataclasses.asdict(cfg.attack).items())),
+                        )
+                        attacks.setdefault(spec.key, spec)
+                        for policy in cfg.grid.policy:
+                            cells.append(Cell(
+                                dataset=cfg.dataset.name, model=cfg.model.name,
+                                epsilon=float(epsilon), delta=float(delta), p=float(p),
+                                attack=attack, policy=policy, trial=trial, scores=spec,
+                                tpr_floor=cfg.metrics.tpr_floor,
+                            ))
+    return SweepPlan(cfg, models, attacks, tuple(cells))

@@ -1,0 +1,114 @@
+"""The bodies of the sweep's remote tasks: read inputs from the store, do the work, write back.
+
+They are plain functions so tests can call them without Ray; `sweeper.runner` wraps them as
+Ray tasks.  Only the driver writes results rows and MLflow runs; tasks write content-keyed
+artifacts, which are safe to write twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from jobs.attacks import ATTACKS, AttackInputs, AttackSettings
+from jobs.data import ArrayDataset
+from jobs.metrics import quantile_max, roc_auc, tpr_at_fpr
+from jobs.training import draw_mask, resolve_device, train_model
+from sweeper.bounds import epsilon_from_precision, precision_bound, precision_lower_bound
+from sweeper.plan import AttackSpec, Cell, ModelSpec
+from sweeper.store import RESULTS_SCHEMA_VERSION, ArtifactStore
+
+
+def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str,
+               num_threads: int) -> dict[str, Any]:
+    """Train the model `spec` describes (resuming from its checkpoint) and store it.
+
+    `data` is the pool already cut to `spec.data.pool_size` (`ArrayDataset.first_records`).
+    """
+    torch.set_num_threads(max(1, num_threads))
+    store = ArtifactStore(store_root)
+    key = spec.key
+    if store.has_model(key):  # a retry after the artifact landed, or a concurrent duplicate
+        return store.read_model_meta(key)
+    mask = draw_mask(len(data.pool_y), spec.sample_rate, spec.mask_seed, spec.mask_complement)
+    trained = train_model(spec.train, data, mask, seed=int(key[:8], 16),
+                          device=resolve_device(device), checkpoint=store.checkpoint_path(key))
+    meta = {
+        "key": key, "role": spec.role, "label": spec.label, "sample_rate": spec.sample_rate,
+        "test_accuracy": trained.test_accuracy, "train_accuracy": trained.train_accuracy,
+        "noise_multiplier": trained.noise_multiplier, "steps": trained.steps,
+        "epsilon_spent": trained.epsilon_spent, "train_size": trained.train_size,
+        "epsilon": spec.train.epsilon, "delta": spec.train.delta,
+    }
+    store.write_model(key, trained.state_dict, trained.pool_logits, mask, meta)
+    return meta
+
+
+def attack_task(spec: AttackSpec, cells: list[Cell], labels: np.ndarray,
+                store_root: str) -> list[dict[str, Any]]:
+    """Score one attack on one target, store per-record scores, and return its cells' rows."""
+    store = ArtifactStore(store_root)
+    n = spec.eval_records
+    labels = labels[:n]
+    target_logits, target_mask = store.read_model_outputs(spec.target)
+    members = target_mask[:n]
+    shadow_logits = shadow_members = None
+    if spec.shadows:
+        outputs = [store.read_model_outputs(key) for key in spec.shadows]
+        shadow_logits = np.stack([logits[:n] for logits, _ in outputs])
+        shadow_members = np.stack([mask[:n] for _, mask in outputs])
+    inputs = AttackInputs(target_logits[:n], labels, shadow_logits, shadow_members)
+    scores = ATTACKS[spec.attack].score(inputs, AttackSettings(**dict(spec.settings)))
+    store.write_scores(spec.key, pd.DataFrame({
+        "record_id": np.arange(n), "score": scores, "member": members,
+        "model_key": spec.target, "attack": spec.attack,
+    }))
+    target_meta = store.read_model_meta(spec.target)
+    return [cell_row(cell, scores, members, target_meta) for cell in cells]
+
+
+def cell_row(cell: Cell, scores: np.ndarray, members: np.ndarray,
+             target_meta: dict[str, Any]) -> dict[str, Any]:
+    """Everything the frontier shows for one cell: measured precision next to the bound."""
+    point = quantile_max(scores, members)
+    floor = cell.tpr_floor
+    bound = precision_bound(cell.epsilon, cell.p, cell.delta, floor)
+    bound_at_tpr = precision_bound(cell.epsilon, cell.p, cell.delta, max(point.tpr, floor))
+    return {
+        **cell.coordinates,
+        "policy_uses_target_labels": cell.policy == "quantile_max",
+        "eval_records": int(len(members)),
+        "members": int(members.sum()),
+        "baseline": float(members.mean()),
+        "precision": point.precision,
+        "precision_ci_low": point.precision_ci_low,
+        "precision_ci_high": point.precision_ci_high,
+        "tp": int(point.tp),
+        "fp": int(point.fp),
+        "threshold": float(point.threshold),
+        "accepted_fraction": float(point.accepted_fraction),
+        "tpr": point.tpr,
+        "fpr": point.fpr,
+        "tpr_at_fpr_0.001": tpr_at_fpr(scores, members, 0.001),
+        "tpr_at_fpr_0.01": tpr_at_fpr(scores, members, 0.01),
+        "auc": roc_auc(scores, members),
+        "tpr_floor": floor,
+        "bound": float(bound),
+        "bound_at_tpr": float(bound_at_tpr),
+        "bound_lower": float(precision_lower_bound(cell.epsilon, cell.p)),
+        "epsilon_audit": float(epsilon_from_precision(point.precision_ci_low, cell.p)),
+        "violation": bool(point.precision_ci_low > bound_at_tpr),
+        "test_accuracy": target_meta["test_accuracy"],
+        "train_accuracy": target_meta["train_accuracy"],
+        "epsilon_spent": target_meta["epsilon_spent"],
+        "noise_multiplier": target_meta["noise_multiplier"],
+        "steps": target_meta["steps"],
+        "train_size": target_meta["train_size"],
+        "model_key": cell.scores.target,
+        "scores_key": cell.scores.key,
+        "cell_key": cell.key,
+        "schema_version": RESULTS_SCHEMA_VERSION,
+    }

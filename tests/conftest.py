@@ -1,0 +1,52 @@
+"""Shared fixtures: one real local Ray instance for the whole session, tiny sweep configs."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """A real local Ray (2 CPUs, no dashboard), shared by every test that runs a sweep."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+def build_tiny_config(root):
+    """A sweep small enough for seconds: 240-record pool, 1 epoch, 2 shadows."""
+    from sweeper.config import SweepConfig
+
+    cfg = SweepConfig()
+    cfg.name = "tiny"
+    cfg.dataset.pool_size = 240
+    cfg.dataset.test_size = 200
+    cfg.dataset.eval_records = 120
+    cfg.train.epochs = 1
+    cfg.train.batch_size = 64
+    cfg.shadow.count = 2
+    cfg.grid.epsilon = [4.0, math.inf]
+    cfg.grid.delta = [1e-5]
+    cfg.grid.p = [0.3, 0.7]
+    cfg.grid.attack = ["lira_online", "lira_offline", "loss", "always_member"]
+    cfg.store.root = str(root / "runs")
+    cfg.cluster.include_dashboard = False
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def make_tiny_config():
+    return build_tiny_config
+
+
+@pytest.fixture
+def tiny_config(tmp_path):
+    return build_tiny_config(tmp_path)

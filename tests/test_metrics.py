@@ -1,0 +1,101 @@
+"""Precision, its Clopper–Pearson interval, the quantile policy, TPR at FPR and AUC, by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from jobs.metrics import clopper_pearson, operating_point, quantile_max, quantile_thresholds, \
+    roc_auc, tpr_at_fpr
+
+
+def binomial_tail_at_least(x: int, n: int, rate: float) -> float:
+    return sum(math.comb(n, k) * rate**k * (1 - rate) ** (n - k) for k in range(x, n + 1))
+
+
+def test_clopper_pearson_extremes_have_closed_forms():
+    # 0 of 10: the upper end solves (1 − u)^10 = 0.025, so u = 1 − 0.025^(1/10) ≈ 0.3085.
+    low, high = clopper_pearson(0, 10)
+    assert low == 0.0 and high == pytest.approx(1 - 0.025 ** 0.1)
+    assert high == pytest.approx(0.30850, abs=1e-5)
+    # 10 of 10: the lower end solves l^10 = 0.025.
+    low, high = clopper_pearson(10, 10)
+    assert high == 1.0 and low == pytest.approx(0.025 ** 0.1)
+
+
+def test_clopper_pearson_ends_are_the_exact_binomial_tails():
+    # The lower end L of x successes in n makes P(Bin(n, L) ≥ x) = 2.5 %; the upper end U makes
+    # P(Bin(n, U) ≤ x) = 2.5 %.  Checked by summing the binomial pmf directly.
+    x, n = 7, 20
+    low, high = clopper_pearson(x, n)
+    assert binomial_tail_at_least(x, n, low) == pytest.approx(0.025, abs=1e-9)
+    assert 1 - binomial_tail_at_least(x + 1, n, high) == pytest.approx(0.025, abs=1e-9)
+    assert low < x / n < high
+
+
+def test_clopper_pearson_with_no_trials_is_undefined():
+    assert all(math.isnan(v) for v in clopper_pearson(0, 0))
+
+
+def test_operating_point_counts_and_nan_scores_are_non_members():
+    scores = np.array([0.9, 0.8, np.nan, 0.2, 0.8])
+    members = np.array([True, False, True, True, True])
+    point = operating_point(scores, members, threshold=0.8)
+    # Accepted: 0.9 (member), 0.8 (non-member), 0.8 (member); NaN never accepted.
+    assert (point.tp, point.fp) == (2, 1)
+    assert point.precision == pytest.approx(2 / 3)
+    assert point.tpr == pytest.approx(2 / 4) and point.fpr == pytest.approx(1.0)
+    assert point.accepted_fraction == pytest.approx(3 / 5)
+
+
+def test_quantile_thresholds_step_by_two_and_a_half_percent():
+    scores = np.arange(1.0, 41.0)  # 40 records: each 2.5 % step adds exactly one record
+    thresholds = quantile_thresholds(scores)
+    assert len(thresholds) == 40
+    assert thresholds[0] == 40.0 and thresholds[-1] == 1.0
+    assert list(thresholds) == list(np.arange(40.0, 0.0, -1.0))
+
+
+def test_quantile_max_picks_the_best_precision_among_the_quantiles():
+    scores = np.arange(8.0, 0.0, -1.0)  # 8, 7, …, 1
+    members = np.array([0, 1, 1, 1, 0, 1, 0, 0], dtype=bool)
+    # Accepting the top k: precision 0/1, 1/2, 2/3, 3/4, 3/5, 4/6, 4/7, 4/8 → best 3/4 at k = 4.
+    point = quantile_max(scores, members)
+    assert (point.tp, point.fp) == (3, 1)
+    assert point.threshold == 5.0
+    assert point.precision == pytest.approx(0.75)
+    assert (point.precision_ci_low, point.precision_ci_high) == pytest.approx(clopper_pearson(3, 4))
+
+
+def test_quantile_max_of_a_constant_score_is_the_member_share():
+    members = np.array([1, 0, 0, 1, 0], dtype=bool)
+    point = quantile_max(np.ones(5), members)
+    assert (point.tp, point.fp) == (2, 3) and point.precision == pytest.approx(0.4)
+
+
+def test_tpr_at_fpr_takes_the_best_threshold_within_the_fpr():
+    scores = np.array([5.0, 4.0, 2.0, 3.0, 1.0, 0.0])
+    members = np.array([1, 1, 1, 0, 0, 0], dtype=bool)
+    # Threshold 4: TPR 2/3 at FPR 0; threshold 2: TPR 1 at FPR 1/3.
+    assert tpr_at_fpr(scores, members, 0.0) == pytest.approx(2 / 3)
+    assert tpr_at_fpr(scores, members, 0.2) == pytest.approx(2 / 3)
+    assert tpr_at_fpr(scores, members, 0.34) == pytest.approx(1.0)
+
+
+def test_tpr_at_fpr_never_splits_a_tie():
+    # Member and non-member tie at the top: any threshold that takes the member takes the
+    # non-member too, so at FPR 0 the TPR is 0.
+    scores = np.array([1.0, 1.0, 0.0])
+    members = np.array([True, False, False])
+    assert tpr_at_fpr(scores, members, 0.0) == 0.0
+    assert tpr_at_fpr(scores, members, 0.5) == 1.0
+
+
+def test_auc_is_the_share_of_correctly_ordered_pairs():
+    # Members 3, 1; non-members 2, 0: pairs (3>2, 3>0, 1<2, 1>0) → 3/4.
+    assert roc_auc(np.array([3.0, 1.0, 2.0, 0.0]), np.array([1, 1, 0, 0], dtype=bool)) == pytest.approx(0.75)
+    # A tie counts one half: member 2 vs non-members 2 and 1 → (0.5 + 1)/2.
+    assert roc_auc(np.array([2.0, 2.0, 1.0]), np.array([1, 0, 0], dtype=bool)) == pytest.approx(0.75)
+    assert math.isnan(roc_auc(np.ones(3), np.ones(3, dtype=bool)))

@@ -1,0 +1,77 @@
+"""The plan: content keys share exactly the work that is the same, and nothing else."""
+
+from __future__ import annotations
+
+import math
+
+from sweeper.config import SweepConfig
+from sweeper.plan import build_plan
+
+
+def grid_config(**grid) -> SweepConfig:
+    cfg = SweepConfig()
+    for axis, values in grid.items():
+        setattr(cfg.grid, axis, values)
+    return cfg
+
+
+def roles(plan, role):
+    return [m for m in plan.models.values() if m.role == role]
+
+
+def test_three_values_of_p_train_the_shadows_once_per_epsilon():
+    cfg = grid_config(epsilon=[1.0, 8.0], p=[0.2, 0.5, 0.8], attack=["lira_online", "loss"])
+    plan = build_plan(cfg)
+    shadows = roles(plan, "shadow")
+    assert len(shadows) == 2 * cfg.shadow.count
+    for epsilon in (1.0, 8.0):
+        assert sum(m.train.epsilon == epsilon for m in shadows) == cfg.shadow.count
+    assert len(roles(plan, "target")) == 2 * 3
+    # Every LiRA cell at one ε points at the same shadow keys, whatever its p.
+    lira = [c for c in plan.cells if c.attack == "lira_online"]
+    for epsilon in (1.0, 8.0):
+        assert len({c.scores.shadows for c in lira if c.epsilon == epsilon}) == 1
+    # The loss attack needs no shadows.
+    assert all(c.scores.shadows == () for c in plan.cells if c.attack == "loss")
+
+
+def test_shadow_masks_come_in_complementary_pairs():
+    plan = build_plan(grid_config(epsilon=[1.0]))
+    shadows = sorted(roles(plan, "shadow"), key=lambda m: m.index)
+    for first, second in zip(shadows[::2], shadows[1::2]):
+        assert first.mask_seed == second.mask_seed
+        assert (first.mask_complement, second.mask_complement) == (False, True)
+    assert len({m.mask_seed for m in shadows}) == len(shadows) // 2
+
+
+def test_trials_share_shadows_but_not_targets():
+    plan = build_plan(grid_config(epsilon=[2.0], p=[0.5], trial=[0, 1, 2]))
+    assert len(roles(plan, "shadow")) == SweepConfig().shadow.count
+    targets = roles(plan, "target")
+    assert len(targets) == 3 and len({m.mask_seed for m in targets}) == 3
+
+
+def test_infinite_epsilon_ignores_delta():
+    plan = build_plan(grid_config(epsilon=[math.inf, 3.0], delta=[1e-5, 1e-3], p=[0.5]))
+    infinite = [m for m in plan.models.values() if math.isinf(m.train.epsilon)]
+    finite = [m for m in plan.models.values() if not math.isinf(m.train.epsilon)]
+    per_setting = SweepConfig().shadow.count + 1
+    assert len(infinite) == per_setting  # one set for both δ
+    assert len(finite) == 2 * per_setting
+    assert len(plan.cells) == 2 * 2 * 1 * len(SweepConfig().grid.attack)
+
+
+def test_keys_are_stable_and_sensitive_to_what_matters():
+    base = build_plan(grid_config(epsilon=[1.0], p=[0.5]))
+    again = build_plan(grid_config(epsilon=[1.0], p=[0.5]))
+    assert set(base.models) == set(again.models)
+    assert [c.key for c in base.cells] == [c.key for c in again.cells]
+    changed = grid_config(epsilon=[1.0], p=[0.5])
+    changed.train.lr = 0.07
+    assert not set(build_plan(changed).models) & set(base.models)
+    # Evaluating more records re-scores attacks but retrains nothing: logits cover the pool.
+    more = grid_config(epsilon=[1.0], p=[0.5])
+    more.dataset.eval_records = 500
+    plan = build_plan(more)
+    assert set(plan.models) == set(base.models)
+    assert not set(plan.attacks) & set(base.attacks)

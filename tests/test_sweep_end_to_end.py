@@ -1,0 +1,87 @@
+"""A tiny sweep end to end on real Ray, real Opacus, real Parquet and real MLflow (SQLite)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pandas as pd
+import pytest
+from mlflow import MlflowClient
+
+from sweeper.runner import run_sweep
+from sweeper.tracking import CELL_KEY_TAG, PARENT_TAG, SWEEP_KEY_TAG
+
+
+@pytest.fixture(scope="module")
+def finished_sweep(ray_local, make_tiny_config, tmp_path_factory):
+    cfg = make_tiny_config(tmp_path_factory.mktemp("sweep"))
+    first = run_sweep(cfg, progress=False)
+    second = run_sweep(cfg, progress=False)
+    return cfg, first, second
+
+
+def test_table_has_exactly_the_expected_cells(finished_sweep):
+    cfg, first, _ = finished_sweep
+    expected = set(itertools.product(cfg.grid.epsilon, cfg.grid.delta, cfg.grid.p,
+                                     cfg.grid.attack, cfg.grid.policy, cfg.grid.trial))
+    got = first.results
+    assert not first.failures
+    assert len(got) == len(expected)
+    assert set(zip(got.epsilon, got.delta, got.p, got.attack, got.policy, got.trial)) == expected
+
+
+def test_first_run_trains_each_model_once(finished_sweep):
+    cfg, first, _ = finished_sweep
+    # per ε: the shadows plus one target per p (one trial); ε = ∞ ignores δ.
+    per_epsilon = cfg.shadow.count + len(cfg.grid.p) * len(cfg.grid.trial)
+    assert first.models_total == first.models_trained == per_epsilon * len(cfg.grid.epsilon)
+    models = list((first.sweep_dir.parent.parent / "models").iterdir())
+    assert len(models) == first.models_total
+
+
+def test_rows_are_consistent(finished_sweep):
+    _, first, _ = finished_sweep
+    rows = first.results
+    assert ((rows.precision_ci_low <= rows.precision) & (rows.precision <= rows.precision_ci_high)).all()
+    assert (rows.tp + rows.fp > 0).all()
+    # The always-member baseline accepts every record: its precision is the member share.
+    baseline = rows[rows.attack == "always_member"]
+    assert (baseline.tp + baseline.fp == baseline.eval_records).all()
+    assert (baseline.precision == baseline.members / baseline.eval_records).all()
+    # ε = ∞: no guarantee, the bound is vacuous; the DP models report a finite spent ε ≤ target.
+    assert (rows[rows.epsilon == math.inf].bound == 1.0).all()
+    private = rows[rows.epsilon < math.inf]
+    assert (private.epsilon_spent <= private.epsilon + 1e-6).all()
+    assert (private.noise_multiplier > 0).all()
+    assert (private.bound < 1).all() and not rows.violation.any()
+
+
+def test_rerun_trains_nothing_and_adds_no_rows(finished_sweep):
+    _, first, second = finished_sweep
+    assert second.models_trained == 0 and second.cells_computed == 0
+    cells = list((second.sweep_dir / "cells").glob("*.parquet"))
+    assert len(cells) == len(first.results) == len(second.results)
+    pd.testing.assert_frame_equal(
+        first.results.sort_values("cell_key", ignore_index=True),
+        second.results.sort_values("cell_key", ignore_index=True))
+
+
+def test_mlflow_has_one_nested_run_per_cell(finished_sweep):
+    cfg, first, _ = finished_sweep
+    client = MlflowClient(tracking_uri=first.tracking_uri)
+    experiment = client.get_experiment_by_name(cfg.tracking.experiment)
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    parents = [r for r in runs if SWEEP_KEY_TAG in r.data.tags]
+    children = [r for r in runs if PARENT_TAG in r.data.tags]
+    assert len(parents) == 1  # the rerun reused the sweep's run
+    assert len(children) == len(first.results)
+    assert {r.data.tags[PARENT_TAG] for r in children} == {parents[0].info.run_id}
+    by_key = {r.data.tags[CELL_KEY_TAG]: r for r in children}
+    for row in first.results.to_dict("records"):
+        run = by_key[row["cell_key"]]
+        assert run.data.params["attack"] == row["attack"]
+        assert float(run.data.params["epsilon"]) == row["epsilon"]
+        assert float(run.data.params["p"]) == row["p"]
+        assert run.data.metrics["precision"] == pytest.approx(row["precision"])
+    assert parents[0].data.params["grid.p"] == str(cfg.grid.p)

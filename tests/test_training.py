@@ -1,0 +1,79 @@
+"""DP training on real MNIST digits with real Opacus: accounting, masks, checkpoint resume."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import jobs.training as training
+from jobs.data import load_dataset
+from jobs.training import TrainSettings, draw_mask, train_model
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    data = load_dataset("mnist_subset", tmp_path_factory.mktemp("data"), False, test_size=200)
+    return data.first_records(300)
+
+
+def settings(epsilon: float, epochs: int = 2) -> TrainSettings:
+    return TrainSettings(model="mnist_cnn", epochs=epochs, batch_size=50, lr=0.05, momentum=0.9,
+                         max_grad_norm=1.0, accountant="rdp", epsilon=epsilon,
+                         delta=1e-5 if math.isfinite(epsilon) else None)
+
+
+def test_mask_is_bernoulli_and_complement_flips_it():
+    mask = draw_mask(20_000, 0.3, seed=7, complement=False)
+    assert abs(mask.mean() - 0.3) < 0.015  # 4.6 standard errors of √(0.3·0.7/20000)
+    assert (draw_mask(20_000, 0.3, seed=7, complement=True) == ~mask).all()
+    assert (draw_mask(20_000, 0.3, seed=7, complement=False) == mask).all()
+
+
+def test_dp_training_spends_the_target_epsilon(digits):
+    mask = draw_mask(len(digits.pool_y), 0.5, seed=1, complement=False)
+    model = train_model(settings(2.0), digits, mask, seed=3, device=CPU)
+    assert model.noise_multiplier > 0
+    assert 1.8 < model.epsilon_spent <= 2.0 + 1e-6
+    assert model.train_size == mask.sum()
+    # Opacus sets q = 1 / ceil(|D| / batch) and takes 1/q Poisson steps an epoch.
+    assert model.steps == 2 * math.ceil(mask.sum() / 50)
+    assert model.pool_logits.shape == (len(digits.pool_y), 10)
+
+
+def test_non_private_training_adds_no_noise(digits):
+    mask = draw_mask(len(digits.pool_y), 0.5, seed=1, complement=False)
+    model = train_model(settings(math.inf, epochs=15), digits, mask, seed=3, device=CPU)
+    assert model.noise_multiplier == 0 and math.isinf(model.epsilon_spent)
+    assert model.train_accuracy > 0.5  # it learns
+
+
+def test_resume_after_a_crash_equals_an_uninterrupted_run(digits, tmp_path, monkeypatch):
+    mask = draw_mask(len(digits.pool_y), 0.5, seed=1, complement=False)
+    whole = train_model(settings(2.0, epochs=3), digits, mask, seed=3, device=CPU)
+
+    real_save = training._save_checkpoint
+    saves = []
+
+    def save_then_die(*args, **kwargs):
+        real_save(*args, **kwargs)
+        saves.append(args[1])
+        if len(saves) == 2:
+            raise KeyboardInterrupt("worker killed after epoch 2")
+
+    checkpoint = tmp_path / "model.pt"
+    monkeypatch.setattr(training, "_save_checkpoint", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        train_model(settings(2.0, epochs=3), digits, mask, seed=3, device=CPU, checkpoint=checkpoint)
+    monkeypatch.setattr(training, "_save_checkpoint", real_save)
+    resumed = train_model(settings(2.0, epochs=3), digits, mask, seed=3, device=CPU, checkpoint=checkpoint)
+
+    assert resumed.epsilon_spent == pytest.approx(whole.epsilon_spent, rel=1e-9)
+    assert resumed.steps == whole.steps
+    for name, tensor in whole.state_dict.items():
+        torch.testing.assert_close(resumed.state_dict[name], tensor)
+    np.testing.assert_allclose(resumed.pool_logits, whole.pool_logits, rtol=1e-5, atol=1e-5)
