@@ -113,6 +113,13 @@ def always_member(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
     return np.ones(len(inputs.labels))
 
 
+def output_threshold(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
+    """Say "member" when the released output is high: the optimal test against a mechanism that
+    releases a noisy copy of the membership bit (`+experiment=bound_check`), whose one output
+    is stored in the first logit column."""
+    return np.asarray(inputs.target_logits, dtype=np.float64)[:, 0]
+
+
 @dataclass(frozen=True)
 class Attack:
     score: Callable[[AttackInputs, AttackSettings], np.ndarray]
@@ -124,4 +131,5 @@ ATTACKS: dict[str, Attack] = {
     "lira_offline": Attack(lira_offline, needs_shadows=True),
     "loss": Attack(loss_threshold, needs_shadows=False),
     "always_member": Attack(always_member, needs_shadows=False),
+    "output_threshold": Attack(output_threshold, needs_shadows=False),
 }

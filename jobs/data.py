@@ -155,11 +155,29 @@ def require_cifar10(data_dir: Path, download: bool) -> None:
     fetch(CIFAR10_ARCHIVE, data_dir / "cifar10", download, "cifar10")
 
 
+# --- membership bits: records that carry nothing but whether they were drawn -----------------
+
+#: Pool size of `membership_bits` before `dataset.pool_size` cuts it.
+MEMBERSHIP_POOL = 100_000
+
+
+def load_membership_bits(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
+    """Featureless records for the bound's self-check (`+experiment=bound_check`).
+
+    A mechanism whose privacy is known exactly sees only each record's membership bit, so the
+    records need no content: one constant feature keeps the arrays' shapes uniform.
+    """
+    return ArrayDataset("membership_bits", np.zeros((MEMBERSHIP_POOL, 1), np.float32),
+                        np.zeros(MEMBERSHIP_POOL, np.int64), np.zeros((test_size, 1), np.float32),
+                        np.zeros(test_size, np.int64), num_classes=1)
+
+
 Loader = Callable[[Path, bool, int], ArrayDataset]
 
 LOADERS: dict[str, Loader] = {
     "mnist_subset": load_mnist_subset,
     "cifar10": load_cifar10,
+    "membership_bits": load_membership_bits,
 }
 
 #: Cheap checks that a dataset's files are present, run before any cluster starts.

@@ -12,6 +12,7 @@ Convention: a higher score means "more likely a member"; a NaN score never count
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -36,6 +37,8 @@ class OperatingPoint:
     precision: float
     precision_ci_low: float
     precision_ci_high: float
+    # How many thresholds the policy tried to find this one: a test on it must correct for them.
+    candidates: int = 1
 
     @property
     def accepted_fraction(self) -> float:
@@ -50,6 +53,16 @@ class OperatingPoint:
         return self.fp / self.non_members if self.non_members else math.nan
 
 
+def clopper_pearson_lower(successes: int, trials: int, alpha: float) -> float:
+    """One-sided exact lower confidence bound: P(Bin(trials, bound) ≥ successes) = alpha.
+
+    NaN with no trials; 0 with no successes (nothing rules out a rate of 0).
+    """
+    if trials == 0:
+        return math.nan
+    return 0.0 if successes == 0 else float(beta_distribution.ppf(alpha, successes, trials - successes + 1))
+
+
 def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
     """Exact binomial interval for successes/trials: the Beta quantiles of Clopper & Pearson.
 
@@ -58,7 +71,7 @@ def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tu
     if trials == 0:
         return math.nan, math.nan
     tail = (1.0 - confidence) / 2.0
-    low = 0.0 if successes == 0 else float(beta_distribution.ppf(tail, successes, trials - successes + 1))
+    low = clopper_pearson_lower(successes, trials, tail)
     high = 1.0 if successes == trials else float(
         beta_distribution.ppf(1.0 - tail, successes + 1, trials - successes))
     return low, high
@@ -111,9 +124,11 @@ def quantile_max(scores: np.ndarray, members: np.ndarray, confidence: float = 0.
     """
     if len(np.asarray(scores)) == 0:
         raise ValueError("no records to evaluate")
-    points = [operating_point(scores, members, t, confidence) for t in np.unique(quantile_thresholds(scores))]
+    thresholds = np.unique(quantile_thresholds(scores))
+    points = [operating_point(scores, members, t, confidence) for t in thresholds]
     scored = [p for p in points if not math.isnan(p.precision)]
-    return max(scored, key=lambda p: (p.precision, p.tp))
+    best = max(scored, key=lambda p: (p.precision, p.tp))
+    return dataclasses.replace(best, candidates=len(thresholds))
 
 
 def roc_curve(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

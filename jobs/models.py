@@ -48,5 +48,12 @@ ARCHITECTURES: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
 }
 
 
+#: Not a network: a mechanism with exactly known privacy that releases a noisy copy of each
+#: record's membership bit (`jobs.mechanisms`), the "model" of the bound's self-check.
+MEMBERSHIP_MECHANISM = "membership_mechanism"
+
+MODEL_NAMES = (*ARCHITECTURES, MEMBERSHIP_MECHANISM)
+
+
 def build_model(name: str, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     return ARCHITECTURES[name](tuple(input_shape), num_classes)

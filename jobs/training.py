@@ -80,7 +80,12 @@ def predict_logits(model: nn.Module, x: np.ndarray, device: torch.device, batch:
     return np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
 
 
-def train_model(
+#: Opacus's notices that say nothing about this run: the secure RNG (we seed for reproducibility,
+#: not for a production release) and the per-sample-gradient hook on the input layer.
+_HARMLESS_WARNINGS = ("Secure RNG turned off", "Full backward hook is firing")
+
+
+def _train(
     settings: TrainSettings,
     data: ArrayDataset,
     mask: np.ndarray,
@@ -103,7 +108,7 @@ def train_model(
 
         engine = PrivacyEngine(accountant=settings.accountant)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # Opacus warns about secure RNG, which we do not need
+            warnings.simplefilter("ignore")  # make_private's advice on settings we chose on purpose
             model, optimizer, loader = engine.make_private_with_epsilon(
                 module=model,
                 optimizer=optimizer,
@@ -141,6 +146,15 @@ def train_model(
         epsilon_spent=float(epsilon_spent),
         train_size=int(mask.sum()),
     )
+
+
+def train_model(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, seed: int,
+                device: torch.device, checkpoint: Optional[Path] = None) -> TrainedModel:
+    """Train on the pool records in `mask`, resuming from `checkpoint` when one exists."""
+    with warnings.catch_warnings():
+        for message in _HARMLESS_WARNINGS:
+            warnings.filterwarnings("ignore", message=message)
+        return _train(settings, data, mask, seed, device, checkpoint)
 
 
 def _save_checkpoint(path: Path, epoch: int, steps: int, model, optimizer, engine) -> None:

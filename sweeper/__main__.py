@@ -7,14 +7,13 @@ the CPU, in minutes.  Hydra composes the config (`conf/`); `--help` lists every 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
 from jobs.data import DatasetUnavailable
 from sweeper.config import ConfigError, register_schema, to_sweep_config
-from sweeper.frontier import format_table, plot_frontier
+from sweeper.frontier import format_table
 from sweeper.runner import run_sweep
 
 register_schema()
@@ -24,25 +23,20 @@ def _report(result) -> None:
     print()
     print(format_table(result.results))
     print()
-    png = None
-    if not result.results.empty:
-        png = plot_frontier(result.results, result.sweep_dir / "frontier.png", title=result.name)
-        result.results.to_csv(result.sweep_dir / "frontier.csv", index=False)
     print(f"done in {result.seconds:.1f} s: trained {result.models_trained} of "
           f"{result.models_total} models, computed {result.cells_computed} of "
           f"{result.cells_total} cells")
     print(f"results (Parquet): {result.sweep_dir / 'cells'}")
-    if png is not None:
-        print(f"frontier plot:     {png}")
-        print(f"frontier table:    {result.sweep_dir / 'frontier.csv'}")
-    print(f"MLflow:            mlflow ui --backend-store-uri {result.tracking_uri}")
+    if result.plot_path is not None:
+        print(f"frontier plot:     {result.plot_path}")
+        print(f"frontier table:    {result.csv_path}")
+    print(f"MLflow:            mlflow ui --backend-store-uri {result.tracking_uri} --host 127.0.0.1")
     violations = int(result.results["violation"].sum()) if not result.results.empty else 0
     if violations:
         print(f"WARNING: {violations} cell(s) measured a precision above the bound: "
               "a bug in training or accounting.", file=sys.stderr)
     for label, reason in result.failures:
         print(f"FAILED {label}: {reason}", file=sys.stderr)
-    return png
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")

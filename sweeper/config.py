@@ -17,7 +17,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from jobs.attacks import ATTACKS, AttackSettings
 from jobs.data import LOADERS
-from jobs.models import ARCHITECTURES
+from jobs.models import MEMBERSHIP_MECHANISM, MODEL_NAMES
+from sweeper.bounds import BOUND_FORMS
+
+#: Attacks that read an exact mechanism's release rather than a network's logits.
+MECHANISM_ATTACKS = ("output_threshold",)
 
 POLICIES = ("quantile_max",)
 ACCOUNTANTS = ("rdp", "prv", "gdp")
@@ -76,6 +80,11 @@ class ShadowConfig:
 class MetricsConfig:
     # Floor on the TPR s in the bound's δ-term (Thudi et al. 2024 §4.3 use 0.01).
     tpr_floor: float = 0.01
+    # The bound's δ-term: "derived" (valid for every p; see README) or "printed" (as in the paper).
+    bound_form: str = "derived"
+    # A cell is flagged as a violation when the data prove, at this level (one-sided, corrected
+    # for the thresholds searched), a precision above the bound.
+    violation_alpha: float = 0.001
 
 
 @dataclass
@@ -161,8 +170,9 @@ def validate(cfg: SweepConfig) -> None:
           f"name={cfg.name!r}: use letters, digits, '_', '-', '.' (it becomes a folder name)")
     check(cfg.dataset.name in LOADERS,
           f"dataset.name={cfg.dataset.name!r}: known datasets are {sorted(LOADERS)}")
-    check(cfg.model.name in ARCHITECTURES,
-          f"model.name={cfg.model.name!r}: known models are {sorted(ARCHITECTURES)}")
+    check(cfg.model.name in MODEL_NAMES,
+          f"model.name={cfg.model.name!r}: known models are {sorted(MODEL_NAMES)}")
+    _check_mechanism_pairing(cfg, check)
     check(cfg.dataset.test_size > 0, f"dataset.test_size={cfg.dataset.test_size}: must be > 0")
     check(cfg.dataset.eval_records > 0,
           f"dataset.eval_records={cfg.dataset.eval_records}: must be > 0")
@@ -182,6 +192,10 @@ def validate(cfg: SweepConfig) -> None:
           f"attack.loss_clamp={cfg.attack.loss_clamp}: must be in (0, 1)")
     check(0 < cfg.metrics.tpr_floor <= 1,
           f"metrics.tpr_floor={cfg.metrics.tpr_floor}: must be in (0, 1]")
+    check(0 < cfg.metrics.violation_alpha < 1,
+          f"metrics.violation_alpha={cfg.metrics.violation_alpha}: must be in (0, 1)")
+    check(cfg.metrics.bound_form in BOUND_FORMS,
+          f"metrics.bound_form={cfg.metrics.bound_form!r}: use one of {list(BOUND_FORMS)}")
 
     train = cfg.train
     check(train.epochs >= 1, f"train.epochs={train.epochs}: must be ≥ 1")
@@ -203,6 +217,22 @@ def validate(cfg: SweepConfig) -> None:
 
     if problems:
         raise ConfigError(problems)
+
+
+def _check_mechanism_pairing(cfg: SweepConfig, check: Any) -> None:
+    """The exact mechanism reads membership bits only, and only its own attack reads its output."""
+    exact = cfg.model.name == MEMBERSHIP_MECHANISM
+    bits = cfg.dataset.name == "membership_bits"
+    check(exact == bits or cfg.model.name not in MODEL_NAMES or cfg.dataset.name not in LOADERS,
+          f"model.name={cfg.model.name!r} with dataset.name={cfg.dataset.name!r}: the "
+          f"{MEMBERSHIP_MECHANISM!r} model goes with the 'membership_bits' dataset and only with it")
+    for attack in cfg.grid.attack:
+        if attack == "always_member" or attack not in ATTACKS:
+            continue
+        fits = (attack in MECHANISM_ATTACKS) == exact
+        check(fits, f"grid.attack: {attack!r} does not apply to model.name={cfg.model.name!r}; "
+                    + (f"use {sorted(MECHANISM_ATTACKS)} or always_member" if exact else
+                       f"{sorted(MECHANISM_ATTACKS)} only attack {MEMBERSHIP_MECHANISM!r}"))
 
 
 def _check_grid(grid: GridConfig, check: Any) -> None:

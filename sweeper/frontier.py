@@ -46,22 +46,29 @@ def _fmt_eps(value: float) -> str:
 
 
 def format_table(frame: pd.DataFrame) -> str:
-    """A fixed-width table a person can read: one line per cell, violations flagged."""
+    """A fixed-width table a person can read: one line per cell, violations flagged.
+
+    Sweeps over exact mechanisms (`bound_check`) also show the closed form: the attack's exact
+    precision and the tightest bound over the mechanism's privacy profile.
+    """
     if frame.empty:
         return "(no cells)"
-    header = (f"{'attack':<14} {'ε':>5} {'δ':>7} {'p':>5} {'trial':>5}  {'precision [95% CI]':<22} "
+    exact = "precision_exact" in frame and frame["precision_exact"].notna().any()
+    header = (f"{'attack':<16} {'ε':>5} {'δ':>7} {'p':>5} {'trial':>5}  {'precision [95% CI]':<22} "
               f"{'TP':>5} {'FP':>5} {'baseline':>8} {'bound':>6} {'bound@TPR':>9} "
-              f"{'TPR@1%':>6} {'AUC':>5} {'test acc':>8}  flag")
+              + (f"{'exact':>6} {'tightest':>8} " if exact else
+                 f"{'TPR@1%':>6} {'AUC':>5} {'test acc':>8} ") + " flag")
     lines = [header, "-" * len(header)]
     for row in frame.to_dict("records"):
         interval = (f"{row['precision']:.3f} [{row['precision_ci_low']:.3f}, "
                     f"{row['precision_ci_high']:.3f}]")
         flag = "VIOLATION" if row["violation"] else ""
+        tail = (f"{row['precision_exact']:>6.3f} {row['bound_tight']:>8.3f} " if exact else
+                f"{row['tpr_at_fpr_0.01']:>6.3f} {row['auc']:>5.3f} {row['test_accuracy']:>8.3f} ")
         lines.append(
-            f"{row['attack']:<14} {_fmt_eps(row['epsilon']):>5} {row['delta']:>7.0e} {row['p']:>5.2f} "
+            f"{row['attack']:<16} {_fmt_eps(row['epsilon']):>5} {row['delta']:>7.0e} {row['p']:>5.2f} "
             f"{row['trial']:>5}  {interval:<22} {row['tp']:>5} {row['fp']:>5} {row['baseline']:>8.3f} "
-            f"{row['bound']:>6.3f} {row['bound_at_tpr']:>9.3f} {row['tpr_at_fpr_0.01']:>6.3f} "
-            f"{row['auc']:>5.3f} {row['test_accuracy']:>8.3f}  {flag}"
+            f"{row['bound']:>6.3f} {row['bound_at_tpr']:>9.3f} " + tail + f" {flag}"
         )
     return "\n".join(lines)
 
@@ -78,6 +85,7 @@ def plot_frontier(frame: pd.DataFrame, path: str | Path, title: str = "") -> Pat
     epsilons = sorted(frame["epsilon"].unique())
     delta = float(frame["delta"].max())  # the loosest bound of the grid
     floor = float(frame["tpr_floor"].max())
+    form = str(frame["bound_form"].iloc[0])
     colours = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(epsilons)))
     grid = np.linspace(0.01, 0.99, 197)
     fig, axes = plt.subplots(1, len(attacks), figsize=(4.6 * len(attacks), 4.2), squeeze=False,
@@ -86,7 +94,7 @@ def plot_frontier(frame: pd.DataFrame, path: str | Path, title: str = "") -> Pat
     for axis, attack in zip(axes[0], attacks):
         cells = frame[frame["attack"] == attack]
         for colour, eps in zip(colours, epsilons):
-            bound = precision_bound(eps, grid, delta, floor)
+            bound = precision_bound(eps, grid, delta, floor, form=form)
             axis.plot(grid, bound, "--", color=colour, lw=1.2)
             at_eps = cells[cells["epsilon"] == eps].groupby("p").agg(
                 precision=("precision", "mean"), low=("precision_ci_low", "mean"),

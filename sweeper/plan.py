@@ -91,11 +91,14 @@ class Cell:
     trial: int
     scores: AttackSpec
     tpr_floor: float
+    bound_form: str
+    violation_alpha: float
 
     @property
     def key(self) -> str:
         return content_key("cell", {
             "scores": self.scores.key, "policy": self.policy, "tpr_floor": self.tpr_floor,
+            "bound_form": self.bound_form, "violation_alpha": self.violation_alpha,
             "epsilon": self.epsilon, "delta": self.delta, "p": self.p,
         })
 
@@ -134,6 +137,7 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
         models.setdefault(spec.key, spec)
         return spec.key
 
+    needs_shadows = any(ATTACKS[attack].needs_shadows for attack in cfg.grid.attack)
     for epsilon in cfg.grid.epsilon:
         for delta in cfg.grid.delta:
             train = TrainSettings(
@@ -146,7 +150,7 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
                 add(ModelSpec("shadow", data, train, cfg.shadow.p,
                               mask_seed=seed_from(cfg.seed, "shadow-pair", index // 2),
                               mask_complement=index % 2 == 1, index=index))
-                for index in range(cfg.shadow.count)
+                for index in range(cfg.shadow.count if needs_shadows else 0)
             )
             for trial in cfg.grid.trial:
                 for p in cfg.grid.p:
@@ -166,6 +170,7 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
                                 dataset=cfg.dataset.name, model=cfg.model.name,
                                 epsilon=float(epsilon), delta=float(delta), p=float(p),
                                 attack=attack, policy=policy, trial=trial, scores=spec,
-                                tpr_floor=cfg.metrics.tpr_floor,
+                                tpr_floor=cfg.metrics.tpr_floor, bound_form=cfg.metrics.bound_form,
+                                violation_alpha=cfg.metrics.violation_alpha,
                             ))
     return SweepPlan(cfg, models, attacks, tuple(cells))

@@ -23,7 +23,8 @@ from tqdm.auto import tqdm
 from jobs.data import load_dataset, require_dataset
 from sweeper.config import ConfigError, SweepConfig, validate
 from sweeper.plan import AttackSpec, Cell, SweepPlan, build_plan
-from sweeper.store import ArtifactStore, read_results
+from sweeper.frontier import load_frontier, plot_frontier
+from sweeper.store import ArtifactStore, atomic_write_bytes
 from sweeper.tasks import attack_task, train_task
 from sweeper.tracking import default_tracking_uri, open_tracker
 
@@ -41,6 +42,8 @@ class SweepResult:
     seconds: float
     dashboard_url: Optional[str] = None
     failures: list[tuple[str, str]] = field(default_factory=list)  # (cell label, reason)
+    plot_path: Optional[Path] = None  # frontier.png, also attached to the sweep's MLflow run
+    csv_path: Optional[Path] = None
 
 
 @contextlib.contextmanager
@@ -115,17 +118,25 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
                 echo(f"Ray dashboard: {dashboard_url}  (token: `ray get-auth-token`)")
             failures = _execute(plan, todo_models, todo_cells, data, store, tracker, progress)
 
-    results = read_results(store.sweep_dir(cfg.name))
-    if tracker is not None:  # cells computed while tracking was down get their runs now
-        for row in results.to_dict("records"):
-            tracker.log_cell(row)
+    results = load_frontier(run_dir=store.sweep_dir(cfg.name))
+    plot_path = csv_path = None
+    if not results.empty:
+        plot_path = plot_frontier(results, store.sweep_dir(cfg.name) / "frontier.png", title=cfg.name)
+        csv_path = store.sweep_dir(cfg.name) / "frontier.csv"
+        atomic_write_bytes(csv_path, results.to_csv(index=False).encode())
     if tracker is not None:
+        for row in results.to_dict("records"):  # cells computed while tracking was down, too
+            tracker.log_cell(row)
+        for path in (plot_path, csv_path):
+            if path is not None:
+                tracker.log_artifact(path)
         tracker.finish(failed=bool(failures))
     return SweepResult(
         name=cfg.name, results=results, sweep_dir=store.sweep_dir(cfg.name),
         tracking_uri=tracking_uri, models_total=len(plan.models), models_trained=len(todo_models),
         cells_total=len(plan.cells), cells_computed=len(todo_cells) - len(failures),
         seconds=time.perf_counter() - started, dashboard_url=dashboard_url, failures=failures,
+        plot_path=plot_path, csv_path=csv_path,
     )
 
 

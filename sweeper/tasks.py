@@ -7,6 +7,7 @@ artifacts, which are safe to write twice.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,10 @@ import torch
 
 from jobs.attacks import ATTACKS, AttackInputs, AttackSettings
 from jobs.data import ArrayDataset
-from jobs.metrics import quantile_max, roc_auc, tpr_at_fpr
+from jobs.mechanisms import describe, from_description, mechanism_for, precision_at, \
+    release_membership, tightest_bound
+from jobs.metrics import OperatingPoint, clopper_pearson_lower, quantile_max, roc_auc, tpr_at_fpr
+from jobs.models import MEMBERSHIP_MECHANISM
 from jobs.training import draw_mask, resolve_device, train_model
 from sweeper.bounds import epsilon_from_precision, precision_bound, precision_lower_bound
 from sweeper.plan import AttackSpec, Cell, ModelSpec
@@ -34,9 +38,15 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
     if store.has_model(key):  # a retry after the artifact landed, or a concurrent duplicate
         return store.read_model_meta(key)
     mask = draw_mask(len(data.pool_y), spec.sample_rate, spec.mask_seed, spec.mask_complement)
-    trained = train_model(spec.train, data, mask, seed=int(key[:8], 16),
-                          device=resolve_device(device), checkpoint=store.checkpoint_path(key))
-    meta = {
+    extra: dict[str, Any] = {}
+    if spec.train.model == MEMBERSHIP_MECHANISM:
+        mechanism = mechanism_for(spec.train.epsilon, spec.train.delta or 0.0)
+        trained = release_membership(mechanism, spec.train.epsilon, mask, seed=int(key[:8], 16))
+        extra["mechanism"] = describe(mechanism)
+    else:
+        trained = train_model(spec.train, data, mask, seed=int(key[:8], 16),
+                              device=resolve_device(device), checkpoint=store.checkpoint_path(key))
+    meta = {**extra,
         "key": key, "role": spec.role, "label": spec.label, "sample_rate": spec.sample_rate,
         "test_accuracy": trained.test_accuracy, "train_accuracy": trained.train_accuracy,
         "noise_multiplier": trained.noise_multiplier, "steps": trained.steps,
@@ -74,9 +84,9 @@ def cell_row(cell: Cell, scores: np.ndarray, members: np.ndarray,
              target_meta: dict[str, Any]) -> dict[str, Any]:
     """Everything the frontier shows for one cell: measured precision next to the bound."""
     point = quantile_max(scores, members)
-    floor = cell.tpr_floor
-    bound = precision_bound(cell.epsilon, cell.p, cell.delta, floor)
-    bound_at_tpr = precision_bound(cell.epsilon, cell.p, cell.delta, max(point.tpr, floor))
+    floor, form = cell.tpr_floor, cell.bound_form
+    bound = precision_bound(cell.epsilon, cell.p, cell.delta, floor, form=form)
+    bound_at_tpr = precision_bound(cell.epsilon, cell.p, cell.delta, max(point.tpr, floor), form=form)
     return {
         **cell.coordinates,
         "policy_uses_target_labels": cell.policy == "quantile_max",
@@ -96,11 +106,13 @@ def cell_row(cell: Cell, scores: np.ndarray, members: np.ndarray,
         "tpr_at_fpr_0.01": tpr_at_fpr(scores, members, 0.01),
         "auc": roc_auc(scores, members),
         "tpr_floor": floor,
+        "bound_form": form,
         "bound": float(bound),
         "bound_at_tpr": float(bound_at_tpr),
         "bound_lower": float(precision_lower_bound(cell.epsilon, cell.p)),
         "epsilon_audit": float(epsilon_from_precision(point.precision_ci_low, cell.p)),
-        "violation": bool(point.precision_ci_low > bound_at_tpr),
+        **violation_test(point, cell),
+        **exact_figures(target_meta, cell, point.threshold),
         "test_accuracy": target_meta["test_accuracy"],
         "train_accuracy": target_meta["train_accuracy"],
         "epsilon_spent": target_meta["epsilon_spent"],
@@ -111,4 +123,44 @@ def cell_row(cell: Cell, scores: np.ndarray, members: np.ndarray,
         "scores_key": cell.scores.key,
         "cell_key": cell.key,
         "schema_version": RESULTS_SCHEMA_VERSION,
+    }
+
+
+def violation_test(point: OperatingPoint, cell: Cell) -> dict[str, Any]:
+    """Do the data *prove*, at level `cell.violation_alpha`, a precision the bound forbids?
+
+    A flag must mean a bug, so it is a one-sided exact test, not the 95 % display interval: the
+    precision's lower confidence end against the bound at the TPR's lower confidence end (a
+    lower TPR only raises U, so this is the loosest bound the data allow), Bonferroni-corrected
+    over both ends and over every threshold the policy searched.  An attack that meets the
+    bound exactly is then flagged at most a fraction α of the time.
+    """
+    alpha = cell.violation_alpha / (2 * point.candidates)
+    precision_proven = clopper_pearson_lower(point.tp, point.tp + point.fp, alpha)
+    tpr_low = clopper_pearson_lower(point.tp, point.members, alpha)
+    bound_at_tpr_low = float(precision_bound(cell.epsilon, cell.p, cell.delta,
+                                             max(tpr_low, cell.tpr_floor), form=cell.bound_form))
+    return {
+        "precision_proven": precision_proven,
+        "bound_at_tpr_low": bound_at_tpr_low,
+        "violation": bool(precision_proven > bound_at_tpr_low),
+    }
+
+
+def exact_figures(target_meta: dict[str, Any], cell: Cell, threshold: float) -> dict[str, float]:
+    """For a target whose privacy is known exactly (the bound's self-check), the closed form.
+
+    `tpr_exact` and `precision_exact` are what the threshold attack has in expectation, `bound_tight` the
+    least bound over the mechanism's whole privacy profile at the threshold's exact TPR; the
+    self-check passes when the first never exceeds the second and touches it.  NaN for trained
+    networks, whose privacy is only bounded, not known.
+    """
+    if "mechanism" not in target_meta:
+        return {"tpr_exact": math.nan, "precision_exact": math.nan, "bound_tight": math.nan}
+    mechanism = from_description(target_meta["mechanism"])
+    tpr, _ = mechanism.rates(threshold)
+    return {
+        "tpr_exact": float(tpr),
+        "precision_exact": float(precision_at(mechanism, threshold, cell.p)),
+        "bound_tight": float(tightest_bound(mechanism, cell.p, float(tpr), form=cell.bound_form)),
     }

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 
 import pytest
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
@@ -50,3 +53,20 @@ def make_tiny_config():
 @pytest.fixture
 def tiny_config(tmp_path):
     return build_tiny_config(tmp_path)
+
+
+def compose_sweep_config(experiment: str, overrides: list[str] = ()):
+    """The validated SweepConfig that `python -m sweeper +experiment=NAME overrides…` would run."""
+    from hydra import compose, initialize_config_dir
+
+    from sweeper.config import register_schema, to_sweep_config
+
+    register_schema()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        raw = compose(config_name="config", overrides=[f"+experiment={experiment}", *overrides])
+    return to_sweep_config(raw)
+
+
+@pytest.fixture(scope="session")
+def compose_config():
+    return compose_sweep_config

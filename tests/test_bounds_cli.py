@@ -32,6 +32,20 @@ def test_precision_json_matches_hand_values(capsys):
     # lower = 1/(1 + e²·0.99/0.01) = 1/(1 + 99e²) = 0.001365
     assert row["lower"] == pytest.approx(1.0 / (1.0 + 99.0 * E**2), rel=1e-12)
     assert row["tpr"] == 0.01 and row["delta"] == 0.0
+    assert out["form"] == "derived"  # the default
+
+
+def test_precision_form_flag_on_the_counterexample(capsys):
+    # Randomized response, ε = ln 3, is (0, 1/2)-DP; at p = 1/4 the attack "output 1" has s = 3/4
+    # and precision 1/2.  derived U(0, 1/2, 1/4, 3/4) = 1/(1 + 3·(1 − (1/2)/(3/4))) = 1/2;
+    # printed U = 1/(1 + 3 − (1/2)·(3/4)/(3/4)) = 1/3.5 = 2/7.
+    argv = ["precision", "--epsilon", "0", "--p", "0.25", "--delta", "0.5", "--tpr", "0.75"]
+    out = run_json(capsys, *argv)
+    assert out["form"] == "derived" and out["rows"][0]["upper"] == pytest.approx(0.5, rel=1e-15)
+    out = run_json(capsys, *argv, "--form", "printed")
+    assert out["form"] == "printed" and out["rows"][0]["upper"] == pytest.approx(2 / 7, rel=1e-15)
+    assert main(argv + ["--form", "printed"]) == 0
+    assert "printed form" in capsys.readouterr().out
 
 
 def test_precision_table_over_lists(capsys):
@@ -40,7 +54,13 @@ def test_precision_table_over_lists(capsys):
     lines = text.strip().splitlines()
     assert "upper U" in lines[1] and "lower" in lines[1]
     assert len(lines) == 3 + 6  # intro, header, rule, 3×2 rows
-    assert "0.06945" in text  # ε = 2, p = 0.01 (δ = 1e-5 barely moves it)
+    # ε = 2, p = 0.01, δ = 1e-5, s = 0.01, derived: 1/(1 + e^-2·99·(1 − 1e-5/0.01))
+    #   = 1/(1 + 13.398197·0.999) = 1/14.384799 = 0.069518 (δ = 0 gives 0.069453)
+    assert "0.06952" in text
+    assert main(["precision", "--epsilon", "1,2,inf", "--p", "0.01,0.5", "--delta", "1e-5",
+                 "--form", "printed"]) == 0
+    # printed: 1/(1 + e^-2·99 − 1e-5·e^-2·0.99/0.01) = 1/(1 + 13.398197·(1 − 1e-5)) = 0.069454
+    assert "0.06945" in capsys.readouterr().out
     assert len({len(line) for line in lines[1:]}) == 1  # aligned columns
     out = run_json(capsys, "precision", "--epsilon", "1,inf", "--p", "0.5")
     # ε = 1, p = 0.5, δ = 0: 1/(1 + e^-1); ε = ∞ is written as the string "inf", bound 1
@@ -57,15 +77,44 @@ def test_plan_epsilon_for_each_p(capsys):
 
 
 def test_plan_for_the_papers_fixed_targets(capsys):
-    out = run_json(capsys, "plan", "--target", "0.953,0.881,0.731", "--p", "0.1,0.5",
-                   "--delta", "1e-5")
-    # default s = 0.01: ε = ln[(1−p)(1/p − 1e-3) / (1/β − 1)]
+    argv = ["plan", "--target", "0.953,0.881,0.731", "--p", "0.1,0.5", "--delta", "1e-5"]
+    out = run_json(capsys, *argv, "--form", "printed")
+    assert out["form"] == "printed"
+    # printed, default s = 0.01: ε = ln[(1−p)(1/p − 1e-3) / (1/β − 1)]
     for row in out["rows"]:
         beta, p = row["target"], row["p"]
         expected = math.log((1 - p) * (1 / p - 1e-3) / (1 / beta - 1))
         assert row["epsilon"] == pytest.approx(expected, rel=1e-12)
     # β = 0.953 at p = 0.1: ln[0.9·9.999/(0.047/0.953)] = ln 182.47 = 5.2066: ε nearly doubles
     assert out["rows"][0]["epsilon"] == pytest.approx(5.2066, abs=1e-4)
+    out = run_json(capsys, *argv)
+    assert out["form"] == "derived"
+    # derived: ε = ln[(1−p)/p·(1 − 1e-5/0.01) / (1/β − 1)] = ln[(1−p)/p·0.999 / (1/β − 1)]
+    for row in out["rows"]:
+        beta, p = row["target"], row["p"]
+        expected = math.log((1 - p) / p * 0.999 / (1 / beta - 1))
+        assert row["epsilon"] == pytest.approx(expected, rel=1e-12)
+    # β = 0.953 at p = 0.1: ln[9·0.999·0.953/0.047] = ln 182.31 = 5.2057
+    assert out["rows"][0]["epsilon"] == pytest.approx(5.2057, abs=1e-4)
+
+
+def test_plan_largest_p_with_delta_in_both_forms(capsys):
+    argv = ["plan", "--target", "0.8", "--epsilon", "3", "--delta", "1e-5"]
+    # derived: p = 1/(1 + k/(1 − δ/s)), k = 0.25e³ = 5.021384, 1 − δ/s = 0.999 → 0.165936
+    (row,) = run_json(capsys, *argv)["rows"]
+    assert row["p"] == pytest.approx(1 / (1 + 0.25 * math.exp(3) / 0.999), rel=1e-12)
+    # printed: smaller root of δp² − (δ + s + k·s)p + s = 0, bq = δ + s + k·s
+    d, s, k = 1e-5, 0.01, 0.25 * math.exp(3)
+    bq = d + s + k * s
+    out = run_json(capsys, *argv, "--form", "printed")
+    assert out["form"] == "printed" and out["mode"] == "p_for_epsilon"
+    assert out["rows"][0]["p"] == pytest.approx((bq - math.sqrt(bq * bq - 4 * d * s)) / (2 * d),
+                                                rel=1e-9)
+    # derived with δ ≥ s: vacuous for every p > 0, so 0 and a note; ε-for-p rows say why
+    (row,) = run_json(capsys, "plan", "--target", "0.8", "--epsilon", "1", "--delta", "0.02")["rows"]
+    assert row["p"] == 0.0 and "vacuous" in row["note"]
+    (row,) = run_json(capsys, "plan", "--target", "0.8", "--p", "0.3", "--delta", "0.02")["rows"]
+    assert row["epsilon"] is None and "vacuous for every ε and every p > 0" in row["note"]
 
 
 def test_plan_reports_impossible_rows_without_crashing(capsys):
@@ -102,6 +151,18 @@ def test_compare_table_and_json(capsys):
     assert row["sablayrolles_precision"] == pytest.approx(0.75)  # 0.5 + 1/4
     assert row["yeom_accuracy"] == 1.0  # e/2 = 1.36, clipped
     assert out["rows"][0]["yeom_accuracy"] == pytest.approx(math.exp(0.5) / 2)  # 0.824361
+    assert out["form"] == "derived"
+    # With δ = 0.01, s = 0.1, p = 0.1, ε = 1: derived U = 1/(1 + e^-1·9·(1 − 0.1)) = 1/(1 + 8.1/e);
+    # printed U = 1/(1 + 9/e − 0.01·0.9/(0.1e)) = 1/(1 + 8.91/e).  At p = 0.5 ("accuracy"):
+    # derived 1/(1 + 0.9/e), printed 1/(1 + 1/e − 0.01·0.5/(0.1e)) = 1/(1 + 0.95/e).
+    argv = ["compare", "--p", "0.1", "--epsilon-grid", "1", "--delta", "0.01", "--tpr", "0.1"]
+    (row,) = run_json(capsys, *argv)["rows"]
+    assert row["thudi_precision"] == pytest.approx(1 / (1 + 8.1 / E), rel=1e-12)
+    assert row["thudi_accuracy"] == pytest.approx(1 / (1 + 0.9 / E), rel=1e-12)
+    out = run_json(capsys, *argv, "--form", "printed")
+    assert out["form"] == "printed"
+    assert out["rows"][0]["thudi_precision"] == pytest.approx(1 / (1 + 8.91 / E), rel=1e-12)
+    assert out["rows"][0]["thudi_accuracy"] == pytest.approx(1 / (1 + 0.95 / E), rel=1e-12)
     out = run_json(capsys, "compare", "--p", "0.1", "--epsilon-grid", "1", "--fpr", "0.2")
     row = out["rows"][0]
     assert row["mahloujifar_precision"] is None  # only defined at p = 0.5
@@ -137,6 +198,9 @@ def test_plot_writes_pngs(tmp_path, capsys):
     (["plan", "--target", "1.5", "--p", "0.5"], "target"),
     (["plan", "--target", "0.8", "--p", "-0.1"], "p=-0.1"),
     (["compare", "--fpr", "2"], "fpr"),
+    (["precision", "--epsilon", "2", "--p", "0.5", "--form", "corrected"], "invalid choice"),
+    (["plan", "--target", "0.8", "--p", "0.5", "--form", "Derived"], "--form"),
+    (["compare", "--form", "x"], "derived"),
     (["nonsense"], "invalid choice"),
     ([], "required"),
 ])
@@ -147,9 +211,9 @@ def test_bad_input_exits_2_with_a_clear_message(argv, message, capsys):
 
 
 @pytest.mark.parametrize("command, words", [
-    ("precision", ["upper U", "lower", "TPR floor"]),
-    ("plan", ["largest ε", "largest sampling rate", "target precision"]),
-    ("compare", ["Sablayrolles", "Jayaraman", "FPR"]),
+    ("precision", ["upper U", "lower", "TPR floor", "--form", "printed"]),
+    ("plan", ["largest ε", "largest sampling rate", "target precision", "--form", "printed"]),
+    ("compare", ["Sablayrolles", "Jayaraman", "FPR", "--form"]),
     ("plot", ["bound_vs_p.png", "Fig. 11"]),
 ])
 def test_help_explains_each_quantity(command, words, capsys):

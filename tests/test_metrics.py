@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from jobs.metrics import clopper_pearson, operating_point, quantile_max, quantile_thresholds, \
+from jobs.metrics import clopper_pearson, clopper_pearson_lower, operating_point, quantile_max, quantile_thresholds, \
     roc_auc, tpr_at_fpr
 
 
@@ -99,3 +99,17 @@ def test_auc_is_the_share_of_correctly_ordered_pairs():
     # A tie counts one half: member 2 vs non-members 2 and 1 → (0.5 + 1)/2.
     assert roc_auc(np.array([2.0, 2.0, 1.0]), np.array([1, 0, 0], dtype=bool)) == pytest.approx(0.75)
     assert math.isnan(roc_auc(np.ones(3), np.ones(3, dtype=bool)))
+
+
+def test_one_sided_lower_bound_is_the_exact_upper_tail():
+    # P(Bin(50, L) ≥ 30) = 0.001 defines the one-sided 99.9 % lower bound L.
+    low = clopper_pearson_lower(30, 50, 0.001)
+    assert binomial_tail_at_least(30, 50, low) == pytest.approx(0.001, abs=1e-12)
+    assert low < clopper_pearson(30, 50)[0]  # stricter than the two-sided 95 % end
+    assert clopper_pearson_lower(0, 50, 0.001) == 0.0
+    assert math.isnan(clopper_pearson_lower(0, 0, 0.001))
+
+
+def test_quantile_max_says_how_many_thresholds_it_searched():
+    assert quantile_max(np.arange(8.0, 0.0, -1.0), np.ones(8, dtype=bool)).candidates == 8
+    assert quantile_max(np.ones(5), np.ones(5, dtype=bool)).candidates == 1

@@ -75,3 +75,9 @@ def test_keys_are_stable_and_sensitive_to_what_matters():
     plan = build_plan(more)
     assert set(plan.models) == set(base.models)
     assert not set(plan.attacks) & set(base.attacks)
+
+
+def test_no_shadows_are_trained_when_no_attack_needs_them():
+    plan = build_plan(grid_config(epsilon=[1.0, 8.0], p=[0.5], attack=["loss", "always_member"]))
+    assert roles(plan, "shadow") == []
+    assert len(plan.models) == 2

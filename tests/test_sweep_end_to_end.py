@@ -85,3 +85,13 @@ def test_mlflow_has_one_nested_run_per_cell(finished_sweep):
         assert float(run.data.params["p"]) == row["p"]
         assert run.data.metrics["precision"] == pytest.approx(row["precision"])
     assert parents[0].data.params["grid.p"] == str(cfg.grid.p)
+    attached = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
+    assert {"frontier.png", "frontier.csv"} <= attached
+
+
+def test_frontier_files_are_written_next_to_the_results(finished_sweep):
+    _, first, _ = finished_sweep
+    assert first.plot_path == first.sweep_dir / "frontier.png"
+    assert first.plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = pd.read_csv(first.csv_path)
+    assert sorted(table.cell_key) == sorted(first.results.cell_key)

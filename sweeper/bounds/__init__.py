@@ -11,12 +11,27 @@ on precision, the negative-side mirror, groups of records, deletion requests (B-
 the generalization gap, the inverses a planner needs (which ε, or which p, keeps every attacker
 under a target precision), and the audit direction (which ε an observed attack *proves*).
 
-Why a floor on the TPR.  With δ > 0 the bound carries a term δ·e^-ε·(1 − p)/s, s = P(S | x* ∈ D)
-being the attack's true-positive rate.  As s → 0 an (ε, δ)-DP mechanism admits attacks whose
-precision tends to 1 (the papers' counter-example), so no bound exists without a floor on s: the
-bound covers attacks that flag x* at least a fraction s of the time it *was* trained on.  The
-functions take s as given; callers apply the floor, by default ``DEFAULT_TPR_FLOOR`` = 0.01 (the
-2024 paper, §4.3; the 2022 version used 0.1).  With δ = 0 s plays no part.
+Why a floor on the TPR.  With δ > 0 the bound carries a term δ·e^-ε·(1 − p)/(p·s),
+s = P(S | x* ∈ D) being the attack's true-positive rate.  As s → 0 an (ε, δ)-DP mechanism admits
+attacks whose precision tends to 1 (the papers' counter-example), so no bound exists without a
+floor on s: the bound covers attacks that flag x* at least a fraction s of the time it *was*
+trained on.  The functions take s as given; callers apply the floor, by default
+``DEFAULT_TPR_FLOOR`` = 0.01 (the 2024 paper, §4.3; the 2022 version used 0.1).  With δ = 0 s plays
+no part.
+
+Why the δ-term is not the printed one (``form="derived"``, the default).  Theorem 3.3 as printed
+(both versions) reads U = 1/(1 + e^-ε·(1−p)/p − δ·e^-ε·(1−p)/s), which is not a valid bound for
+δ > 0 and p < 1.  Its proof sums P(H(D) ∈ S)·P(D) over the datasets D ∋ x*, which is the joint
+P(S, x* ∈ D) = p·s, and then calls it P(S | x* ∈ D) = s, losing a factor 1/p in the δ-term.
+Counter-example: randomized response on membership with ε = ln 3 is (0, 1/2)-DP; at p = 1/4 the
+attack "output 1" has s = 3/4 and precision exactly 1/2, yet the printed U(0, 1/2, 1/4, 3/4) =
+1/(1 + 3 − 1/2) = 2/7.  Keeping p·s, P(S | x* ∉ D) ≥ e^-ε·(s − δ) and Bayes give
+U = 1/(1 + e^-ε·(1−p)/p·(1 − δ/s)): the δ = 0 bound at ε_eff = ε − ln(1 − δ/s), vacuous (1.0)
+once δ ≥ s, equal to the printed form when δ = 0 or p = 1 and never below it otherwise (it is
+touched by randomized response and by the Gaussian mechanism's likelihood-ratio tests, see
+jobs/mechanisms.py).  Every function with a δ-term takes ``form``: "derived" (default) or
+"printed", the formulas exactly as the papers print them (SPEC §3.1, §3.2, §3.9), kept to
+reproduce the papers' numbers; see ``BOUND_FORMS``.
 
 Conventions.  All functions are pure NumPy and broadcast over array arguments; they return a
 Python float when every argument is a scalar and an ndarray otherwise.  ε = ∞ (non-private
@@ -39,7 +54,12 @@ Result = Union[float, np.ndarray]
 #: Smallest attack TPR s = P(S | x* ∈ D) the (ε, δ) bound is taken to cover (2024 paper, §4.3).
 DEFAULT_TPR_FLOOR = 0.01
 
+#: Readings of Theorem 3.3's δ-term: "derived" (the proof carried through, the default) and
+#: "printed" (the papers' formula, invalid for δ > 0 and p < 1; see the module docstring).
+BOUND_FORMS = ("derived", "printed")
+
 __all__ = [
+    "BOUND_FORMS",
     "DEFAULT_TPR_FLOOR",
     "precision_bound",
     "negative_accuracy_bound",
@@ -107,13 +127,32 @@ def _rate(name: str, value: ArrayLike) -> np.ndarray:
     return _check(name, value, 0.0, 1.0, low_open=True)
 
 
+def _form(value: Any) -> str:
+    """Return `value` if it is one of BOUND_FORMS, else raise ValueError naming `form`."""
+    if not isinstance(value, str) or value not in BOUND_FORMS:
+        raise ValueError(f"form must be one of {', '.join(map(repr, BOUND_FORMS))}; "
+                         f"got form={value!r}")
+    return value
+
+
+def _slack(form: str, d: np.ndarray, prior: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """The (ε, δ) factor on the prior odds: 1 − δ/s (derived) or 1 − δ·p/s (printed).
+
+    `prior` is the probability whose odds the bound moves (p for precision, 1 − p for the
+    negative mirror); only the printed form uses it.  ≤ 0 means the bound is vacuous.  The
+    derived factor is taken as (s − δ)/s, exact in its subtraction when δ is close to s.
+    """
+    return (s - d) / s if form == "derived" else 1.0 - d * prior / s
+
+
 def _posterior(shift: np.ndarray, p: np.ndarray, slack: np.ndarray | float = 1.0) -> np.ndarray:
     """1 / (1 + e^-shift · (1 − p)/p · slack): a prior p whose odds moved by a factor e^shift.
 
     The Bayes step behind U, its negative mirror, the lower bound and the generalization interval
-    (shift = ±ε, prior p or 1 − p).  `slack` = 1 − δ·p/s is the (ε, δ) correction
-    written so that p = 0 never forms ∞ − ∞; slack ≤ 0 means the bound is vacuous (1.0).  Edges
-    follow the math: p = 0 → 0 and p = 1 → 1 whatever the shift, shift = +∞ → 1, shift = −∞ → 0.
+    (shift = ±ε, prior p or 1 − p).  `slack` is the (ε, δ) correction from `_slack`, 1 − δ/s or
+    (printed) 1 − δ·p/s, a factor on the odds so that p = 0 never forms ∞ − ∞; slack ≤ 0 means the
+    bound is vacuous (1.0).  Edges follow the math: p = 0 → 0 and p = 1 → 1 whatever the shift,
+    shift = +∞ → 1, shift = −∞ → 0.
     """
     shift, p, slack = np.broadcast_arrays(np.asarray(shift, float), np.asarray(p, float),
                                           np.asarray(slack, float))
@@ -144,30 +183,37 @@ def _log_stay_out(eps: np.ndarray, p: np.ndarray) -> np.ndarray:
 
 
 def precision_bound(epsilon: ArrayLike, p: ArrayLike, delta: ArrayLike = 0.0,
-                    tpr: ArrayLike = 1.0) -> Result:
+                    tpr: ArrayLike = 1.0, *, form: str = "derived") -> Result:
     """Upper bound U on any attack's precision P(x* ∈ D | S) (Thudi et al. 2024, Theorem 3.3).
 
-    U = 1 / (1 + e^-ε·(1−p)/p − δ·e^-ε·(1−p)/s), with s = `tpr` the attack's true-positive rate;
-    with δ = 0 this is p·e^ε / (p·e^ε + 1 − p) and s drops out.  The bound holds only while the
-    denominator is positive; otherwise (and whenever it would exceed 1) it is vacuous: 1.0.
-    U rises with ε and p and falls with s, so the bound for *every* attack with TPR ≥ floor is U at
-    s = floor; ``tpr`` defaults to 1.0 (the loosest δ-term) only to keep δ = 0 calls short.
+    derived (default): U = 1 / (1 + e^-ε·(1−p)/p·(1 − δ/s)), s = `tpr` the attack's TPR; the
+    proof of Theorem 3.3 with P(S, x* ∈ D) = p·s kept (module docstring), i.e. the δ = 0 bound at
+    ε_eff = ε − ln(1 − δ/s), vacuous once δ ≥ s.
+    printed: U = 1 / (1 + e^-ε·(1−p)/p − δ·e^-ε·(1−p)/s), the theorem as the papers print it; not
+    a valid bound for δ > 0 and p < 1 (it can fall below an attack's exact precision).
+    The two agree when δ = 0 (U = p·e^ε / (p·e^ε + 1 − p), s drops out) or p = 1; otherwise derived
+    ≥ printed.  The bound holds only while the denominator is positive; otherwise (and whenever it
+    would exceed 1) it is vacuous: 1.0.  U rises with ε and p and falls with s, so the bound for
+    *every* attack with TPR ≥ floor is U at s = floor; ``tpr`` defaults to 1.0 (the loosest
+    δ-term) only to keep δ = 0 calls short.
     """
     scalar = _is_scalar(epsilon, p, delta, tpr)
     eps, prior, d, s = _epsilon(epsilon), _prob("p", p), _delta(delta), _rate("tpr", tpr)
-    return _out(_posterior(eps, prior, 1.0 - d * prior / s), scalar)
+    return _out(_posterior(eps, prior, _slack(_form(form), d, prior, s)), scalar)
 
 
 def negative_accuracy_bound(epsilon: ArrayLike, p: ArrayLike, delta: ArrayLike = 0.0,
-                            tnr: ArrayLike = 1.0) -> Result:
+                            tnr: ArrayLike = 1.0, *, form: str = "derived") -> Result:
     """Upper bound on P(x* ∉ D | S') for an attack saying "not a member" (Theorem 3.3, mirror).
 
-    1 / (1 + e^-ε·p/(1−p) − δ·e^-ε·p/s'), s' = `tnr` = P(S' | x* ∉ D): the precision bound with
-    the roles of member and non-member swapped, i.e. prior 1 − p.
+    The precision bound with the roles of member and non-member swapped, i.e. prior 1 − p, and
+    s' = `tnr` = P(S' | x* ∉ D).  derived (default): 1 / (1 + e^-ε·p/(1−p)·(1 − δ/s'));
+    printed: 1 / (1 + e^-ε·p/(1−p) − δ·e^-ε·p/s'), invalid for δ > 0 and p > 0 (see
+    `precision_bound`).
     """
     scalar = _is_scalar(epsilon, p, delta, tnr)
     eps, prior, d, s = _epsilon(epsilon), _prob("p", p), _delta(delta), _rate("tnr", tnr)
-    return _out(_posterior(eps, 1.0 - prior, 1.0 - d * (1.0 - prior) / s), scalar)
+    return _out(_posterior(eps, 1.0 - prior, _slack(_form(form), d, 1.0 - prior, s)), scalar)
 
 
 def precision_lower_bound(epsilon: ArrayLike, p: ArrayLike) -> Result:
@@ -182,14 +228,15 @@ def precision_lower_bound(epsilon: ArrayLike, p: ArrayLike) -> Result:
 
 
 def positive_advantage_bound(epsilon: ArrayLike, p: ArrayLike, delta: ArrayLike = 0.0,
-                             tpr: ArrayLike = 1.0) -> Result:
+                             tpr: ArrayLike = 1.0, *, form: str = "derived") -> Result:
     """Bound 2·(U − p) on the positive advantage Ad = 2·(precision − p) (2022 paper, §7.5).
 
     The gain over the always-member baseline, scaled like Yeom's advantage so that at p = 0.5 the
-    two agree in form.  Not monotone in p: it vanishes at p = 0 and p = 1.
+    two agree in form.  Not monotone in p: it vanishes at p = 0 and p = 1.  U in either `form`
+    (see `precision_bound`).
     """
     scalar = _is_scalar(epsilon, p, delta, tpr)
-    bound = np.asarray(precision_bound(epsilon, p, delta, tpr))
+    bound = np.asarray(precision_bound(epsilon, p, delta, tpr, form=form))
     return _out(2.0 * (bound - np.asarray(p, float)), scalar)
 
 
@@ -256,21 +303,25 @@ def _target(value: ArrayLike) -> np.ndarray:
 
 
 def epsilon_for_precision(target: ArrayLike, p: ArrayLike, delta: ArrayLike = 0.0,
-                          tpr: ArrayLike = 1.0) -> Result:
+                          tpr: ArrayLike = 1.0, *, form: str = "derived") -> Result:
     """Largest ε whose bound U(ε, δ, p, s) stays at or below `target` β (2024 paper, §4.3).
 
-    Solving U = β: 1/β − 1 = e^-ε·(1−p)·(1/p − δ/s), so ε = ln[(1−p)·(1/p − δ/s) / (1/β − 1)].
+    Solving U = β: 1/β − 1 = e^-ε·(1−p)/p·c, c the δ-factor of `form`, so
+    derived (default): ε = ln[(1−p)/p·(1 − δ/s) / (1/β − 1)];
+    printed:           ε = ln[(1−p)·(1/p − δ/s) / (1/β − 1)].
     U grows with ε, so any ε up to this one also meets the target.  β = 1 or p = 0 gives ∞ (every
     ε does).  No clipping is needed at ε = 0: the formula is ≥ 0 exactly when the target is met at
     ε = 0 (where U = p for δ = 0), so a negative value (beyond a 1e-12 rounding tolerance, which
     is returned as 0.0) means the target is out of reach and raises ValueError with the reason and
-    the largest p that would make it reachable.
+    the largest p that would make it reachable; so does c ≤ 0 (δ ≥ s derived, δ·p ≥ s printed),
+    where the bound is vacuous for every ε.
     """
     scalar = _is_scalar(target, p, delta, tpr)
     beta, prior, d, s = _target(target), _prob("p", p), _delta(delta), _rate("tpr", tpr)
+    form = _form(form)
     beta, prior, d, s = np.broadcast_arrays(beta, prior, d, s)
     with np.errstate(all="ignore"):
-        room = (1.0 - prior) / prior * (1.0 - d * prior / s)  # (1−p)·(1/p − δ/s)
+        room = (1.0 - prior) / prior * _slack(form, d, prior, s)  # (1−p)/p·c
         eps = np.log(room / (1.0 / beta - 1.0))
     eps = np.where(prior == 0.0, math.inf, eps)
     eps = np.where(beta == 1.0, math.inf, eps)
@@ -279,47 +330,64 @@ def epsilon_for_precision(target: ArrayLike, p: ArrayLike, delta: ArrayLike = 0.
     if np.any(impossible):
         i = tuple(np.argwhere(impossible)[0])
         b, q, dd, ss = (float(a[i]) for a in (beta, prior, d, s))
-        raise ValueError(_unreachable_reason(b, q, dd, ss))
+        raise ValueError(_unreachable_reason(b, q, dd, ss, form=form))
     return _out(eps, scalar)
 
 
-def _unreachable_reason(beta: float, p: float, delta: float, s: float) -> str:
-    """Why no ε reaches `beta` at this p, and what would."""
-    p_max = float(max_sampling_rate(beta, 0.0, delta, s))
+def _unreachable_reason(beta: float, p: float, delta: float, s: float, *,
+                        form: str = "derived") -> str:
+    """Why no ε reaches `beta` at this p under the bound's `form`, and what would."""
+    form = _form(form)
+    if form == "derived" and delta >= s:
+        return (f"target precision {beta:g} is unreachable: δ = {delta:g} ≥ s = {s:g}, so the δ "
+                f"term makes Theorem 3.3 (derived form) vacuous for every ε and every p > 0; "
+                f"raise the TPR floor s above δ or lower δ")
+    p_max = float(max_sampling_rate(beta, 0.0, delta, s, form=form))
     other_p = f"this target needs p ≤ {p_max:.4g}"
     if p == 1.0:
         return (f"target precision {beta:g} is unreachable at p=1: a record that is always trained "
                 f"on is a member with certainty whatever ε; {other_p}")
-    if delta * p >= s:
+    if form == "printed" and delta * p >= s:
         return (f"target precision {beta:g} is unreachable at p={p:g}: δ/s = {delta / s:.4g} ≥ 1/p, "
-                f"so the δ term makes Theorem 3.3 vacuous for every ε; raise the TPR floor s or "
-                f"lower δ, or note that {other_p}")
+                f"so the δ term makes Theorem 3.3 (printed form) vacuous for every ε; raise the "
+                f"TPR floor s or lower δ, or note that {other_p}")
     if delta == 0.0:
         return (f"target precision {beta:g} is below the prior p={p:g}: no training can push "
                 f"precision below the prior (always-member already achieves {p:g}); possible: "
                 f"targets ≥ {p:g} at this p, or {other_p}")
-    floor = float(precision_bound(0.0, p, delta, s))
+    floor = float(precision_bound(0.0, p, delta, s, form=form))
     return (f"target precision {beta:g} is below {floor:.4g}, the bound at ε=0 for p={p:g}, "
-            f"δ={delta:g}, s={s:g} (no training can push precision below the prior); possible: "
+            f"δ={delta:g}, s={s:g} ({form} form; no training can push it lower); possible: "
             f"targets ≥ {floor:.4g} at this p, or {other_p}")
 
 
 def max_sampling_rate(target: ArrayLike, epsilon: ArrayLike, delta: ArrayLike = 0.0,
-                      tpr: ArrayLike = 1.0) -> Result:
+                      tpr: ArrayLike = 1.0, *, form: str = "derived") -> Result:
     """Largest sampling rate p whose bound U(ε, δ, p, s) stays at or below `target` β.
 
-    With k = (1/β − 1)·e^ε, U = β becomes k·p·s = (1−p)·(s − δp), i.e. δp² − (δ + s + k·s)·p + s = 0.
-    The quadratic is s > 0 at p = 0 and −k·s ≤ 0 at p = 1, so it has one root in (0, 1]; below it
-    U < β.  That root is computed as 2s / (b + √(b² − 4δs)), b = δ + s + k·s, which is stable and
-    reduces to 1/(1 + k) at δ = 0.  β = 1 gives 1; ε = ∞ (with β < 1) gives 0: without privacy
-    only an empty training set keeps every attacker below β.  Always possible, hence no error.
+    Let k = (1/β − 1)·e^ε.  U ≤ β ⇔ (1−p)/p·c ≥ k, c the δ-factor of `form`:
+    derived (default): c = 1 − δ/s does not depend on p, so p = 1/(1 + k/c) = c/(c + k) in closed
+    form.  When δ ≥ s (c ≤ 0) the bound is vacuous (1.0) for every p > 0, so only p = 0 meets a
+    β < 1: 0 is returned.
+    printed: c = 1 − δp/s, and U = β becomes k·p·s = (1−p)·(s − δp), i.e.
+    δp² − (δ + s + k·s)·p + s = 0.  The quadratic is s > 0 at p = 0 and −k·s ≤ 0 at p = 1, so it
+    has one root in (0, 1]; below it U < β.  That root is computed as 2s / (b + √(b² − 4δs)),
+    b = δ + s + k·s, which is stable.
+    Both reduce to 1/(1 + k) at δ = 0.  β = 1 gives 1; ε = ∞ (with β < 1) gives 0: without
+    privacy only an empty training set keeps every attacker below β.  Always possible, hence no
+    error.
     """
     scalar = _is_scalar(target, epsilon, delta, tpr)
     beta, eps, d, s = _target(target), _epsilon(epsilon), _delta(delta), _rate("tpr", tpr)
+    form = _form(form)
     with np.errstate(all="ignore"):
         k = (1.0 / beta - 1.0) * np.exp(eps)
-        b = d + s + k * s
-        p = 2.0 * s / (b + np.sqrt(np.maximum(b * b - 4.0 * d * s, 0.0)))
+        if form == "derived":
+            c = _slack(form, d, 0.0, s)  # 1 − δ/s
+            p = np.where(c > 0.0, c / (c + k), 0.0)
+        else:
+            b = d + s + k * s
+            p = 2.0 * s / (b + np.sqrt(np.maximum(b * b - 4.0 * d * s, 0.0)))
     p = np.where(np.isinf(k), 0.0, p)
     p = np.where(beta == 1.0, 1.0, p)
     return _out(np.clip(p, 0.0, 1.0), scalar)

@@ -4,6 +4,9 @@ Subcommands answer the questions a team asks before training: how far can any at
 precision go (`precision`), which ε or which sampling rate p keeps it under a target (`plan`),
 how this bound compares with earlier ones (`compare`), and the papers' figures (`plot`).
 Every subcommand takes --json for machine-readable output (∞ is written as the string "inf").
+The subcommands whose numbers depend on δ take --form: "derived" (default) is Theorem 3.3's proof
+carried through, "printed" the formula as the papers print it (not a valid bound for δ > 0 and
+p < 1; see `sweeper.bounds`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import sys
 from typing import Any, Callable, Optional, Sequence
 
 from sweeper.bounds import (
+    BOUND_FORMS,
     DEFAULT_TPR_FLOOR,
     epsilon_for_precision,
     erlingsson_accuracy_bound,
@@ -38,6 +42,8 @@ HELP_TPR = (f"TPR floor s: the bound covers every attack that flags x* at least 
             f"x* was trained on; only matters when δ > 0 (default {DEFAULT_TPR_FLOOR})")
 HELP_TARGET = "target precision β: the most any attacker's precision may reach (comma list)"
 HELP_JSON = "print machine-readable JSON instead of a table"
+HELP_FORM = ("δ-term of Theorem 3.3: 'derived' (default, the proof carried through) or 'printed' "
+             "(the papers' formula, invalid for δ > 0 and p < 1); only matters when δ > 0")
 
 
 def _floats(text: str) -> list[float]:
@@ -109,12 +115,12 @@ def cmd_precision(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     for eps, p in itertools.product(args.epsilon, args.p):
         rows.append({"epsilon": eps, "p": p, "delta": args.delta, "tpr": args.tpr,
                      "lower": precision_lower_bound(eps, p),
-                     "upper": precision_bound(eps, p, args.delta, args.tpr)})
+                     "upper": precision_bound(eps, p, args.delta, args.tpr, form=args.form)})
     columns = [("epsilon", "ε"), ("p", "p"), ("delta", "δ"), ("tpr", "s"),
                ("lower", "lower (δ=0)"), ("upper", "upper U")]
-    text = ("Every attack's precision P(x* ∈ D | flagged) lies in [lower, U]:\n"
-            + _table(columns, rows))
-    _emit(args, {"rows": rows}, text)
+    text = (f"Every attack's precision P(x* ∈ D | flagged) lies in [lower, U] "
+            f"(U: {args.form} form):\n" + _table(columns, rows))
+    _emit(args, {"form": args.form, "rows": rows}, text)
     return 0
 
 
@@ -124,21 +130,26 @@ def cmd_plan(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         _validate(parser, lambda: precision_bound(0.0, args.p, args.delta, args.tpr))
     else:
         _validate(parser, lambda: precision_bound(args.epsilon, 0.5))
-    _validate(parser, lambda: max_sampling_rate(args.target, 0.0, args.delta, args.tpr))
+    _validate(parser, lambda: max_sampling_rate(args.target, 0.0, args.delta, args.tpr,
+                                                form=args.form))
     rows = []
     for target, value in itertools.product(args.target, args.p if by_p else args.epsilon):
         row: Row = {"target": target, "delta": args.delta, "tpr": args.tpr}
         if by_p:
             row.update(p=value, epsilon=None, note="")
             try:
-                row["epsilon"] = epsilon_for_precision(target, value, args.delta, args.tpr)
+                row["epsilon"] = epsilon_for_precision(target, value, args.delta, args.tpr,
+                                                       form=args.form)
             except ValueError as err:  # an impossible combination: say why on its row
                 row["note"] = str(err)
         else:
-            row.update(epsilon=value, p=max_sampling_rate(target, value, args.delta, args.tpr),
-                       note="")
+            row.update(epsilon=value, note="",
+                       p=max_sampling_rate(target, value, args.delta, args.tpr, form=args.form))
             if value == math.inf and target < 1.0:
                 row["note"] = "non-private: only an empty training set meets a target below 1"
+            elif args.form == "derived" and args.delta >= args.tpr and target < 1.0:
+                row["note"] = (f"δ ≥ s = {args.tpr:g}: the bound is vacuous for every p > 0; "
+                               f"raise the TPR floor s above δ or lower δ")
         rows.append(row)
     if by_p:
         columns = [("target", "target β"), ("p", "p"), ("epsilon", "largest ε"), ("note", "note")]
@@ -147,8 +158,9 @@ def cmd_plan(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         columns = [("target", "target β"), ("epsilon", "ε"), ("p", "largest p"), ("note", "note")]
         intro = "Largest sampling rate p that keeps every attacker's precision ≤ β at each ε:"
     if args.delta > 0:
-        intro += f"  (δ = {args.delta:g}, TPR floor s = {args.tpr:g})"
-    _emit(args, {"mode": "epsilon_for_p" if by_p else "p_for_epsilon", "rows": rows},
+        intro += f"  (δ = {args.delta:g}, TPR floor s = {args.tpr:g}, {args.form} form)"
+    _emit(args, {"mode": "epsilon_for_p" if by_p else "p_for_epsilon", "form": args.form,
+                 "rows": rows},
           intro + "\n" + _table(columns, rows))
     return 0
 
@@ -162,11 +174,11 @@ def cmd_compare(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     for eps in args.epsilon_grid:
         rows.append({
             "epsilon": eps,
-            "thudi_precision": precision_bound(eps, p, args.delta, args.tpr),
+            "thudi_precision": precision_bound(eps, p, args.delta, args.tpr, form=args.form),
             "sablayrolles_precision": sablayrolles_precision_bound(eps, p),
             "mahloujifar_precision": mahloujifar_precision_bound(eps) if p == 0.5 else None,
             "jayaraman_ppv": jayaraman_ppv_bound(eps, args.delta, args.fpr, gamma),
-            "thudi_accuracy": precision_bound(eps, 0.5, args.delta, args.tpr),
+            "thudi_accuracy": precision_bound(eps, 0.5, args.delta, args.tpr, form=args.form),
             "humphries_accuracy": humphries_accuracy_bound(eps, args.delta),
             "erlingsson_accuracy": erlingsson_accuracy_bound(eps, args.delta),
             "yeom_accuracy": yeom_accuracy_bound(eps),
@@ -178,13 +190,14 @@ def cmd_compare(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     accuracy_cols = [("epsilon", "ε"), ("thudi_accuracy", "Thudi U(p=.5)"),
                      ("humphries_accuracy", "Humphries"), ("erlingsson_accuracy", "Erlingsson"),
                      ("yeom_accuracy", "Yeom")]
-    text = (f"Precision bounds at p = {p:g} (δ = {args.delta:g}; Sablayrolles is ε-DP only, "
+    text = (f"Precision bounds at p = {p:g} (δ = {args.delta:g}, Thudi U in {args.form} form; "
+            f"Sablayrolles is ε-DP only, "
             f"Mahloujifar only at p = 0.5, Jayaraman at γ = (1−p)/p):\n"
             + _table(precision_cols, rows)
             + "\n\nAccuracy bounds in Yeom's balanced experiment (p = 0.5), clipped to 1:\n"
             + _table(accuracy_cols, rows))
-    _emit(args, {"p": p, "delta": args.delta, "tpr": args.tpr, "fpr": args.fpr, "rows": rows},
-          text)
+    _emit(args, {"p": p, "delta": args.delta, "tpr": args.tpr, "fpr": args.fpr,
+                 "form": args.form, "rows": rows}, text)
     return 0
 
 
@@ -216,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     precision.add_argument("--p", type=_floats, required=True, help=HELP_P)
     precision.add_argument("--delta", type=float, default=0.0, help=HELP_DELTA)
     precision.add_argument("--tpr", type=float, default=DEFAULT_TPR_FLOOR, help=HELP_TPR)
+    precision.add_argument("--form", choices=BOUND_FORMS, default="derived", help=HELP_FORM)
     precision.add_argument("--json", action="store_true", help=HELP_JSON)
     precision.set_defaults(func=cmd_precision, parser=precision)
 
@@ -231,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--epsilon", type=_floats, help=HELP_EPSILON + "; solve for p")
     plan.add_argument("--delta", type=float, default=0.0, help=HELP_DELTA)
     plan.add_argument("--tpr", type=float, default=DEFAULT_TPR_FLOOR, help=HELP_TPR)
+    plan.add_argument("--form", choices=BOUND_FORMS, default="derived", help=HELP_FORM)
     plan.add_argument("--json", action="store_true", help=HELP_JSON)
     plan.set_defaults(func=cmd_plan, parser=plan)
 
@@ -245,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="ε values to tabulate (comma list)")
     compare.add_argument("--delta", type=float, default=0.0, help=HELP_DELTA)
     compare.add_argument("--tpr", type=float, default=DEFAULT_TPR_FLOOR, help=HELP_TPR)
+    compare.add_argument("--form", choices=BOUND_FORMS, default="derived", help=HELP_FORM)
     compare.add_argument("--fpr", type=float, default=0.01,
                          help="attack FPR α at which Jayaraman et al.'s PPV bound is taken (default 0.01)")
     compare.add_argument("--json", action="store_true", help=HELP_JSON)

@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m bench` prints medians of repeated runs (`make bench`)."""

@@ -1,0 +1,73 @@
+"""`python -m bench`: how long attack scoring and the cell metrics take at paper scale.
+
+Scoring runs on the driver's side of every cell, so it must stay in seconds even for CIFAR-size
+pools: 50 000 records, 64 shadow models, 10 classes.  Each figure is the median of `--repeat`
+runs in this one process (the machines are shared; compare ratios within one run, not across).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Callable
+
+import numpy as np
+
+from jobs.attacks import AttackInputs, AttackSettings, lira_offline, lira_online, loss_threshold
+from jobs.metrics import quantile_max, roc_auc, tpr_at_fpr
+
+
+def median_seconds(work: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def synthetic_inputs(records: int, shadows: int, classes: int, seed: int = 0) -> tuple[AttackInputs, np.ndarray]:
+    """Logits where members are slightly more confident, with balanced shadow masks."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, classes, records)
+    members = rng.random(records) < 0.5
+    shadow_members = rng.random((shadows, records)) < 0.5
+
+    def logits(member_mask: np.ndarray) -> np.ndarray:
+        out = rng.normal(0.0, 1.0, member_mask.shape + (classes,)).astype(np.float32)
+        np.put_along_axis(out, np.broadcast_to(labels[..., None], member_mask.shape + (1,)),
+                          (2.0 + 0.5 * member_mask)[..., None].astype(np.float32), axis=-1)
+        return out
+
+    inputs = AttackInputs(logits(members), labels, logits(shadow_members), shadow_members)
+    return inputs, members
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=50_000, help="evaluation records (default 50 000)")
+    parser.add_argument("--shadows", type=int, default=64, help="shadow models (default 64)")
+    parser.add_argument("--classes", type=int, default=10, help="classes (default 10)")
+    parser.add_argument("--repeat", type=int, default=5, help="runs per figure; the median is shown")
+    args = parser.parse_args(argv)
+
+    inputs, members = synthetic_inputs(args.records, args.shadows, args.classes)
+    settings = AttackSettings()
+    scores = lira_online(inputs, settings)
+    cases = {
+        "lira_online (global variance)": lambda: lira_online(inputs, settings),
+        "lira_online (per-record variance)": lambda: lira_online(inputs, AttackSettings(lira_variance="per_record")),
+        "lira_offline": lambda: lira_offline(inputs, settings),
+        "loss threshold": lambda: loss_threshold(inputs, settings),
+        "quantile_max (40 thresholds + CI)": lambda: quantile_max(scores, members),
+        "tpr_at_fpr + roc_auc": lambda: (tpr_at_fpr(scores, members, 0.001), roc_auc(scores, members)),
+    }
+    print(f"{args.records} records, {args.shadows} shadows, {args.classes} classes; "
+          f"median of {args.repeat} runs")
+    for name, work in cases.items():
+        print(f"  {name:<36} {median_seconds(work, args.repeat):8.3f} s")
+
+
+if __name__ == "__main__":
+    main()
