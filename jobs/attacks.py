@@ -124,6 +124,8 @@ def output_threshold(inputs: AttackInputs, settings: AttackSettings) -> np.ndarr
 class Attack:
     score: Callable[[AttackInputs, AttackSettings], np.ndarray]
     needs_shadows: bool
+    # Scores a mechanism's release rather than a network's logits (its rates are then exact).
+    reads_release: bool = False
 
 
 ATTACKS: dict[str, Attack] = {
@@ -131,5 +133,5 @@ ATTACKS: dict[str, Attack] = {
     "lira_offline": Attack(lira_offline, needs_shadows=True),
     "loss": Attack(loss_threshold, needs_shadows=False),
     "always_member": Attack(always_member, needs_shadows=False),
-    "output_threshold": Attack(output_threshold, needs_shadows=False),
+    "output_threshold": Attack(output_threshold, needs_shadows=False, reads_release=True),
 }

@@ -75,7 +75,8 @@ def predict_logits(model: nn.Module, x: np.ndarray, device: torch.device, batch:
     outputs = []
     with torch.no_grad():
         for start in range(0, len(x), batch):
-            chunk = torch.as_tensor(x[start : start + batch], device=device)
+            # A copy: arrays from Ray's object store are read-only, which torch refuses to wrap.
+            chunk = torch.tensor(x[start : start + batch], device=device)
             outputs.append(model(chunk).float().cpu().numpy())
     return np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
 

@@ -21,7 +21,7 @@ from jobs.models import MEMBERSHIP_MECHANISM, MODEL_NAMES
 from sweeper.bounds import BOUND_FORMS
 
 #: Attacks that read an exact mechanism's release rather than a network's logits.
-MECHANISM_ATTACKS = ("output_threshold",)
+MECHANISM_ATTACKS = tuple(name for name, attack in ATTACKS.items() if attack.reads_release)
 
 POLICIES = ("quantile_max",)
 ACCOUNTANTS = ("rdp", "prv", "gdp")

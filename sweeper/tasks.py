@@ -153,9 +153,9 @@ def exact_figures(target_meta: dict[str, Any], cell: Cell, threshold: float) -> 
     `tpr_exact` and `precision_exact` are what the threshold attack has in expectation, `bound_tight` the
     least bound over the mechanism's whole privacy profile at the threshold's exact TPR; the
     self-check passes when the first never exceeds the second and touches it.  NaN for trained
-    networks, whose privacy is only bounded, not known.
+    networks, whose privacy is only bounded, not known, and for attacks that ignore the release.
     """
-    if "mechanism" not in target_meta:
+    if "mechanism" not in target_meta or not ATTACKS[cell.attack].reads_release:
         return {"tpr_exact": math.nan, "precision_exact": math.nan, "bound_tight": math.nan}
     mechanism = from_description(target_meta["mechanism"])
     tpr, _ = mechanism.rates(threshold)

@@ -8,6 +8,7 @@ never costs results, which live in Parquet.
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 from pathlib import Path
@@ -100,6 +101,7 @@ class SweepTracker:
 def open_tracker(uri: str, experiment: str, sweep_name: str, sweep_key: str,
                  params: dict[str, Any], artifact_root: Path) -> Optional[SweepTracker]:
     """A tracker, or None with a warning when the tracking store cannot be reached."""
+    logging.getLogger("mlflow").setLevel(logging.WARNING)  # not its schema-migration chatter
     try:
         return SweepTracker(uri, experiment, sweep_name, sweep_key, params, artifact_root)
     except Exception as error:  # noqa: BLE001 - any tracking failure must not stop the sweep

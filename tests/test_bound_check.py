@@ -31,6 +31,9 @@ def test_the_experiment_trains_no_network_and_fills_every_cell(bound_check):
     rows = bound_check
     assert len(rows) == 2 * 2 * 2 * 2  # ε × δ × p × attack
     assert rows.test_accuracy.isna().all()  # mechanisms have no test set to score
+    # The closed form describes the attack that reads the release, not the baseline.
+    assert rows[rows.attack == "always_member"].precision_exact.isna().all()
+    assert rows[rows.attack == "output_threshold"].precision_exact.notna().all()
     assert (rows.eval_records == 20_000).all()
 
 
