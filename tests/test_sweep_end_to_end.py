@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import pandas as pd
@@ -95,3 +96,25 @@ def test_frontier_files_are_written_next_to_the_results(finished_sweep):
     assert first.plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = pd.read_csv(first.csv_path)
     assert sorted(table.cell_key) == sorted(first.results.cell_key)
+
+
+def test_frontier_command_prints_writes_csv_and_json(finished_sweep, tmp_path, capsys):
+    from sweeper.frontier import main
+
+    _, first, _ = finished_sweep
+    csv_path, png_path = tmp_path / "frontier.csv", tmp_path / "frontier.png"
+    assert main(["--run-dir", str(first.sweep_dir), "--csv", str(csv_path), "--plot", str(png_path)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("lira_online") == len(first.results[first.results.attack == "lira_online"])
+    assert "precision [95% CI]" in printed and png_path.exists()
+    assert len(pd.read_csv(csv_path)) == len(first.results)
+    assert main(["--run-dir", str(first.sweep_dir), "--json", "--no-plot"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert {r["cell_key"] for r in records} == set(first.results.cell_key)
+
+
+def test_frontier_command_without_a_sweep_says_what_to_do(tmp_path, capsys):
+    from sweeper.frontier import main
+
+    assert main(["--run-dir", str(tmp_path / "nothing")]) == 2
+    assert "python -m sweeper" in capsys.readouterr().err
