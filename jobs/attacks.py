@@ -14,6 +14,8 @@ from typing import Callable, Optional
 import numpy as np
 from scipy.special import logsumexp
 
+from jobs.shokri import shokri
+
 #: Below this many shadow models, per-record variances are too noisy (Carlini et al. §4.2).
 GLOBAL_VARIANCE_BELOW = 64
 
@@ -134,4 +136,24 @@ ATTACKS: dict[str, Attack] = {
     "loss": Attack(loss_threshold, needs_shadows=False),
     "always_member": Attack(always_member, needs_shadows=False),
     "output_threshold": Attack(output_threshold, needs_shadows=False, reads_release=True),
+    "shokri": Attack(shokri, needs_shadows=True),
 }
+
+
+def holdout_scores(attack: Attack, inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
+    """The attack's scores with each shadow model in turn in the target's place: (shadows, n).
+
+    These are the labelled scores the `calibrated` policy picks its threshold on.  An attack that
+    uses shadow models gets the *other* shadows, so no model ever scores against itself.
+    """
+    if inputs.shadow_logits is None or inputs.shadow_members is None:
+        raise ValueError("holdout scores need shadow models")
+    count = len(inputs.shadow_logits)
+    rows = []
+    for index in range(count):
+        others = np.arange(count) != index
+        rows.append(attack.score(AttackInputs(
+            inputs.shadow_logits[index], inputs.labels,
+            inputs.shadow_logits[others] if attack.needs_shadows else None,
+            inputs.shadow_members[others] if attack.needs_shadows else None), settings))
+    return np.stack(rows)

@@ -18,12 +18,12 @@ from omegaconf import DictConfig, OmegaConf
 from jobs.attacks import ATTACKS, AttackSettings
 from jobs.data import LOADERS
 from jobs.models import MEMBERSHIP_MECHANISM, MODEL_NAMES
+from jobs.policies import OBJECTIVES, POLICIES, CalibrationSettings
 from sweeper.bounds import BOUND_FORMS
 
 #: Attacks that read an exact mechanism's release rather than a network's logits.
 MECHANISM_ATTACKS = tuple(name for name, attack in ATTACKS.items() if attack.reads_release)
 
-POLICIES = ("quantile_max",)
 ACCOUNTANTS = ("rdp", "prv", "gdp")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -132,6 +132,7 @@ class SweepConfig:
     grid: GridConfig = field(default_factory=GridConfig)
     shadow: ShadowConfig = field(default_factory=ShadowConfig)
     attack: AttackSettings = field(default_factory=AttackSettings)
+    calibration: CalibrationSettings = field(default_factory=CalibrationSettings)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
@@ -192,6 +193,14 @@ def validate(cfg: SweepConfig) -> None:
           f"attack.loss_clamp={cfg.attack.loss_clamp}: must be in (0, 1)")
     check(0 < cfg.metrics.tpr_floor <= 1,
           f"metrics.tpr_floor={cfg.metrics.tpr_floor}: must be in (0, 1]")
+    check(cfg.calibration.objective in OBJECTIVES,
+          f"calibration.objective={cfg.calibration.objective!r}: use one of {list(OBJECTIVES)}")
+    check(0 < cfg.calibration.fpr < 1, f"calibration.fpr={cfg.calibration.fpr}: must be in (0, 1)")
+    if "calibrated" in cfg.grid.policy:
+        lira = [a for a in cfg.grid.attack if a.startswith("lira")]
+        check(not lira or cfg.shadow.count >= 4,
+              f"shadow.count={cfg.shadow.count}: the calibrated policy scores each shadow against "
+              f"the others, so {lira} need at least 4 shadows")
     check(0 < cfg.metrics.violation_alpha < 1,
           f"metrics.violation_alpha={cfg.metrics.violation_alpha}: must be in (0, 1)")
     check(cfg.metrics.bound_form in BOUND_FORMS,

@@ -93,12 +93,14 @@ class Cell:
     tpr_floor: float
     bound_form: str
     violation_alpha: float
+    calibration: tuple[tuple[str, Any], ...]  # CalibrationSettings items; empty unless calibrated
 
     @property
     def key(self) -> str:
         return content_key("cell", {
             "scores": self.scores.key, "policy": self.policy, "tpr_floor": self.tpr_floor,
             "bound_form": self.bound_form, "violation_alpha": self.violation_alpha,
+            "calibration": self.calibration,
             "epsilon": self.epsilon, "delta": self.delta, "p": self.p,
         })
 
@@ -137,7 +139,9 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
         models.setdefault(spec.key, spec)
         return spec.key
 
-    needs_shadows = any(ATTACKS[attack].needs_shadows for attack in cfg.grid.attack)
+    calibrating = "calibrated" in cfg.grid.policy  # thresholds come from labelled shadows
+    needs_shadows = calibrating or any(ATTACKS[attack].needs_shadows for attack in cfg.grid.attack)
+    calibration = tuple(sorted(dataclasses.asdict(cfg.calibration).items()))
     for epsilon in cfg.grid.epsilon:
         for delta in cfg.grid.delta:
             train = TrainSettings(
@@ -160,7 +164,7 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
                     for attack in cfg.grid.attack:
                         spec = AttackSpec(
                             attack=attack, target=target,
-                            shadows=shadows if ATTACKS[attack].needs_shadows else (),
+                            shadows=shadows if calibrating or ATTACKS[attack].needs_shadows else (),
                             eval_records=cfg.dataset.eval_records,
                             settings=tuple(sorted(dataclasses.asdict(cfg.attack).items())),
                         )
@@ -172,5 +176,6 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
                                 attack=attack, policy=policy, trial=trial, scores=spec,
                                 tpr_floor=cfg.metrics.tpr_floor, bound_form=cfg.metrics.bound_form,
                                 violation_alpha=cfg.metrics.violation_alpha,
+                                calibration=calibration if policy == "calibrated" else (),
                             ))
     return SweepPlan(cfg, models, attacks, tuple(cells))

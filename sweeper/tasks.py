@@ -14,14 +14,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from jobs.attacks import ATTACKS, AttackInputs, AttackSettings
+from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, holdout_scores
 from jobs.data import ArrayDataset
 from jobs.mechanisms import describe, from_description, mechanism_for, precision_at, \
     release_membership, tightest_bound
-from jobs.metrics import OperatingPoint, clopper_pearson_lower, quantile_max, roc_auc, tpr_at_fpr
+from jobs.metrics import OperatingPoint, clopper_pearson, clopper_pearson_lower, roc_auc, tpr_at_fpr
 from jobs.models import MEMBERSHIP_MECHANISM
+from jobs.policies import CalibrationSettings, apply_policy, calibrated_thresholds
 from jobs.training import draw_mask, resolve_device, train_model
-from sweeper.bounds import epsilon_from_precision, precision_bound, precision_lower_bound
+from sweeper.bounds import epsilon_from_precision, epsilon_from_rates, precision_bound, \
+    precision_lower_bound
 from sweeper.plan import AttackSpec, Cell, ModelSpec
 from sweeper.store import RESULTS_SCHEMA_VERSION, ArtifactStore
 
@@ -71,19 +73,34 @@ def attack_task(spec: AttackSpec, cells: list[Cell], labels: np.ndarray,
         shadow_logits = np.stack([logits[:n] for logits, _ in outputs])
         shadow_members = np.stack([mask[:n] for _, mask in outputs])
     inputs = AttackInputs(target_logits[:n], labels, shadow_logits, shadow_members)
-    scores = ATTACKS[spec.attack].score(inputs, AttackSettings(**dict(spec.settings)))
+    attack, settings = ATTACKS[spec.attack], AttackSettings(**dict(spec.settings))
+    scores = attack.score(inputs, settings)
     store.write_scores(spec.key, pd.DataFrame({
         "record_id": np.arange(n), "score": scores, "member": members,
         "model_key": spec.target, "attack": spec.attack,
     }))
+    holdout = (holdout_scores(attack, inputs, settings)
+               if any(cell.policy == "calibrated" for cell in cells) else None)
     target_meta = store.read_model_meta(spec.target)
-    return [cell_row(cell, scores, members, target_meta) for cell in cells]
+    rows = []
+    for cell in cells:
+        thresholds = None
+        if cell.policy == "calibrated":  # chosen on the shadows: the target's mask is not passed
+            thresholds = calibrated_thresholds(holdout, shadow_members, labels, cell.p,
+                                               target_logits.shape[1],
+                                               CalibrationSettings(**dict(cell.calibration)))
+        point = apply_policy(cell.policy, scores, members, labels, thresholds)
+        rows.append(cell_row(cell, point, scores, members, target_meta))
+    return rows
 
 
-def cell_row(cell: Cell, scores: np.ndarray, members: np.ndarray,
+def cell_row(cell: Cell, point: OperatingPoint, scores: np.ndarray, members: np.ndarray,
              target_meta: dict[str, Any]) -> dict[str, Any]:
-    """Everything the frontier shows for one cell: measured precision next to the bound."""
-    point = quantile_max(scores, members)
+    """Everything the frontier shows for one cell: measured precision next to the bound.
+
+    `point` is the attack at the threshold the cell's policy chose; the threshold-free figures
+    (TPR at low FPR, AUC) come from all the scores.
+    """
     floor, form = cell.tpr_floor, cell.bound_form
     bound = precision_bound(cell.epsilon, cell.p, cell.delta, floor, form=form)
     bound_at_tpr = precision_bound(cell.epsilon, cell.p, cell.delta, max(point.tpr, floor), form=form)
@@ -105,12 +122,18 @@ def cell_row(cell: Cell, scores: np.ndarray, members: np.ndarray,
         "tpr_at_fpr_0.001": tpr_at_fpr(scores, members, 0.001),
         "tpr_at_fpr_0.01": tpr_at_fpr(scores, members, 0.01),
         "auc": roc_auc(scores, members),
+        # Yeom et al.'s membership advantage at the chosen threshold, and the precision the same
+        # rates give with γ = (1 − p)/p non-members per member (Jayaraman et al.'s PPV).
+        "advantage": point.tpr - point.fpr,
+        "gamma": (1.0 - cell.p) / cell.p,
+        "ppv_at_gamma": ppv_at_gamma(point.tpr, point.fpr, (1.0 - cell.p) / cell.p),
         "tpr_floor": floor,
         "bound_form": form,
         "bound": float(bound),
         "bound_at_tpr": float(bound_at_tpr),
         "bound_lower": float(precision_lower_bound(cell.epsilon, cell.p)),
         "epsilon_audit": float(epsilon_from_precision(point.precision_ci_low, cell.p)),
+        "epsilon_audit_rates": audit_from_rates(point, cell.delta),
         **violation_test(point, cell),
         **exact_figures(target_meta, cell, point.threshold),
         "test_accuracy": target_meta["test_accuracy"],
@@ -124,6 +147,22 @@ def cell_row(cell: Cell, scores: np.ndarray, members: np.ndarray,
         "cell_key": cell.key,
         "schema_version": RESULTS_SCHEMA_VERSION,
     }
+
+
+def ppv_at_gamma(tpr: float, fpr: float, gamma: float) -> float:
+    """TPR / (TPR + γ·FPR): the precision of these rates when non-members outnumber members γ to 1."""
+    accepted = tpr + gamma * fpr
+    return tpr / accepted if accepted > 0 else math.nan
+
+
+def audit_from_rates(point: OperatingPoint, delta: float) -> float:
+    """The ε the attack's (TPR, FPR) prove with 95 % confidence: the TPR's lower and the FPR's
+    upper Clopper–Pearson ends, so chance alone rarely proves more than the truth."""
+    if point.members == 0 or point.non_members == 0:
+        return math.nan
+    tpr_low, _ = clopper_pearson(point.tp, point.members)
+    _, fpr_high = clopper_pearson(point.fp, point.non_members)
+    return float(epsilon_from_rates(tpr_low, fpr_high, delta))
 
 
 def violation_test(point: OperatingPoint, cell: Cell) -> dict[str, Any]:
@@ -155,7 +194,8 @@ def exact_figures(target_meta: dict[str, Any], cell: Cell, threshold: float) -> 
     self-check passes when the first never exceeds the second and touches it.  NaN for trained
     networks, whose privacy is only bounded, not known, and for attacks that ignore the release.
     """
-    if "mechanism" not in target_meta or not ATTACKS[cell.attack].reads_release:
+    if ("mechanism" not in target_meta or not ATTACKS[cell.attack].reads_release
+            or math.isnan(threshold)):  # per-class thresholds have no single closed form
         return {"tpr_exact": math.nan, "precision_exact": math.nan, "bound_tight": math.nan}
     mechanism = from_description(target_meta["mechanism"])
     tpr, _ = mechanism.rates(threshold)

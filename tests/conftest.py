@@ -39,7 +39,7 @@ def build_tiny_config(root):
     cfg.grid.epsilon = [4.0, math.inf]
     cfg.grid.delta = [1e-5]
     cfg.grid.p = [0.3, 0.7]
-    cfg.grid.attack = ["lira_online", "lira_offline", "loss", "always_member"]
+    cfg.grid.attack = ["lira_online", "lira_offline", "loss", "shokri", "always_member"]
     cfg.store.root = str(root / "runs")
     cfg.cluster.include_dashboard = False
     return cfg

@@ -1,0 +1,100 @@
+"""Threshold policies: how an attack's scores become "member" / "non-member" decisions.
+
+Why two.  `quantile_max` (Thudi et al.) picks the best of 40 top-quantile thresholds *using the
+evaluation labels*: an oracle, right for checking an upper bound, wrong as a claim about what an
+attacker achieves.  `calibrated` (Jayaraman et al., Procedure 5.1) picks the threshold on holdout
+models whose membership the attacker knows (our shadow models) and applies it unchanged to the
+target: what a real attacker can do.  Its functions never receive the target's membership, so
+they cannot read it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from jobs.metrics import OperatingPoint, operating_point, quantile_max
+
+POLICIES = ("quantile_max", "calibrated")
+OBJECTIVES = ("fpr", "ppv")
+
+
+@dataclass
+class CalibrationSettings:
+    """What `calibrated` optimizes on the holdout models (config `calibration.*`)."""
+
+    # "fpr": the highest TPR whose FPR is at most `fpr`; "ppv": the highest PPV at the cell's p.
+    objective: str = "fpr"
+    fpr: float = 0.01
+    # One threshold per class label (the label is public; membership is not).
+    per_class: bool = False
+
+
+def _best_threshold(scores: np.ndarray, members: np.ndarray, prior: float,
+                    settings: CalibrationSettings) -> float:
+    """The threshold "score ≥ t" that best meets the objective on labelled holdout scores.
+
+    PPV is taken at the target's prior p from the holdout rates, p·TPR / (p·TPR + (1−p)·FPR), not
+    from the holdout models' own member share (they were trained at p = 0.5).  It ranks
+    thresholds by TPR/FPR at every prior, so p changes the PPV, never the choice.  +∞ (accept
+    nobody) when no threshold meets the FPR limit.
+    """
+    scores = np.where(np.isnan(scores), -np.inf, scores)
+    order = np.argsort(-scores, kind="stable")
+    ordered, is_member = scores[order], members[order]
+    ends = np.flatnonzero(np.r_[ordered[1:] != ordered[:-1], True])  # whole ties per threshold
+    tpr = np.cumsum(is_member)[ends] / max(int(members.sum()), 1)
+    fpr = np.cumsum(~is_member)[ends] / max(int((~members).sum()), 1)
+    thresholds = ordered[ends]
+    if settings.objective == "fpr":
+        allowed = np.flatnonzero(fpr <= settings.fpr + 1e-12)
+        return float(thresholds[allowed[-1]]) if len(allowed) else np.inf
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ppv = prior * tpr / (prior * tpr + (1.0 - prior) * fpr)
+    ppv = np.where(np.isnan(ppv), -np.inf, ppv)
+    return float(thresholds[np.argmax(ppv)])  # ties: the first, i.e. the strictest threshold
+
+
+def calibrated_thresholds(holdout_scores: np.ndarray, holdout_members: np.ndarray,
+                          labels: np.ndarray, prior: float, num_classes: int,
+                          settings: CalibrationSettings) -> np.ndarray:
+    """One threshold per class label (all equal unless `per_class`), from holdout models only.
+
+    holdout_scores and holdout_members are (models, n): the attack's scores of each holdout
+    model on the n evaluation records, and that model's known membership; `labels` (n,) are the
+    records' class labels.  A class with no holdout members or non-members uses the global one.
+    """
+    scores = np.asarray(holdout_scores, dtype=np.float64)
+    members = np.asarray(holdout_members, dtype=bool)
+    overall = _best_threshold(scores.ravel(), members.ravel(), prior, settings)
+    thresholds = np.full(num_classes, overall)
+    if settings.per_class:
+        for label in range(num_classes):
+            of_class = labels == label
+            class_members = members[:, of_class]
+            if class_members.any() and (~class_members).any():
+                thresholds[label] = _best_threshold(scores[:, of_class].ravel(),
+                                                    class_members.ravel(), prior, settings)
+    return thresholds
+
+
+def calibrated_point(scores: np.ndarray, members: np.ndarray, labels: np.ndarray,
+                     thresholds: np.ndarray) -> OperatingPoint:
+    """The target's figures at thresholds fixed beforehand: members are only counted, never used."""
+    margin = np.asarray(scores, dtype=np.float64) - thresholds[labels]
+    margin = np.where(np.isinf(thresholds[labels]), -np.inf, margin)  # "accept nobody" stays so
+    point = operating_point(margin, members, 0.0)
+    shared = float(thresholds[0]) if np.all(thresholds == thresholds[0]) else np.nan
+    return dataclasses.replace(point, threshold=shared)  # NaN: one threshold per class
+
+
+def apply_policy(policy: str, scores: np.ndarray, members: np.ndarray, labels: np.ndarray,
+                 thresholds: np.ndarray | None) -> OperatingPoint:
+    """The cell's operating point under `policy` (thresholds: from `calibrated_thresholds`)."""
+    if policy == "quantile_max":
+        return quantile_max(scores, members)
+    if thresholds is None:
+        raise ValueError("the calibrated policy needs thresholds from holdout models")
+    return calibrated_point(scores, members, labels, thresholds)
