@@ -9,7 +9,7 @@ so adding an attack to a finished sweep costs only scoring.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 from scipy.special import logsumexp
@@ -28,6 +28,10 @@ class AttackInputs:
     labels: np.ndarray  # (n,)
     shadow_logits: Optional[np.ndarray] = None  # (shadows, n, classes)
     shadow_members: Optional[np.ndarray] = None  # (shadows, n) bool
+    # The answers of the attack's model query (`jobs.queries`), when it asks one: for the target
+    # (augmented logits: (augmentations, n, classes); Merlin: (n,)) and stacked for the shadows.
+    target_query: Optional[np.ndarray] = None
+    shadow_query: Optional[np.ndarray] = None
 
 
 @dataclass
@@ -39,6 +43,13 @@ class AttackSettings:
     lira_variance: str = "auto"
     # Loss attack: p_y is clamped here before the log so a confident miss does not give -inf.
     loss_clamp: float = 1e-6
+    # LiRA query augmentations (images only): the mirror image, and shifts by ± this many pixels.
+    augment_flip: bool = False
+    augment_shift: int = 0
+    # Yeom et al.'s Adversary 1 says "member" with probability 1 − loss/B; null: B = −ln(loss_clamp),
+    # the largest clamped loss.  Its coin flips are drawn from `seed`.
+    loss_bound: Optional[float] = None
+    seed: int = 0
 
 
 def logit_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -58,25 +69,41 @@ def _gaussian_log_pdf(x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.nd
     return -0.5 * ((x - mean) / std) ** 2 - np.log(std)
 
 
-def _shadow_statistics(
-    inputs: AttackInputs, variance: str
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per-record mean and std of φ over IN and OUT shadows (NaN where a record has none)."""
+def _confidences(inputs: AttackInputs) -> tuple[np.ndarray, np.ndarray]:
+    """φ of the target (augmentations, n) and of the shadows (shadows, augmentations, n).
+
+    Without query augmentations there is one "augmentation", the record itself.
+    """
     if inputs.shadow_logits is None or inputs.shadow_members is None:
         raise ValueError("LiRA needs shadow models")
-    phi = logit_confidence(inputs.shadow_logits, inputs.labels)  # (shadows, n)
-    members = np.asarray(inputs.shadow_members, dtype=bool)
-    use_global = variance == "global" or (variance == "auto" and len(phi) < GLOBAL_VARIANCE_BELOW)
+    if inputs.target_query is not None and inputs.shadow_query is not None:
+        return (logit_confidence(inputs.target_query, inputs.labels),
+                logit_confidence(inputs.shadow_query, inputs.labels))
+    return (logit_confidence(inputs.target_logits, inputs.labels)[None],
+            logit_confidence(inputs.shadow_logits, inputs.labels)[:, None])
+
+
+def _shadow_statistics(
+    shadow_phi: np.ndarray, shadow_members: np.ndarray, variance: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Mean and std of φ over IN and OUT shadows, per augmentation and record (NaN where none).
+
+    The global variance pools residuals over every record (per augmentation): with few shadows
+    per-record variances are too noisy to trust (Carlini et al. §4.2).
+    """
+    members = np.asarray(shadow_members, dtype=bool)[:, None, :]  # (shadows, 1, n)
+    use_global = variance == "global" or (variance == "auto" and len(shadow_phi) < GLOBAL_VARIANCE_BELOW)
 
     def fit(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        count = mask.sum(axis=0)
+        count = mask.sum(axis=0)  # (1, n)
         with np.errstate(invalid="ignore", divide="ignore"):
-            mean = np.where(mask, phi, 0.0).sum(axis=0) / count
-            residual = np.where(mask, phi - mean, 0.0)
+            mean = np.where(mask, shadow_phi, 0.0).sum(axis=0) / count
+            squares = np.where(mask, shadow_phi - mean, 0.0) ** 2
             if use_global:
-                std = np.full(mean.shape, np.sqrt((residual**2).sum() / max(count.sum() - 1, 1)))
+                pooled = squares.sum(axis=(0, 2)) / max(count.sum() - 1, 1)  # (augmentations,)
+                std = np.broadcast_to(np.sqrt(pooled)[:, None], mean.shape)
             else:
-                std = np.sqrt((residual**2).sum(axis=0) / np.maximum(count - 1, 1))
+                std = np.sqrt(squares.sum(axis=0) / np.maximum(count - 1, 1))
         return mean, np.maximum(std, 1e-30)
 
     mean_in, std_in = fit(members)
@@ -85,10 +112,17 @@ def _shadow_statistics(
 
 
 def lira_online(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
-    """Carlini et al. Algorithm 1: log-likelihood ratio of the target's φ under IN vs OUT fits."""
-    mean_in, std_in, mean_out, std_out = _shadow_statistics(inputs, settings.lira_variance)
-    phi = logit_confidence(inputs.target_logits, inputs.labels)
-    return _gaussian_log_pdf(phi, mean_in, std_in) - _gaussian_log_pdf(phi, mean_out, std_out)
+    """Carlini et al. Algorithm 1: log-likelihood ratio of the target's φ under IN vs OUT fits.
+
+    With query augmentations each augmentation gets its own fits and the log-ratios are averaged
+    (Carlini et al. fit one Gaussian per augmentation with diagonal covariance, which is the sum;
+    the mean ranks records identically and keeps scores comparable across augmentation counts).
+    """
+    target_phi, shadow_phi = _confidences(inputs)
+    mean_in, std_in, mean_out, std_out = _shadow_statistics(
+        shadow_phi, inputs.shadow_members, settings.lira_variance)
+    ratio = _gaussian_log_pdf(target_phi, mean_in, std_in) - _gaussian_log_pdf(target_phi, mean_out, std_out)
+    return ratio.mean(axis=0)
 
 
 def lira_offline(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
@@ -96,10 +130,11 @@ def lira_offline(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
 
     Carlini et al. score with the one-sided CDF Φ((φ − μ_out)/σ_out); the standardized value is
     a monotone transform of it, so it ranks records identically and keeps resolution in the tail.
+    With augmentations the standardized distances are averaged.
     """
-    _, _, mean_out, std_out = _shadow_statistics(inputs, settings.lira_variance)
-    phi = logit_confidence(inputs.target_logits, inputs.labels)
-    return (phi - mean_out) / std_out
+    target_phi, shadow_phi = _confidences(inputs)
+    _, _, mean_out, std_out = _shadow_statistics(shadow_phi, inputs.shadow_members, settings.lira_variance)
+    return ((target_phi - mean_out) / std_out).mean(axis=0)
 
 
 def loss_threshold(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
@@ -108,6 +143,19 @@ def loss_threshold(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray
     log_probs = logits - logsumexp(logits, axis=-1, keepdims=True)
     log_p_true = np.take_along_axis(log_probs, inputs.labels[:, None], axis=-1)[:, 0]
     return np.maximum(log_p_true, np.log(settings.loss_clamp))
+
+
+def loss_randomized(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
+    """Yeom et al.'s Adversary 1: say "member" with probability 1 − loss/B, for a loss bounded by B.
+
+    A randomized decision, not a ranking: the score is the decision itself (1 member, 0 not), so
+    every policy measures the precision of the coin flips Yeom et al. analyse.
+    """
+    loss = -loss_threshold(inputs, settings)
+    bound = settings.loss_bound if settings.loss_bound is not None else -np.log(settings.loss_clamp)
+    member_probability = 1.0 - np.minimum(loss, bound) / bound
+    coins = np.random.default_rng(settings.seed).random(len(loss))
+    return (coins < member_probability).astype(np.float64)
 
 
 def always_member(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
@@ -128,12 +176,33 @@ class Attack:
     needs_shadows: bool
     # Scores a mechanism's release rather than a network's logits (its rates are then exact).
     reads_release: bool = False
+    # The AttackSettings fields it reads: only these enter its scores' content key.
+    uses: tuple[str, ...] = ()
+    # The model query it needs, as (kind, settings), or None (`jobs.queries`).
+    asks: Optional[Callable[[AttackSettings], Optional[tuple[str, dict]]]] = None
+
+    def settings_used(self, settings: AttackSettings) -> tuple[tuple[str, Any], ...]:
+        return tuple((name, getattr(settings, name)) for name in self.uses)
+
+    def query(self, settings: AttackSettings) -> Optional[tuple[str, dict]]:
+        return self.asks(settings) if self.asks is not None else None
+
+
+def _augmentation_query(settings: AttackSettings) -> Optional[tuple[str, dict]]:
+    if not settings.augment_flip and settings.augment_shift == 0:
+        return None
+    return "augmented_logits", {"flip": settings.augment_flip, "shift": settings.augment_shift}
+
+
+_LIRA_USES = ("lira_variance", "augment_flip", "augment_shift")
 
 
 ATTACKS: dict[str, Attack] = {
-    "lira_online": Attack(lira_online, needs_shadows=True),
-    "lira_offline": Attack(lira_offline, needs_shadows=True),
-    "loss": Attack(loss_threshold, needs_shadows=False),
+    "lira_online": Attack(lira_online, needs_shadows=True, uses=_LIRA_USES, asks=_augmentation_query),
+    "lira_offline": Attack(lira_offline, needs_shadows=True, uses=_LIRA_USES, asks=_augmentation_query),
+    "loss": Attack(loss_threshold, needs_shadows=False, uses=("loss_clamp",)),
+    "loss_randomized": Attack(loss_randomized, needs_shadows=False,
+                              uses=("loss_clamp", "loss_bound", "seed")),
     "always_member": Attack(always_member, needs_shadows=False),
     "output_threshold": Attack(output_threshold, needs_shadows=False, reads_release=True),
     "shokri": Attack(shokri, needs_shadows=True),
@@ -152,8 +221,12 @@ def holdout_scores(attack: Attack, inputs: AttackInputs, settings: AttackSetting
     rows = []
     for index in range(count):
         others = np.arange(count) != index
+        asked = inputs.shadow_query
         rows.append(attack.score(AttackInputs(
             inputs.shadow_logits[index], inputs.labels,
             inputs.shadow_logits[others] if attack.needs_shadows else None,
-            inputs.shadow_members[others] if attack.needs_shadows else None), settings))
+            inputs.shadow_members[others] if attack.needs_shadows else None,
+            target_query=asked[index] if asked is not None else None,
+            shadow_query=asked[others] if asked is not None and attack.needs_shadows else None,
+        ), settings))
     return np.stack(rows)

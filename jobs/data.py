@@ -180,6 +180,9 @@ LOADERS: dict[str, Loader] = {
     "membership_bits": load_membership_bits,
 }
 
+#: Datasets of images (n, channels, height, width): the ones query augmentations apply to.
+IMAGE_DATASETS = ("mnist_subset", "cifar10")
+
 #: Cheap checks that a dataset's files are present, run before any cluster starts.
 AVAILABILITY_CHECKS: dict[str, Callable[[Path, bool], None]] = {
     "cifar10": require_cifar10,

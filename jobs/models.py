@@ -5,6 +5,7 @@ The architectures are those of Tramèr & Boneh (2021), which the papers' DP-SGD 
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import torch
@@ -37,6 +38,25 @@ def cifar10_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     return nn.Sequential(features, nn.Linear(flat, 128), nn.Tanh(), nn.Linear(128, num_classes))
 
 
+def tanh_mlp64(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """Long, Bindschaedler & Gunter's PDTP network: flatten → fc64 → tanh → fc."""
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), 64), nn.Tanh(),
+                         nn.Linear(64, num_classes))
+
+
+def logistic_regression(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """Long, Bindschaedler & Gunter's logistic regression: flatten → one linear layer."""
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), num_classes))
+
+
+def relu_mlp256x2(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """Jayaraman et al.'s MLP: flatten → fc256 → ReLU → fc256 → ReLU → fc."""
+    return nn.Sequential(
+        nn.Flatten(), nn.Linear(math.prod(input_shape), 256), nn.ReLU(),
+        nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, num_classes),
+    )
+
+
 def _flat_size(features: nn.Module, input_shape: tuple[int, ...]) -> int:
     with torch.no_grad():
         return int(features(torch.zeros(1, *input_shape)).shape[1])
@@ -45,6 +65,9 @@ def _flat_size(features: nn.Module, input_shape: tuple[int, ...]) -> int:
 ARCHITECTURES: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
     "mnist_cnn": mnist_cnn,
     "cifar10_cnn": cifar10_cnn,
+    "tanh_mlp64": tanh_mlp64,
+    "logistic_regression": logistic_regression,
+    "relu_mlp256x2": relu_mlp256x2,
 }
 
 

@@ -16,7 +16,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from jobs.attacks import ATTACKS, AttackSettings
-from jobs.data import LOADERS
+from jobs.data import IMAGE_DATASETS, LOADERS
 from jobs.models import MEMBERSHIP_MECHANISM, MODEL_NAMES
 from jobs.policies import OBJECTIVES, POLICIES, CalibrationSettings
 from sweeper.bounds import BOUND_FORMS
@@ -189,6 +189,14 @@ def validate(cfg: SweepConfig) -> None:
     check(0 < cfg.shadow.p < 1, f"shadow.p={cfg.shadow.p}: must be in (0, 1)")
     check(cfg.attack.lira_variance in ("auto", "global", "per_record"),
           f"attack.lira_variance={cfg.attack.lira_variance!r}: use auto, global or per_record")
+    augmenting = cfg.attack.augment_flip or cfg.attack.augment_shift != 0
+    check(cfg.attack.augment_shift >= 0,
+          f"attack.augment_shift={cfg.attack.augment_shift}: must be ≥ 0 (pixels)")
+    check(not augmenting or cfg.dataset.name in IMAGE_DATASETS,
+          f"attack.augment_flip/augment_shift: query augmentations need an image dataset "
+          f"({list(IMAGE_DATASETS)}); dataset.name={cfg.dataset.name!r}")
+    check(cfg.attack.loss_bound is None or cfg.attack.loss_bound > 0,
+          f"attack.loss_bound={cfg.attack.loss_bound}: must be > 0 (or null)")
     check(0 < cfg.attack.loss_clamp < 1,
           f"attack.loss_clamp={cfg.attack.loss_clamp}: must be in (0, 1)")
     check(0 < cfg.metrics.tpr_floor <= 1,

@@ -57,11 +57,29 @@ class ModelSpec:
         return content_key("model", settings)
 
     @property
-    def label(self) -> str:
-        """How the task is named in the Ray dashboard and in logs."""
+    def description(self) -> str:
+        """Which model this is, for people: role, data, ε, p and trial or shadow index."""
         who = f"trial={self.index}" if self.role == "target" else f"shadow={self.index}"
-        return (f"train {self.role} {self.data.name} ε={_fmt(self.train.epsilon)} "
-                f"p={self.sample_rate:g} {who}")
+        return f"{self.role} {self.data.name} ε={_fmt(self.train.epsilon)} p={self.sample_rate:g} {who}"
+
+    @property
+    def label(self) -> str:
+        """How its training task is named in the Ray dashboard and in logs."""
+        return f"train {self.description}"
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    """A question put to one stored model about the evaluation records (`jobs.queries`)."""
+
+    kind: str
+    model: str  # model key
+    eval_records: int
+    settings: tuple[tuple[str, Any], ...]
+
+    @property
+    def key(self) -> str:
+        return content_key("query", dataclasses.asdict(self))
 
 
 @dataclass(frozen=True)
@@ -70,7 +88,8 @@ class AttackSpec:
     target: str  # model key
     shadows: tuple[str, ...]  # model keys, in shadow-index order (empty if unused)
     eval_records: int
-    settings: tuple[tuple[str, Any], ...]
+    settings: tuple[tuple[str, Any], ...]  # only the attack settings this attack reads
+    queries: tuple[str, ...] = ()  # query keys for the target, then each shadow (or none)
 
     @property
     def key(self) -> str:
@@ -117,6 +136,7 @@ class Cell:
 class SweepPlan:
     config: SweepConfig
     models: dict[str, ModelSpec]
+    queries: dict[str, QuerySpec]
     attacks: dict[str, AttackSpec]
     cells: tuple[Cell, ...]
 
@@ -132,6 +152,7 @@ def _fmt(value: float) -> str:
 def build_plan(cfg: SweepConfig) -> SweepPlan:
     data = DataSpec(cfg.dataset.name, cfg.dataset.test_size, cfg.dataset.pool_size)
     models: dict[str, ModelSpec] = {}
+    queries: dict[str, QuerySpec] = {}
     attacks: dict[str, AttackSpec] = {}
     cells: list[Cell] = []
 
@@ -162,11 +183,15 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
                                            mask_seed=seed_from(cfg.seed, "target", trial),
                                            mask_complement=False, index=trial))
                     for attack in cfg.grid.attack:
+                        uses_shadows = calibrating or ATTACKS[attack].needs_shadows
                         spec = AttackSpec(
                             attack=attack, target=target,
-                            shadows=shadows if calibrating or ATTACKS[attack].needs_shadows else (),
+                            shadows=shadows if uses_shadows else (),
                             eval_records=cfg.dataset.eval_records,
-                            settings=tuple(sorted(dataclasses.asdict(cfg.attack).items())),
+                            settings=ATTACKS[attack].settings_used(cfg.attack),
+                            queries=ask_models(ATTACKS[attack].query(cfg.attack),
+                                               (target, *(shadows if uses_shadows else ())),
+                                               cfg.dataset.eval_records, queries),
                         )
                         attacks.setdefault(spec.key, spec)
                         for policy in cfg.grid.policy:
@@ -178,4 +203,16 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
                                 violation_alpha=cfg.metrics.violation_alpha,
                                 calibration=calibration if policy == "calibrated" else (),
                             ))
-    return SweepPlan(cfg, models, attacks, tuple(cells))
+    return SweepPlan(cfg, models, queries, attacks, tuple(cells))
+
+
+def ask_models(question: Optional[tuple[str, dict[str, Any]]], model_keys: tuple[str, ...],
+               eval_records: int, queries: dict[str, QuerySpec]) -> tuple[str, ...]:
+    """Add the query `question` (kind, settings) for each model to `queries`; return the keys."""
+    if question is None:
+        return ()
+    kind, settings = question
+    specs = [QuerySpec(kind, key, eval_records, tuple(sorted(settings.items()))) for key in model_keys]
+    for spec in specs:
+        queries.setdefault(spec.key, spec)
+    return tuple(spec.key for spec in specs)

@@ -22,10 +22,10 @@ from tqdm.auto import tqdm
 
 from jobs.data import load_dataset, require_dataset
 from sweeper.config import ConfigError, SweepConfig, validate
-from sweeper.plan import AttackSpec, Cell, SweepPlan, build_plan
+from sweeper.plan import AttackSpec, Cell, QuerySpec, SweepPlan, build_plan
 from sweeper.frontier import load_frontier, plot_frontier
 from sweeper.store import ArtifactStore, atomic_write_bytes
-from sweeper.tasks import attack_task, train_task
+from sweeper.tasks import attack_task, query_task, train_task
 from sweeper.tracking import default_tracking_uri, open_tracker
 
 
@@ -165,6 +165,17 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
             spec, data_ref, root, cfg.train.device, threads)
         for spec in todo_models
     }
+    # Model queries (augmented logits, Merlin) load a trained model again: trainer resources.
+    query_remote = ray.remote(_query_after_training)
+    asked = {key for cell in todo_cells for key in cell.scores.queries if not store.has_query(key)}
+    querying = {}
+    for key in sorted(asked):
+        query = plan.queries[key]
+        model = plan.models[query.model]
+        querying[key] = query_remote.options(name=f"query {query.kind} {model.description}",
+                                             **train_options).remote(
+            query, model.train.model, data_ref, root, cfg.train.device, threads,
+            *([training[query.model]] if query.model in training else []))
     cells_by_scores: dict[str, list[Cell]] = defaultdict(list)
     for cell in todo_cells:
         cells_by_scores[cell.scores.key].append(cell)
@@ -172,6 +183,7 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
     for scores_key, cells in cells_by_scores.items():
         spec: AttackSpec = cells[0].scores
         needed = [training[k] for k in (spec.target, *spec.shadows) if k in training]
+        needed += [querying[k] for k in spec.queries if k in querying]
         ref = attack_remote.options(name=f"attack {cell_label(cells[0])}", **attack_options).remote(
             spec, cells, labels_ref, root, *needed)
         scoring[ref] = cells
@@ -203,6 +215,12 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
                     tracker.log_cell(row)
             cells_bar.update(len(rows))
     return failures
+
+
+def _query_after_training(spec: QuerySpec, architecture: str, data, store_root: str, device: str,
+                          threads: int, *_trained: Any) -> None:
+    """`query_task`, taking the training result it waits for as an ignored argument."""
+    query_task(spec, architecture, data, store_root, device, threads)
 
 
 def _attack_after_training(spec: AttackSpec, cells: list[Cell], labels, store_root: str,

@@ -4,6 +4,7 @@ Layout under `store.root`:
 
     models/<key>/            model.pt, pool_logits.npy, mask.npy, meta.json (with checksums)
     checkpoints/<key>.pt     per-epoch training state, deleted once the model is stored
+    queries/<key>.npy        answers of model queries (augmented logits, Merlin), + .sha256
     scores/<key>.parquet     per-record attack scores (record_id, score, member)
     sweeps/<name>/cells/<cell key>.parquet   one results row per cell
     sweeps/<name>/sweep.json                 the cells of the latest run of that sweep
@@ -130,6 +131,30 @@ class ArtifactStore:
     def read_state_dict(self, key: str) -> dict[str, torch.Tensor]:
         files = self._verified_files(key)
         return torch.load(io.BytesIO(files["model.pt"]), weights_only=True)
+
+    # --- model queries (augmented logits, Merlin ratios) ------------------------------------
+
+    def query_path(self, key: str) -> Path:
+        return self.root / "queries" / f"{key}.npy"
+
+    def has_query(self, key: str) -> bool:
+        try:
+            self.read_query(key)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def write_query(self, key: str, values: np.ndarray) -> None:
+        data = _npy_bytes(np.asarray(values))
+        atomic_write_bytes(self.query_path(key).with_suffix(".sha256"), _sha256(data).encode())
+        atomic_write_bytes(self.query_path(key), data)
+
+    def read_query(self, key: str) -> np.ndarray:
+        """The stored answer, checked against its checksum (a mismatch reads as absent)."""
+        data = self.query_path(key).read_bytes()
+        if _sha256(data) != self.query_path(key).with_suffix(".sha256").read_text().strip():
+            raise ValueError(f"checksum mismatch in {self.query_path(key)}")
+        return np.load(io.BytesIO(data), allow_pickle=False)
 
     # --- per-record scores -------------------------------------------------------------------
 

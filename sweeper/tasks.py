@@ -19,12 +19,13 @@ from jobs.data import ArrayDataset
 from jobs.mechanisms import describe, from_description, mechanism_for, precision_at, \
     release_membership, tightest_bound
 from jobs.metrics import OperatingPoint, clopper_pearson, clopper_pearson_lower, roc_auc, tpr_at_fpr
-from jobs.models import MEMBERSHIP_MECHANISM
+from jobs.models import MEMBERSHIP_MECHANISM, build_model
 from jobs.policies import CalibrationSettings, apply_policy, calibrated_thresholds
+from jobs.queries import answer
 from jobs.training import draw_mask, resolve_device, train_model
 from sweeper.bounds import epsilon_from_precision, epsilon_from_rates, precision_bound, \
     precision_lower_bound
-from sweeper.plan import AttackSpec, Cell, ModelSpec
+from sweeper.plan import AttackSpec, Cell, ModelSpec, QuerySpec
 from sweeper.store import RESULTS_SCHEMA_VERSION, ArtifactStore
 
 
@@ -59,6 +60,20 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
     return meta
 
 
+def query_task(spec: QuerySpec, architecture: str, data: ArrayDataset, store_root: str,
+               device: str, num_threads: int) -> None:
+    """Load a stored model (weights only) and store its answer to one query on the eval records."""
+    torch.set_num_threads(max(1, num_threads))
+    store = ArtifactStore(store_root)
+    if store.has_query(spec.key):
+        return
+    model = build_model(architecture, data.input_shape, data.num_classes)
+    model.load_state_dict(store.read_state_dict(spec.model))
+    n = spec.eval_records
+    store.write_query(spec.key, answer(spec.kind, dict(spec.settings), model, data.pool_x[:n],
+                                       data.pool_y[:n], resolve_device(device)))
+
+
 def attack_task(spec: AttackSpec, cells: list[Cell], labels: np.ndarray,
                 store_root: str) -> list[dict[str, Any]]:
     """Score one attack on one target, store per-record scores, and return its cells' rows."""
@@ -72,7 +87,10 @@ def attack_task(spec: AttackSpec, cells: list[Cell], labels: np.ndarray,
         outputs = [store.read_model_outputs(key) for key in spec.shadows]
         shadow_logits = np.stack([logits[:n] for logits, _ in outputs])
         shadow_members = np.stack([mask[:n] for _, mask in outputs])
-    inputs = AttackInputs(target_logits[:n], labels, shadow_logits, shadow_members)
+    answers = [store.read_query(key) for key in spec.queries]
+    inputs = AttackInputs(target_logits[:n], labels, shadow_logits, shadow_members,
+                          target_query=answers[0] if answers else None,
+                          shadow_query=np.stack(answers[1:]) if len(answers) > 1 else None)
     attack, settings = ATTACKS[spec.attack], AttackSettings(**dict(spec.settings))
     scores = attack.score(inputs, settings)
     store.write_scores(spec.key, pd.DataFrame({
