@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 from scipy.special import logsumexp
 
+from jobs.merlin import morgan_decisions, morgan_thresholds
 from jobs.shokri import shokri
 
 #: Below this many shadow models, per-record variances are too noisy (Carlini et al. §4.2).
@@ -50,6 +51,12 @@ class AttackSettings:
     # the largest clamped loss.  Its coin flips are drawn from `seed`.
     loss_bound: Optional[float] = None
     seed: int = 0
+    # Merlin (Jayaraman et al.): T Gaussian perturbations of σ relative to each input's L2 norm.
+    merlin_perturbations: int = 100
+    merlin_sigma: float = 0.01
+    merlin_seed: int = 0
+    # Morgan: its loss and Merlin thresholds are chosen on the shadows for this FPR.
+    morgan_fpr: float = 0.01
 
 
 def logit_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -158,6 +165,33 @@ def loss_randomized(inputs: AttackInputs, settings: AttackSettings) -> np.ndarra
     return (coins < member_probability).astype(np.float64)
 
 
+def merlin(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
+    """Jayaraman et al.'s Merlin: the share of small input perturbations that raise the loss.
+
+    A member sits near a loss minimum the model was fitted to, so noise tends to raise its loss.
+    The ratios are the answer of the model's "merlin" query.
+    """
+    if inputs.target_query is None:
+        raise ValueError("Merlin needs the target's merlin query")
+    return np.asarray(inputs.target_query, dtype=np.float64)
+
+
+def morgan(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
+    """Jayaraman et al.'s Morgan: member iff φ_L ≤ loss ≤ φ_U and merlin ≥ φ_M (1 or 0).
+
+    The three thresholds are chosen on the shadow models, whose membership is known, for the
+    highest PPV within `morgan_fpr`; the target's membership is never read.
+    """
+    if inputs.shadow_logits is None or inputs.shadow_query is None or inputs.target_query is None:
+        raise ValueError("Morgan needs shadow models and the merlin query of target and shadows")
+    shadow_loss = -np.stack([loss_threshold(AttackInputs(logits, inputs.labels), settings)
+                             for logits in inputs.shadow_logits])
+    thresholds = morgan_thresholds(shadow_loss, inputs.shadow_query, inputs.shadow_members,
+                                   fpr=settings.morgan_fpr)
+    loss = -loss_threshold(inputs, settings)
+    return morgan_decisions(loss, inputs.target_query, thresholds).astype(np.float64)
+
+
 def always_member(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
     """The baseline: say "member" for everyone; its precision is the share of members."""
     return np.ones(len(inputs.labels))
@@ -195,6 +229,12 @@ def _augmentation_query(settings: AttackSettings) -> Optional[tuple[str, dict]]:
 
 
 _LIRA_USES = ("lira_variance", "augment_flip", "augment_shift")
+_MERLIN_USES = ("merlin_perturbations", "merlin_sigma", "merlin_seed")
+
+
+def _merlin_query(settings: AttackSettings) -> tuple[str, dict]:
+    return "merlin", {"perturbations": settings.merlin_perturbations,
+                      "sigma": settings.merlin_sigma, "seed": settings.merlin_seed}
 
 
 ATTACKS: dict[str, Attack] = {
@@ -206,6 +246,9 @@ ATTACKS: dict[str, Attack] = {
     "always_member": Attack(always_member, needs_shadows=False),
     "output_threshold": Attack(output_threshold, needs_shadows=False, reads_release=True),
     "shokri": Attack(shokri, needs_shadows=True),
+    "merlin": Attack(merlin, needs_shadows=False, uses=_MERLIN_USES, asks=_merlin_query),
+    "morgan": Attack(morgan, needs_shadows=True, asks=_merlin_query,
+                     uses=(*_MERLIN_USES, "loss_clamp", "morgan_fpr")),
 }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from jobs.merlin import merlin_ratio
 from jobs.training import predict_logits
 
 QUERY_KINDS = ("augmented_logits", "merlin")
@@ -59,8 +60,6 @@ def answer(kind: str, settings: dict[str, Any], model: torch.nn.Module, x: np.nd
     if kind == "augmented_logits":
         values = augmented_logits(model, x, settings["flip"], settings["shift"], device)
     elif kind == "merlin":
-        from jobs.merlin import merlin_ratio
-
         values = merlin_ratio(model, x, y, perturbations=settings["perturbations"],
                               sigma=settings["sigma"], seed=settings["seed"], device=device)
     else:

@@ -197,6 +197,10 @@ def validate(cfg: SweepConfig) -> None:
           f"({list(IMAGE_DATASETS)}); dataset.name={cfg.dataset.name!r}")
     check(cfg.attack.loss_bound is None or cfg.attack.loss_bound > 0,
           f"attack.loss_bound={cfg.attack.loss_bound}: must be > 0 (or null)")
+    check(cfg.attack.merlin_perturbations >= 1,
+          f"attack.merlin_perturbations={cfg.attack.merlin_perturbations}: must be ≥ 1")
+    check(cfg.attack.merlin_sigma > 0, f"attack.merlin_sigma={cfg.attack.merlin_sigma}: must be > 0")
+    check(0 < cfg.attack.morgan_fpr < 1, f"attack.morgan_fpr={cfg.attack.morgan_fpr}: must be in (0, 1)")
     check(0 < cfg.attack.loss_clamp < 1,
           f"attack.loss_clamp={cfg.attack.loss_clamp}: must be in (0, 1)")
     check(0 < cfg.metrics.tpr_floor <= 1,
