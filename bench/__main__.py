@@ -8,6 +8,7 @@ runs in this one process (the machines are shared; compare ratios within one run
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
 from typing import Callable
@@ -15,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from jobs.attacks import AttackInputs, AttackSettings, lira_offline, lira_online, loss_threshold
+from jobs.shokri import shokri
 from jobs.metrics import quantile_max, roc_auc, tpr_at_fpr
 
 
@@ -44,22 +46,39 @@ def synthetic_inputs(records: int, shadows: int, classes: int, seed: int = 0) ->
     return inputs, members
 
 
+def with_augmentations(inputs: AttackInputs, count: int, seed: int = 1) -> AttackInputs:
+    """The same inputs with `count` query augmentations: the logits plus small jitter per view."""
+    rng = np.random.default_rng(seed)
+
+    def views(logits: np.ndarray, axis: int) -> np.ndarray:
+        jitter = rng.normal(0.0, 0.1, (count,) + logits.shape).astype(np.float32)
+        return np.moveaxis(logits[None] + jitter, 0, axis)
+
+    return dataclasses.replace(inputs, target_query=views(inputs.target_logits, 0),
+                               shadow_query=views(inputs.shadow_logits, 1))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=50_000, help="evaluation records (default 50 000)")
     parser.add_argument("--shadows", type=int, default=64, help="shadow models (default 64)")
     parser.add_argument("--classes", type=int, default=10, help="classes (default 10)")
+    parser.add_argument("--augmentations", type=int, default=10,
+                        help="LiRA query augmentations (default 10: mirror × (itself + 4 shifts))")
     parser.add_argument("--repeat", type=int, default=5, help="runs per figure; the median is shown")
     args = parser.parse_args(argv)
 
     inputs, members = synthetic_inputs(args.records, args.shadows, args.classes)
     settings = AttackSettings()
     scores = lira_online(inputs, settings)
+    augmented = with_augmentations(inputs, args.augmentations)
     cases = {
         "lira_online (global variance)": lambda: lira_online(inputs, settings),
+        f"lira_online, {args.augmentations} augmentations": lambda: lira_online(augmented, settings),
         "lira_online (per-record variance)": lambda: lira_online(inputs, AttackSettings(lira_variance="per_record")),
         "lira_offline": lambda: lira_offline(inputs, settings),
         "loss threshold": lambda: loss_threshold(inputs, settings),
+        "shokri (per-class logistic regression)": lambda: shokri(inputs, settings),
         "quantile_max (40 thresholds + CI)": lambda: quantile_max(scores, members),
         "tpr_at_fpr + roc_auc": lambda: (tpr_at_fpr(scores, members, 0.001), roc_auc(scores, members)),
     }

@@ -57,19 +57,28 @@ class AttackSettings:
     merlin_seed: int = 0
     # Morgan: its loss and Merlin thresholds are chosen on the shadows for this FPR.
     morgan_fpr: float = 0.01
+    # PDTP: the first this-many members of each target are left out, once per training seed.
+    pdtp_records: int = 10
+    pdtp_seeds: int = 3
 
 
 def logit_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """LiRA's φ = log p_y − log(1 − p_y), computed stably as logit_y − logsumexp(other logits).
 
-    Works on any leading batch shape: logits (..., n, classes), labels (n,).
+    Works on any leading batch shape: logits (..., n, classes), labels (n,).  Leading axes are
+    taken one slice at a time, so 64 shadows × 10 augmentations × 50 000 records never need a
+    float64 copy of everything at once.
     """
-    logits = np.asarray(logits, dtype=np.float64)
+    if np.ndim(logits) > 3:
+        return np.stack([logit_confidence(part, labels) for part in logits])
+    # float32 like the stored logits (10× faster than float64 here, within 1e-6 of it).
+    logits = np.asarray(logits, dtype=np.float32)
     index = np.broadcast_to(labels[:, None], logits.shape[:-1] + (1,))
     true_logit = np.take_along_axis(logits, index, axis=-1)[..., 0]
-    others = logits.copy()
-    np.put_along_axis(others, index, -np.inf, axis=-1)
-    return true_logit - logsumexp(others, axis=-1)
+    others = np.where(np.arange(logits.shape[-1]) == labels[:, None], np.float32(-np.inf), logits)
+    top = others.max(axis=-1, keepdims=True)
+    others_lse = top[..., 0] + np.log(np.exp(others - top).sum(axis=-1))
+    return true_logit.astype(np.float64) - others_lse.astype(np.float64)
 
 
 def _gaussian_log_pdf(x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
@@ -98,23 +107,27 @@ def _shadow_statistics(
     The global variance pools residuals over every record (per augmentation): with few shadows
     per-record variances are too noisy to trust (Carlini et al. §4.2).
     """
-    members = np.asarray(shadow_members, dtype=bool)[:, None, :]  # (shadows, 1, n)
     use_global = variance == "global" or (variance == "auto" and len(shadow_phi) < GLOBAL_VARIANCE_BELOW)
+    # Masked sums as contractions: no (shadows, augmentations, n) temporaries per group.
+    inside = np.asarray(shadow_members, dtype=np.float64)
+    total, total_sq = shadow_phi.sum(axis=0), np.einsum("san,san->an", shadow_phi, shadow_phi)
+    in_sum = np.einsum("san,sn->an", shadow_phi, inside)
+    in_sq = np.einsum("san,sn->an", shadow_phi ** 2, inside)
+    in_count = inside.sum(axis=0)
 
-    def fit(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        count = mask.sum(axis=0)  # (1, n)
+    def fit(count: np.ndarray, total: np.ndarray, squares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         with np.errstate(invalid="ignore", divide="ignore"):
-            mean = np.where(mask, shadow_phi, 0.0).sum(axis=0) / count
-            squares = np.where(mask, shadow_phi - mean, 0.0) ** 2
+            mean = total / count
+            residual = np.maximum(squares - count * mean ** 2, 0.0)  # Σ (φ − μ)² per record
             if use_global:
-                pooled = squares.sum(axis=(0, 2)) / max(count.sum() - 1, 1)  # (augmentations,)
+                pooled = np.nansum(residual, axis=1) / max(count.sum() - 1, 1)  # per augmentation
                 std = np.broadcast_to(np.sqrt(pooled)[:, None], mean.shape)
             else:
-                std = np.sqrt(squares.sum(axis=0) / np.maximum(count - 1, 1))
+                std = np.sqrt(residual / np.maximum(count - 1, 1))
         return mean, np.maximum(std, 1e-30)
 
-    mean_in, std_in = fit(members)
-    mean_out, std_out = fit(~members)
+    mean_in, std_in = fit(in_count, in_sum, in_sq)
+    mean_out, std_out = fit(len(inside) - in_count, total - in_sum, total_sq - in_sq)
     return mean_in, std_in, mean_out, std_out
 
 
@@ -192,6 +205,21 @@ def morgan(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
     return morgan_decisions(loss, inputs.target_query, thresholds).astype(np.float64)
 
 
+def pdtp_scores(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
+    """Long et al.'s seed-averaged PDTP of each measured record (NaN for the others).
+
+    PDTP measures how much each *training* record moves the model; it is a per-record privacy
+    measure rather than a test, so its cell reports PDTP figures instead of a precision.
+    """
+    if inputs.target_query is None:
+        raise ValueError("PDTP needs the target's pdtp query")
+    scores = np.full(len(inputs.labels), np.nan)
+    ids = inputs.target_query[:, 0].astype(np.int64)
+    inside = ids < len(scores)
+    scores[ids[inside]] = inputs.target_query[inside, 2]
+    return scores
+
+
 def always_member(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
     """The baseline: say "member" for everyone; its precision is the share of members."""
     return np.ones(len(inputs.labels))
@@ -214,6 +242,8 @@ class Attack:
     uses: tuple[str, ...] = ()
     # The model query it needs, as (kind, settings), or None (`jobs.queries`).
     asks: Optional[Callable[[AttackSettings], Optional[tuple[str, dict]]]] = None
+    # A per-record measure (PDTP), reported as its own figures rather than as a precision.
+    measures_records: bool = False
 
     def settings_used(self, settings: AttackSettings) -> tuple[tuple[str, Any], ...]:
         return tuple((name, getattr(settings, name)) for name in self.uses)
@@ -246,6 +276,10 @@ ATTACKS: dict[str, Attack] = {
     "always_member": Attack(always_member, needs_shadows=False),
     "output_threshold": Attack(output_threshold, needs_shadows=False, reads_release=True),
     "shokri": Attack(shokri, needs_shadows=True),
+    "pdtp": Attack(pdtp_scores, needs_shadows=False, uses=("pdtp_records", "pdtp_seeds"),
+                   asks=lambda settings: ("pdtp", {"records": settings.pdtp_records,
+                                                   "seeds": settings.pdtp_seeds}),
+                   measures_records=True),
     "merlin": Attack(merlin, needs_shadows=False, uses=_MERLIN_USES, asks=_merlin_query),
     "morgan": Attack(morgan, needs_shadows=True, asks=_merlin_query,
                      uses=(*_MERLIN_USES, "loss_clamp", "morgan_fpr")),

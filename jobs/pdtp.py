@@ -103,3 +103,14 @@ def leave_one_out(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray,
         flagged_single=single > DTP_THRESHOLD,
         flagged_averaged=averaged > DTP_THRESHOLD,
     )
+
+
+def pdtp_table(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, records: int,
+               seeds: int, device: torch.device) -> np.ndarray:
+    """The answer of a "pdtp" model query: rows (pool index, single PDTP, seed-averaged PDTP).
+
+    Seeds 0 … seeds−1 train the full and the leave-one-out models alike: PDTP measures the
+    training algorithm on this training set, not the one target model trained with its own seed.
+    """
+    result = leave_one_out(settings, data, mask, records, range(seeds), device)
+    return np.column_stack([result.record_ids, result.single, result.averaged]).astype(np.float64)

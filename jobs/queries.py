@@ -17,7 +17,8 @@ import torch
 from jobs.merlin import merlin_ratio
 from jobs.training import predict_logits
 
-QUERY_KINDS = ("augmented_logits", "merlin")
+#: "pdtp" retrains rather than loads the model, so `sweeper.tasks.query_task` answers it itself.
+QUERY_KINDS = ("augmented_logits", "merlin", "pdtp")
 
 
 def image_augmentations(x: np.ndarray, flip: bool, shift: int) -> list[np.ndarray]:

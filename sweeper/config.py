@@ -200,6 +200,8 @@ def validate(cfg: SweepConfig) -> None:
     check(cfg.attack.merlin_perturbations >= 1,
           f"attack.merlin_perturbations={cfg.attack.merlin_perturbations}: must be ≥ 1")
     check(cfg.attack.merlin_sigma > 0, f"attack.merlin_sigma={cfg.attack.merlin_sigma}: must be > 0")
+    check(cfg.attack.pdtp_records >= 1, f"attack.pdtp_records={cfg.attack.pdtp_records}: must be ≥ 1")
+    check(cfg.attack.pdtp_seeds >= 1, f"attack.pdtp_seeds={cfg.attack.pdtp_seeds}: must be ≥ 1")
     check(0 < cfg.attack.morgan_fpr < 1, f"attack.morgan_fpr={cfg.attack.morgan_fpr}: must be in (0, 1)")
     check(0 < cfg.attack.loss_clamp < 1,
           f"attack.loss_clamp={cfg.attack.loss_clamp}: must be in (0, 1)")

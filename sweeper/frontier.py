@@ -45,6 +45,11 @@ def _fmt_eps(value: float) -> str:
     return "∞" if math.isinf(value) else f"{value:g}"
 
 
+#: Columns the table reads; a sweep without some of them (no exact mechanism, only PDTP) shows NaN.
+TABLE_COLUMNS = ["precision_exact", "bound_tight", "tpr_at_fpr_0.01", "auc", "test_accuracy",
+                 "baseline", "bound_at_tpr"]
+
+
 def format_table(frame: pd.DataFrame) -> str:
     """A fixed-width table a person can read: one line per cell, violations flagged.
 
@@ -53,7 +58,10 @@ def format_table(frame: pd.DataFrame) -> str:
     """
     if frame.empty:
         return "(no cells)"
-    exact = "precision_exact" in frame and frame["precision_exact"].notna().any()
+    measures = frame[frame["precision"].isna() & frame.get("pdtp_records", pd.Series(dtype=float)).notna()] \
+        if "pdtp_records" in frame else frame.iloc[:0]
+    frame = frame.drop(measures.index).reindex(columns=frame.columns.union(TABLE_COLUMNS))
+    exact = frame["precision_exact"].notna().any()
     header = (f"{'attack':<16} {'ε':>5} {'δ':>7} {'p':>5} {'trial':>5}  {'precision [95% CI]':<22} "
               f"{'TP':>5} {'FP':>5} {'baseline':>8} {'bound':>6} {'bound@TPR':>9} "
               + (f"{'exact':>6} {'tightest':>8} " if exact else
@@ -70,6 +78,23 @@ def format_table(frame: pd.DataFrame) -> str:
             f"{row['trial']:>5}  {interval:<22} {row['tp']:>5} {row['fp']:>5} {row['baseline']:>8.3f} "
             f"{row['bound']:>6.3f} {row['bound_at_tpr']:>9.3f} " + tail + f" {flag}"
         )
+    parts = ["\n".join(lines)] if not frame.empty else []
+    if not measures.empty:
+        parts.append(_format_pdtp(measures))
+    return "\n\n".join(parts)
+
+
+def _format_pdtp(frame: pd.DataFrame) -> str:
+    """Long et al.'s PDTP per cell: single-model and seed-averaged, with the DTP-1 share (> 1)."""
+    header = (f"{'PDTP':<16} {'ε':>5} {'δ':>7} {'p':>5} {'trial':>5} {'records':>7} "
+              f"{'mean single':>11} {'mean avg':>8} {'max avg':>7} {'DTP-1 single':>12} {'DTP-1 avg':>9}")
+    lines = [header, "-" * len(header)]
+    for row in frame.to_dict("records"):
+        lines.append(
+            f"{row['attack']:<16} {_fmt_eps(row['epsilon']):>5} {row['delta']:>7.0e} {row['p']:>5.2f} "
+            f"{row['trial']:>5} {row['pdtp_records']:>7.0f} {row['pdtp_mean_single']:>11.3f} "
+            f"{row['pdtp_mean_averaged']:>8.3f} {row['pdtp_max_averaged']:>7.3f} "
+            f"{row['dtp1_share_single']:>12.2f} {row['dtp1_share_averaged']:>9.2f}")
     return "\n".join(lines)
 
 
@@ -81,6 +106,7 @@ def plot_frontier(frame: pd.DataFrame, path: str | Path, title: str = "") -> Pat
     import matplotlib.pyplot as plt
 
     path = Path(path)
+    frame = frame[frame["precision"].notna() | (frame["attack"] == BASELINE_ATTACK)]  # not PDTP
     attacks = [a for a in dict.fromkeys(frame["attack"]) if a != BASELINE_ATTACK] or [BASELINE_ATTACK]
     epsilons = sorted(frame["epsilon"].unique())
     delta = float(frame["delta"].max())  # the loosest bound of the grid

@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from jobs.data import load_dataset, require_dataset
 from sweeper.config import ConfigError, SweepConfig, validate
-from sweeper.plan import AttackSpec, Cell, QuerySpec, SweepPlan, build_plan
+from sweeper.plan import AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan
 from sweeper.frontier import load_frontier, plot_frontier
 from sweeper.store import ArtifactStore, atomic_write_bytes
 from sweeper.tasks import attack_task, query_task, train_task
@@ -174,7 +174,7 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
         model = plan.models[query.model]
         querying[key] = query_remote.options(name=f"query {query.kind} {model.description}",
                                              **train_options).remote(
-            query, model.train.model, data_ref, root, cfg.train.device, threads,
+            query, model, data_ref, root, cfg.train.device, threads,
             *([training[query.model]] if query.model in training else []))
     cells_by_scores: dict[str, list[Cell]] = defaultdict(list)
     for cell in todo_cells:
@@ -217,10 +217,10 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
     return failures
 
 
-def _query_after_training(spec: QuerySpec, architecture: str, data, store_root: str, device: str,
+def _query_after_training(spec: QuerySpec, model: ModelSpec, data, store_root: str, device: str,
                           threads: int, *_trained: Any) -> None:
     """`query_task`, taking the training result it waits for as an ignored argument."""
-    query_task(spec, architecture, data, store_root, device, threads)
+    query_task(spec, model, data, store_root, device, threads)
 
 
 def _attack_after_training(spec: AttackSpec, cells: list[Cell], labels, store_root: str,

@@ -20,6 +20,7 @@ from jobs.mechanisms import describe, from_description, mechanism_for, precision
     release_membership, tightest_bound
 from jobs.metrics import OperatingPoint, clopper_pearson, clopper_pearson_lower, roc_auc, tpr_at_fpr
 from jobs.models import MEMBERSHIP_MECHANISM, build_model
+from jobs.pdtp import DTP_THRESHOLD, pdtp_table
 from jobs.policies import CalibrationSettings, apply_policy, calibrated_thresholds
 from jobs.queries import answer
 from jobs.training import draw_mask, resolve_device, train_model
@@ -60,18 +61,24 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
     return meta
 
 
-def query_task(spec: QuerySpec, architecture: str, data: ArrayDataset, store_root: str,
+def query_task(spec: QuerySpec, model_spec: ModelSpec, data: ArrayDataset, store_root: str,
                device: str, num_threads: int) -> None:
-    """Load a stored model (weights only) and store its answer to one query on the eval records."""
+    """Store a model's answer to one query: loaded from its weights, or (PDTP) retrained."""
     torch.set_num_threads(max(1, num_threads))
     store = ArtifactStore(store_root)
     if store.has_query(spec.key):
         return
-    model = build_model(architecture, data.input_shape, data.num_classes)
-    model.load_state_dict(store.read_state_dict(spec.model))
-    n = spec.eval_records
-    store.write_query(spec.key, answer(spec.kind, dict(spec.settings), model, data.pool_x[:n],
-                                       data.pool_y[:n], resolve_device(device)))
+    settings, n = dict(spec.settings), spec.eval_records
+    if spec.kind == "pdtp":
+        _, mask = store.read_model_outputs(spec.model)
+        values = pdtp_table(model_spec.train, data, mask, settings["records"], settings["seeds"],
+                            resolve_device(device))
+    else:
+        model = build_model(model_spec.train.model, data.input_shape, data.num_classes)
+        model.load_state_dict(store.read_state_dict(spec.model))
+        values = answer(spec.kind, settings, model, data.pool_x[:n], data.pool_y[:n],
+                        resolve_device(device))
+    store.write_query(spec.key, values)
 
 
 def attack_task(spec: AttackSpec, cells: list[Cell], labels: np.ndarray,
@@ -100,6 +107,8 @@ def attack_task(spec: AttackSpec, cells: list[Cell], labels: np.ndarray,
     holdout = (holdout_scores(attack, inputs, settings)
                if any(cell.policy == "calibrated" for cell in cells) else None)
     target_meta = store.read_model_meta(spec.target)
+    if attack.measures_records:
+        return [pdtp_row(cell, answers[0], target_meta) for cell in cells]
     rows = []
     for cell in cells:
         thresholds = None
@@ -154,6 +163,37 @@ def cell_row(cell: Cell, point: OperatingPoint, scores: np.ndarray, members: np.
         "epsilon_audit_rates": audit_from_rates(point, cell.delta),
         **violation_test(point, cell),
         **exact_figures(target_meta, cell, point.threshold),
+        **_model_columns(cell, target_meta),
+    }
+
+
+def pdtp_row(cell: Cell, table: np.ndarray, target_meta: dict[str, Any]) -> dict[str, Any]:
+    """A PDTP cell: Long et al.'s figures over the measured records, no precision (NaN).
+
+    Both estimates are reported: the single-model PDTP the paper measures, and the seed-averaged
+    one, which alone estimates the training algorithm's output distribution and so relates to ε.
+    """
+    single, averaged = table[:, 1], table[:, 2]
+    return {
+        **cell.coordinates,
+        "policy_uses_target_labels": False,
+        "precision": math.nan, "precision_ci_low": math.nan, "precision_ci_high": math.nan,
+        "tp": 0, "fp": 0, "violation": False,
+        "pdtp_records": int(len(table)),
+        "pdtp_mean_single": float(single.mean()),
+        "pdtp_mean_averaged": float(averaged.mean()),
+        "pdtp_max_averaged": float(averaged.max()),
+        "dtp1_share_single": float((single > DTP_THRESHOLD).mean()),
+        "dtp1_share_averaged": float((averaged > DTP_THRESHOLD).mean()),
+        "bound": float(precision_bound(cell.epsilon, cell.p, cell.delta, cell.tpr_floor,
+                                       form=cell.bound_form)),
+        **_model_columns(cell, target_meta),
+    }
+
+
+def _model_columns(cell: Cell, target_meta: dict[str, Any]) -> dict[str, Any]:
+    """What every row says about its target model and its keys."""
+    return {
         "test_accuracy": target_meta["test_accuracy"],
         "train_accuracy": target_meta["train_accuracy"],
         "epsilon_spent": target_meta["epsilon_spent"],

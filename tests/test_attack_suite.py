@@ -69,3 +69,34 @@ def test_no_attack_proves_a_violation_against_a_small_epsilon_model(ray_local, m
     rows = result.results
     assert len(rows) == len(ATTACKS) and not rows.violation.any()
     assert (rows.precision_proven <= rows.bound_at_tpr_low).all()
+
+
+def test_pdtp_cells_report_both_estimates_and_their_per_record_scores(ray_local, make_tiny_config,
+                                                                      tmp_path):
+    from sweeper.frontier import format_table
+    from sweeper.store import ArtifactStore
+
+    cfg = make_tiny_config(tmp_path)
+    cfg.grid.epsilon = [math.inf]
+    cfg.grid.p = [0.5]
+    cfg.grid.attack = ["pdtp", "loss"]
+    cfg.attack.pdtp_records = 3
+    cfg.attack.pdtp_seeds = 2
+    result = run_sweep(cfg, progress=False)
+    assert not result.failures, result.failures
+    row = result.results.set_index("attack").loc["pdtp"]
+    assert row.pdtp_records == 3 and math.isnan(row.precision) and not row.violation
+    # Binned probabilities cap PDTP at ln(0.995/0.005) = ln 199.
+    for column in ("pdtp_mean_single", "pdtp_mean_averaged", "pdtp_max_averaged"):
+        assert 0.0 <= row[column] <= math.log(199) + 1e-9
+    assert row.pdtp_max_averaged >= row.pdtp_mean_averaged
+    assert 0.0 <= row.dtp1_share_averaged <= 1.0
+    # The per-record table holds the averaged PDTP of the measured members, NaN elsewhere.
+    scores = ArtifactStore(cfg.store.root).scores_path(row.scores_key)
+    import pandas as pd
+    per_record = pd.read_parquet(scores)
+    measured = per_record[per_record.score.notna()]
+    assert len(measured) == 3 and measured.member.all()
+    assert measured.score.mean() == pytest.approx(row.pdtp_mean_averaged)
+    table = format_table(result.results)
+    assert "PDTP" in table and "DTP-1 avg" in table and "loss" in table
