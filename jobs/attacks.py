@@ -8,6 +8,7 @@ so adding an attack to a finished sweep costs only scoring.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -145,6 +146,15 @@ def lira_online(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
     return ratio.mean(axis=0)
 
 
+def lira_global(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
+    """Online LiRA with one variance pooled over all records, whatever `lira_variance` says.
+
+    Carlini et al.'s variant for few shadow models, as its own grid value so that a sweep can
+    set it beside the per-record fit.
+    """
+    return lira_online(inputs, dataclasses.replace(settings, lira_variance="global"))
+
+
 def lira_offline(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
     """Offline LiRA: how far above the OUT distribution the target's φ lies.
 
@@ -269,6 +279,7 @@ def _merlin_query(settings: AttackSettings) -> tuple[str, dict]:
 
 ATTACKS: dict[str, Attack] = {
     "lira_online": Attack(lira_online, needs_shadows=True, uses=_LIRA_USES, asks=_augmentation_query),
+    "lira_global": Attack(lira_global, needs_shadows=True, uses=_LIRA_USES[1:], asks=_augmentation_query),
     "lira_offline": Attack(lira_offline, needs_shadows=True, uses=_LIRA_USES, asks=_augmentation_query),
     "loss": Attack(loss_threshold, needs_shadows=False, uses=("loss_clamp",)),
     "loss_randomized": Attack(loss_randomized, needs_shadows=False,

@@ -9,7 +9,7 @@ import pytest
 
 from sweeper.runner import run_sweep
 
-ATTACKS = ["lira_online", "lira_offline", "loss", "loss_randomized", "shokri", "merlin", "morgan",
+ATTACKS = ["lira_online", "lira_offline", "lira_global", "loss", "loss_randomized", "shokri", "merlin", "morgan",
            "always_member"]
 
 

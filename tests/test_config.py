@@ -38,3 +38,23 @@ def test_each_bad_value_is_named(changes, fragment):
 def test_every_problem_is_reported_at_once():
     found = problems_of(grid__p=[0.0, 1.5], calibration__fpr=2.0, metrics__bound_form="x")
     assert len(found) >= 4
+
+
+def test_each_attack_setting_lives_in_exactly_one_attack_config_file(compose_config):
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from jobs.attacks import AttackSettings
+    from tests.conftest import CONF_DIR
+
+    homes: dict[str, list[str]] = {}
+    for path in sorted((CONF_DIR / "attack").glob("*.yaml")):
+        for key in OmegaConf.load(path):
+            homes.setdefault(str(key), []).append(path.name)
+    fields = {f.name for f in dataclasses.fields(AttackSettings)}
+    assert set(homes) == fields
+    assert all(len(files) == 1 for files in homes.values()), homes
+    # And the composed config takes an override of any of them.
+    cfg = compose_config("quickstart", ["attack.merlin_sigma=0.02", "attack.lira_variance=global"])
+    assert cfg.attack.merlin_sigma == 0.02 and cfg.attack.lira_variance == "global"
