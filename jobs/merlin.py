@@ -112,7 +112,7 @@ def _cumulative(loss_index: np.ndarray, merlin_index: np.ndarray, weights: np.nd
 
 def morgan_thresholds(holdout_loss: np.ndarray, holdout_merlin: np.ndarray,
                       holdout_members: np.ndarray, *, fpr: float = 0.01,
-                      prior: float = 0.5) -> MorganThresholds:
+                      prior: float = 0.5, min_tpr: float = 0.0) -> MorganThresholds:
     """Morgan's (φ_L, φ_U, φ_M), chosen jointly on holdout models with known membership (§5.3).
 
     The paper sets all three together "to maximize the PPV on a separate holdout set", taking
@@ -123,6 +123,8 @@ def morgan_thresholds(holdout_loss: np.ndarray, holdout_merlin: np.ndarray,
     highest φ_U, lowest φ_M).  PPV is taken at `prior`, p·TPR / (p·TPR + (1−p)·FPR); it ranks
     boxes by TPR/FPR at every p, so p changes the PPV, never the choice.  Max PPV favours small
     pure boxes: that is the paper's goal (expose a few members with near-certainty), not TPR.
+    `min_tpr` asks a box to find at least that share of the holdout members: on a small holdout
+    the purest box is often one or two records, a choice that does not carry over to the target.
     With no such box, ACCEPT_NOBODY.  Arrays may be (models, n); a NaN never counts as accepted.
     The target's membership is not a parameter, so it cannot leak into the choice.
     """
@@ -152,7 +154,7 @@ def morgan_thresholds(holdout_loss: np.ndarray, holdout_merlin: np.ndarray,
     tpr = in_box(members.astype(np.float64)) / member_count
     false_rate = in_box((~members).astype(np.float64)) / non_member_count
     i, j, k = np.indices(tpr.shape)
-    feasible = (i <= j) & (tpr > 0) & (false_rate <= fpr + 1e-12)
+    feasible = (i <= j) & (tpr > 0) & (tpr >= min_tpr - 1e-12) & (false_rate <= fpr + 1e-12)
     if not feasible.any():
         return ACCEPT_NOBODY
     tpr, false_rate, i, j, k = (a[feasible] for a in (tpr, false_rate, i, j, k))

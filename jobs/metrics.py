@@ -102,17 +102,22 @@ def operating_point(scores: np.ndarray, members: np.ndarray, threshold: float,
 
 
 def quantile_thresholds(scores: np.ndarray) -> np.ndarray:
-    """The score above which the top 2.5 %·i of records lie, i = 1 … 40 (Thudi et al.).
+    """The thresholds that accept the top 2.5 %·i of records, i = 1 … 40 (Thudi et al.).
 
-    With n records, the i-th threshold is the ⌈0.025·i·n⌉-th largest score; accepting "score ≥ it"
-    takes at least that many records (more when scores tie, since a real threshold cannot split a
-    tie).  NaN scores sort last.
+    With n records, the i-th accepts "score ≥ t" for the lowest t that takes at most ⌈0.025·i·n⌉
+    records.  A threshold cannot split a tie, so a tie at the cut stays out: a decision attack
+    (scores 0 and 1) that says "member" for 2 of 200 records is then measured on those 2, not
+    drowned in the 198 it rejected.  A cut inside a tie at the very top has no threshold and is
+    skipped.  NaN scores sort last.
     """
     scores = np.where(np.isnan(scores), -np.inf, np.asarray(scores, dtype=np.float64))
     ordered = np.sort(scores)[::-1]
     fractions = QUANTILE_STEP * np.arange(1, QUANTILE_COUNT + 1)
     counts = np.clip(np.ceil(np.round(fractions * len(ordered), 9)).astype(int), 1, len(ordered))
-    return ordered[counts - 1]
+    # How many records each distinct threshold accepts: the ends of the runs of equal scores.
+    accepts = np.flatnonzero(np.r_[ordered[1:] != ordered[:-1], True]) + 1
+    largest = np.searchsorted(accepts, counts, side="right") - 1  # the last run end ≤ count
+    return ordered[accepts[largest[largest >= 0]] - 1]
 
 
 def quantile_max(scores: np.ndarray, members: np.ndarray, confidence: float = 0.95) -> OperatingPoint:

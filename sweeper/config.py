@@ -17,14 +17,17 @@ from omegaconf import DictConfig, OmegaConf
 
 from jobs.attacks import ATTACKS, AttackSettings
 from jobs.data import IMAGE_DATASETS, LOADERS
-from jobs.models import MEMBERSHIP_MECHANISM, MODEL_NAMES
+from jobs.models import ARCHITECTURES, MEMBERSHIP_MECHANISM, MODEL_NAMES, build_model
 from jobs.policies import OBJECTIVES, POLICIES, CalibrationSettings
-from sweeper.bounds import BOUND_FORMS
+from sweeper.bounds import BOUND_FORMS, epsilon_for_precision
+from sweeper.reports import REPORTS
 
 #: Attacks that read an exact mechanism's release rather than a network's logits.
 MECHANISM_ATTACKS = tuple(name for name, attack in ATTACKS.items() if attack.reads_release)
 
 ACCOUNTANTS = ("rdp", "prv", "gdp")
+OPTIMIZERS = ("sgd", "adam")
+SCALES = ("full", "smoke")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
@@ -37,8 +40,16 @@ class DatasetConfig:
     test_size: int = 1000
     # Use only the first `pool_size` records of the training split as the pool (null: all).
     pool_size: Optional[int] = None
+    # Instead of pool_size: a model sampled at rate p draws from the first members/p records, so
+    # its training set has `members` records on average (Jayaraman et al.'s 10 000).
+    members: Optional[int] = None
     # The attack is evaluated on the first `eval_records` records of the pool (Thudi et al.: 1000).
     eval_records: int = 1000
+    # What one record looks like and how many classes there are: the models are built from it,
+    # and `synthetic` data (deterministic, learnable) of exactly this shape can stand in.
+    input_shape: list[int] = field(default_factory=lambda: [1, 28, 28])
+    num_classes: int = 10
+    synthetic: bool = False
 
 
 @dataclass
@@ -56,6 +67,8 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     accountant: str = "rdp"
     device: str = "auto"
+    # "sgd" (with `momentum`; Thudi et al.) or "adam" (DP-Adam; Jayaraman et al.).
+    optimizer: str = "sgd"
 
 
 @dataclass
@@ -66,6 +79,11 @@ class GridConfig:
     attack: list[str] = field(default_factory=lambda: ["lira_online", "lira_offline", "loss", "always_member"])
     policy: list[str] = field(default_factory=lambda: ["quantile_max"])
     trial: list[int] = field(default_factory=lambda: [0])
+    # Instead of `p`: non-members per member (Jayaraman et al.), p = 1/(1 + γ) for each.
+    gamma: list[float] = field(default_factory=list)
+    # Instead of `epsilon`: fixed bounds β (Thudi et al. §4.3); each p gets the ε whose bound U at
+    # (p, δ, tpr_floor) is β, solved by the planner (`sweeper.bounds.epsilon_for_precision`).
+    precision_target: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -126,6 +144,10 @@ class ResourcesConfig:
 class SweepConfig:
     name: str = "quickstart"
     seed: int = 0
+    # "smoke" shrinks grid, epochs, shadows and records without changing the experiment's shape.
+    scale: str = "full"
+    # The figures this experiment draws besides the frontier (`sweeper.reports`).
+    report: str = "frontier"
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -174,15 +196,23 @@ def validate(cfg: SweepConfig) -> None:
     check(cfg.model.name in MODEL_NAMES,
           f"model.name={cfg.model.name!r}: known models are {sorted(MODEL_NAMES)}")
     _check_mechanism_pairing(cfg, check)
+    _check_model_fits_records(cfg, check)
     check(cfg.dataset.test_size > 0, f"dataset.test_size={cfg.dataset.test_size}: must be > 0")
     check(cfg.dataset.eval_records > 0,
           f"dataset.eval_records={cfg.dataset.eval_records}: must be > 0")
+    check(cfg.dataset.members is None or cfg.dataset.pool_size is None,
+          f"dataset.members={cfg.dataset.members}, dataset.pool_size={cfg.dataset.pool_size}: "
+          "give at most one (members sets each model's pool from its p)")
+    if cfg.dataset.members is not None:
+        check(cfg.dataset.members >= cfg.dataset.eval_records,
+              f"dataset.members={cfg.dataset.members}: must be ≥ dataset.eval_records "
+              f"({cfg.dataset.eval_records}), since every pool holds the evaluation records")
     if cfg.dataset.pool_size is not None:
         check(cfg.dataset.pool_size >= cfg.dataset.eval_records,
               f"dataset.pool_size={cfg.dataset.pool_size}: must be ≥ dataset.eval_records "
               f"({cfg.dataset.eval_records})")
 
-    _check_grid(cfg.grid, check)
+    _check_grid(cfg.grid, check, cfg)
 
     check(cfg.shadow.count >= 2 and cfg.shadow.count % 2 == 0,
           f"shadow.count={cfg.shadow.count}: must be an even number ≥ 2 (complementary mask pairs)")
@@ -202,6 +232,8 @@ def validate(cfg: SweepConfig) -> None:
     check(cfg.attack.merlin_sigma > 0, f"attack.merlin_sigma={cfg.attack.merlin_sigma}: must be > 0")
     check(cfg.attack.pdtp_records >= 1, f"attack.pdtp_records={cfg.attack.pdtp_records}: must be ≥ 1")
     check(cfg.attack.pdtp_seeds >= 1, f"attack.pdtp_seeds={cfg.attack.pdtp_seeds}: must be ≥ 1")
+    check(0 <= cfg.attack.morgan_min_tpr < 1,
+          f"attack.morgan_min_tpr={cfg.attack.morgan_min_tpr}: must be in [0, 1)")
     check(0 < cfg.attack.morgan_fpr < 1, f"attack.morgan_fpr={cfg.attack.morgan_fpr}: must be in (0, 1)")
     check(0 < cfg.attack.loss_clamp < 1,
           f"attack.loss_clamp={cfg.attack.loss_clamp}: must be in (0, 1)")
@@ -226,6 +258,10 @@ def validate(cfg: SweepConfig) -> None:
     check(train.lr > 0, f"train.lr={train.lr}: must be > 0")
     check(0 <= train.momentum < 1, f"train.momentum={train.momentum}: must be in [0, 1)")
     check(train.max_grad_norm > 0, f"train.max_grad_norm={train.max_grad_norm}: must be > 0")
+    check(train.optimizer in OPTIMIZERS,
+          f"train.optimizer={train.optimizer!r}: use one of {list(OPTIMIZERS)}")
+    check(cfg.scale in SCALES, f"scale={cfg.scale!r}: use one of {list(SCALES)}")
+    check(cfg.report in REPORTS, f"report={cfg.report!r}: known reports are {sorted(REPORTS)}")
     check(train.accountant in ACCOUNTANTS,
           f"train.accountant={train.accountant!r}: use one of {list(ACCOUNTANTS)}")
     check(train.device == "auto" or re.match(r"^(cpu|cuda(:\d+)?|mps)$", train.device) is not None,
@@ -240,6 +276,38 @@ def validate(cfg: SweepConfig) -> None:
 
     if problems:
         raise ConfigError(problems)
+
+
+def _check_model_fits_records(cfg: SweepConfig, check: Any) -> None:
+    """Build the network once on the dataset's record shape: an image CNN on tabular records, or
+    a record too small for its convolutions, is refused here rather than in a worker."""
+    if cfg.model.name not in ARCHITECTURES or any(d <= 0 for d in cfg.dataset.input_shape):
+        return
+    try:
+        build_model(cfg.model.name, tuple(cfg.dataset.input_shape), cfg.dataset.num_classes)
+    except (RuntimeError, ValueError, TypeError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        check(False, f"model.name={cfg.model.name!r} does not fit dataset.name={cfg.dataset.name!r}, "
+                     f"whose records have shape {list(cfg.dataset.input_shape)}: {reason}")
+
+
+def _check_targets_reachable(grid: GridConfig, cfg: SweepConfig, check: Any) -> None:
+    """Every (β, p, δ) of a fixed-bound grid must have an ε; the planner's error says why not."""
+    for target in grid.precision_target:
+        for prior in sampling_rates(grid):
+            for delta in grid.delta:
+                if not (0 < prior <= 1 and 0 <= delta < 1):
+                    continue
+                try:
+                    epsilon_for_precision(target, prior, delta, cfg.metrics.tpr_floor,
+                                          form=cfg.metrics.bound_form)
+                except ValueError as error:
+                    check(False, f"grid.precision_target: {target} at p={prior:g}, δ={delta:g}: {error}")
+
+
+def sampling_rates(grid: GridConfig) -> list[float]:
+    """The grid's p values: `grid.p`, or 1/(1 + γ) for each `grid.gamma`."""
+    return [float(p) for p in grid.p] if grid.p else [1.0 / (1.0 + g) for g in grid.gamma]
 
 
 def _check_mechanism_pairing(cfg: SweepConfig, check: Any) -> None:
@@ -258,16 +326,29 @@ def _check_mechanism_pairing(cfg: SweepConfig, check: Any) -> None:
                        f"{sorted(MECHANISM_ATTACKS)} only attack {MEMBERSHIP_MECHANISM!r}"))
 
 
-def _check_grid(grid: GridConfig, check: Any) -> None:
-    for axis in ("epsilon", "delta", "p", "attack", "policy", "trial"):
+def _check_grid(grid: GridConfig, check: Any, cfg: SweepConfig) -> None:
+    for axis in ("delta", "attack", "policy", "trial"):
+        check(len(getattr(grid, axis)) > 0, f"grid.{axis}: must list at least one value")
+    for axis in ("epsilon", "delta", "p", "attack", "policy", "trial", "gamma", "precision_target"):
         values = getattr(grid, axis)
-        check(len(values) > 0, f"grid.{axis}: must list at least one value")
         check(len(set(values)) == len(values), f"grid.{axis}={list(values)}: has duplicates")
+    check((len(grid.epsilon) > 0) != (len(grid.precision_target) > 0),
+          f"grid.epsilon={list(grid.epsilon)}, grid.precision_target={list(grid.precision_target)}: "
+          "give exactly one of them (a target bound fixes ε for each p)")
+    check((len(grid.p) > 0) != (len(grid.gamma) > 0),
+          f"grid.p={list(grid.p)}, grid.gamma={list(grid.gamma)}: give exactly one of them "
+          "(γ non-members per member means p = 1/(1 + γ))")
+    for gamma in grid.gamma:
+        check(gamma > 0 and math.isfinite(gamma), f"grid.gamma: {gamma} must be > 0 and finite")
+    for target in grid.precision_target:
+        check(0 < target <= 1, f"grid.precision_target: {target} must be in (0, 1]")
+    if grid.precision_target and all(0 < t <= 1 for t in grid.precision_target):
+        _check_targets_reachable(grid, cfg, check)
     for eps in grid.epsilon:
         check(eps > 0 and not math.isnan(eps), f"grid.epsilon: {eps} must be > 0 (inf allowed)")
     for delta in grid.delta:
         check(0 <= delta < 1, f"grid.delta: {delta} must be in [0, 1)")
-    for p in grid.p:
+    for p in sampling_rates(grid):
         check(0 < p < 1, f"grid.p: {p} must be in (0, 1)")
     for attack in grid.attack:
         check(attack in ATTACKS, f"grid.attack: {attack!r} is unknown; known attacks are {sorted(ATTACKS)}")

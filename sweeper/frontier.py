@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -21,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.bounds import precision_bound
+from sweeper.figures import format_epsilon
 from sweeper.store import read_results
 
 BASELINE_ATTACK = "always_member"
@@ -39,10 +39,6 @@ def load_frontier(experiment: str = "quickstart", store_root: str | Path = "runs
     if frame.empty:
         return frame
     return frame.sort_values(SORT_ORDER, ignore_index=True)
-
-
-def _fmt_eps(value: float) -> str:
-    return "∞" if math.isinf(value) else f"{value:g}"
 
 
 #: Columns the table reads; a sweep without some of them (no exact mechanism, only PDTP) shows NaN.
@@ -74,7 +70,7 @@ def format_table(frame: pd.DataFrame) -> str:
         tail = (f"{row['precision_exact']:>6.3f} {row['bound_tight']:>8.3f} " if exact else
                 f"{row['tpr_at_fpr_0.01']:>6.3f} {row['auc']:>5.3f} {row['test_accuracy']:>8.3f} ")
         lines.append(
-            f"{row['attack']:<16} {_fmt_eps(row['epsilon']):>5} {row['delta']:>7.0e} {row['p']:>5.2f} "
+            f"{row['attack']:<16} {format_epsilon(row['epsilon']):>5} {row['delta']:>7.0e} {row['p']:>5.2f} "
             f"{row['trial']:>5}  {interval:<22} {row['tp']:>5} {row['fp']:>5} {row['baseline']:>8.3f} "
             f"{row['bound']:>6.3f} {row['bound_at_tpr']:>9.3f} " + tail + f" {flag}"
         )
@@ -91,7 +87,7 @@ def _format_pdtp(frame: pd.DataFrame) -> str:
     lines = [header, "-" * len(header)]
     for row in frame.to_dict("records"):
         lines.append(
-            f"{row['attack']:<16} {_fmt_eps(row['epsilon']):>5} {row['delta']:>7.0e} {row['p']:>5.2f} "
+            f"{row['attack']:<16} {format_epsilon(row['epsilon']):>5} {row['delta']:>7.0e} {row['p']:>5.2f} "
             f"{row['trial']:>5} {row['pdtp_records']:>7.0f} {row['pdtp_mean_single']:>11.3f} "
             f"{row['pdtp_mean_averaged']:>8.3f} {row['pdtp_max_averaged']:>7.3f} "
             f"{row['dtp1_share_single']:>12.2f} {row['dtp1_share_averaged']:>9.2f}")
@@ -129,7 +125,7 @@ def plot_frontier(frame: pd.DataFrame, path: str | Path, title: str = "") -> Pat
                 continue
             axis.errorbar(at_eps.index, at_eps["precision"],
                           yerr=[at_eps["precision"] - at_eps["low"], at_eps["high"] - at_eps["precision"]],
-                          fmt="o-", color=colour, capsize=3, label=f"ε={_fmt_eps(eps)}")
+                          fmt="o-", color=colour, capsize=3, label=f"ε={format_epsilon(eps)}")
             bad = at_eps[at_eps["violation"]]
             axis.scatter(bad.index, bad["precision"], marker="X", s=140, color="red", zorder=5,
                          label="violation" if not bad.empty else None)
@@ -188,11 +184,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.no_plot and not frame.empty:
         png = plot_frontier(frame, args.plot or run_dir / "frontier.png", title=run_dir.name)
         print(f"plot: {png}", file=sys.stderr if args.json else sys.stdout)
+    if not args.no_plot and not frame.empty:
+        for path in experiment_report(run_dir, frame):
+            print(f"report: {path}", file=sys.stderr if args.json else sys.stdout)
     violations = int(frame["violation"].sum()) if not frame.empty else 0
     if violations:
-        print(f"WARNING: {violations} cell(s) measure a precision whose interval lies above the "
-              "bound: a bug in training or accounting.", file=sys.stderr)
+        print(f"WARNING: {violations} cell(s) prove a precision above the bound: a bug in "
+              "training or accounting.", file=sys.stderr)
     return 0
+
+
+def experiment_report(run_dir: Path, frame: pd.DataFrame) -> list[Path]:
+    """Redraw the figures of the sweep's experiment (its `report`) into <run dir>/report."""
+    from sweeper.reports import READS_SCORES, REPORTS  # reports draw the frontier too
+
+    config = json.loads((run_dir / "sweep.json").read_text()).get("config", {})
+    name = config.get("report", "frontier")
+    if name == "frontier" or name not in REPORTS:
+        return []
+    context = {"store_root": run_dir.parent.parent} if name in READS_SCORES else {}
+    try:
+        return REPORTS[name](frame, run_dir / "report", **context)
+    except ValueError as error:
+        print(f"report '{name}' not drawn: {error}", file=sys.stderr)
+        return []
 
 
 if __name__ == "__main__":

@@ -11,12 +11,14 @@ import dataclasses
 import hashlib
 import json
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from jobs.attacks import ATTACKS
 from jobs.training import TrainSettings
-from sweeper.config import SweepConfig
+from sweeper.bounds import epsilon_for_precision
+from sweeper.config import SweepConfig, sampling_rates
 
 #: Bump when the meaning of stored artifacts changes, so old ones are not reused.
 ARTIFACT_VERSION = 1
@@ -105,6 +107,7 @@ class Cell:
     epsilon: float
     delta: float
     p: float
+    target_precision: float  # the fixed bound β this cell's ε was solved for (NaN: none)
     attack: str
     policy: str
     trial: int
@@ -121,14 +124,15 @@ class Cell:
             "bound_form": self.bound_form, "violation_alpha": self.violation_alpha,
             "calibration": self.calibration,
             "epsilon": self.epsilon, "delta": self.delta, "p": self.p,
+            "target_precision": self.target_precision,
         })
 
     @property
     def coordinates(self) -> dict[str, Any]:
         return {
             "dataset": self.dataset, "model": self.model, "epsilon": self.epsilon,
-            "delta": self.delta, "p": self.p, "attack": self.attack, "policy": self.policy,
-            "trial": self.trial,
+            "delta": self.delta, "p": self.p, "target_precision": self.target_precision,
+            "attack": self.attack, "policy": self.policy, "trial": self.trial,
         }
 
 
@@ -150,7 +154,9 @@ def _fmt(value: float) -> str:
 
 
 def build_plan(cfg: SweepConfig) -> SweepPlan:
-    data = DataSpec(cfg.dataset.name, cfg.dataset.test_size, cfg.dataset.pool_size)
+    def data_for(rate: float) -> DataSpec:
+        return DataSpec(cfg.dataset.name, cfg.dataset.test_size, pool_size_for(cfg, rate))
+
     models: dict[str, ModelSpec] = {}
     queries: dict[str, QuerySpec] = {}
     attacks: dict[str, AttackSpec] = {}
@@ -163,47 +169,80 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
     calibrating = "calibrated" in cfg.grid.policy  # thresholds come from labelled shadows
     needs_shadows = calibrating or any(ATTACKS[attack].needs_shadows for attack in cfg.grid.attack)
     calibration = tuple(sorted(dataclasses.asdict(cfg.calibration).items()))
-    for epsilon in cfg.grid.epsilon:
-        for delta in cfg.grid.delta:
-            train = TrainSettings(
-                model=cfg.model.name, epochs=cfg.train.epochs, batch_size=cfg.train.batch_size,
-                lr=cfg.train.lr, momentum=cfg.train.momentum,
-                max_grad_norm=cfg.train.max_grad_norm, accountant=cfg.train.accountant,
-                epsilon=float(epsilon), delta=float(delta) if math.isfinite(epsilon) else None,
-            )
-            shadows = tuple(
-                add(ModelSpec("shadow", data, train, cfg.shadow.p,
-                              mask_seed=seed_from(cfg.seed, "shadow-pair", index // 2),
-                              mask_complement=index % 2 == 1, index=index))
-                for index in range(cfg.shadow.count if needs_shadows else 0)
-            )
-            for trial in cfg.grid.trial:
-                for p in cfg.grid.p:
-                    target = add(ModelSpec("target", data, train, float(p),
-                                           mask_seed=seed_from(cfg.seed, "target", trial),
-                                           mask_complement=False, index=trial))
-                    for attack in cfg.grid.attack:
-                        uses_shadows = calibrating or ATTACKS[attack].needs_shadows
-                        spec = AttackSpec(
-                            attack=attack, target=target,
-                            shadows=shadows if uses_shadows else (),
-                            eval_records=cfg.dataset.eval_records,
-                            settings=ATTACKS[attack].settings_used(cfg.attack),
-                            queries=ask_models(ATTACKS[attack].query(cfg.attack),
-                                               (target, *(shadows if uses_shadows else ())),
-                                               cfg.dataset.eval_records, queries),
-                        )
-                        attacks.setdefault(spec.key, spec)
-                        for policy in cfg.grid.policy:
-                            cells.append(Cell(
-                                dataset=cfg.dataset.name, model=cfg.model.name,
-                                epsilon=float(epsilon), delta=float(delta), p=float(p),
-                                attack=attack, policy=policy, trial=trial, scores=spec,
-                                tpr_floor=cfg.metrics.tpr_floor, bound_form=cfg.metrics.bound_form,
-                                violation_alpha=cfg.metrics.violation_alpha,
-                                calibration=calibration if policy == "calibrated" else (),
-                            ))
+    by_privacy: dict[tuple[float, float], list[tuple[float, float]]] = defaultdict(list)
+    for epsilon, delta, p, target in operating_points(cfg):
+        by_privacy[(epsilon, delta)].append((p, target))
+    for (epsilon, delta), settings in by_privacy.items():
+        train = TrainSettings(
+            model=cfg.model.name, epochs=cfg.train.epochs, batch_size=cfg.train.batch_size,
+            lr=cfg.train.lr, momentum=cfg.train.momentum, max_grad_norm=cfg.train.max_grad_norm,
+            accountant=cfg.train.accountant, optimizer=cfg.train.optimizer,
+            epsilon=epsilon, delta=delta if math.isfinite(epsilon) else None,
+        )
+        shadows = tuple(
+            add(ModelSpec("shadow", data_for(cfg.shadow.p), train, cfg.shadow.p,
+                          mask_seed=seed_from(cfg.seed, "shadow-pair", index // 2),
+                          mask_complement=index % 2 == 1, index=index))
+            for index in range(cfg.shadow.count if needs_shadows else 0)
+        )
+        for trial in cfg.grid.trial:
+            for p, target_precision in settings:
+                target = add(ModelSpec("target", data_for(p), train, p,
+                                       mask_seed=seed_from(cfg.seed, "target", trial),
+                                       mask_complement=False, index=trial))
+                for attack in cfg.grid.attack:
+                    uses_shadows = calibrating or ATTACKS[attack].needs_shadows
+                    spec = AttackSpec(
+                        attack=attack, target=target,
+                        shadows=shadows if uses_shadows else (),
+                        eval_records=cfg.dataset.eval_records,
+                        settings=ATTACKS[attack].settings_used(cfg.attack),
+                        queries=ask_models(ATTACKS[attack].query(cfg.attack),
+                                           (target, *(shadows if uses_shadows else ())),
+                                           cfg.dataset.eval_records, queries),
+                    )
+                    attacks.setdefault(spec.key, spec)
+                    for policy in cfg.grid.policy:
+                        cells.append(Cell(
+                            dataset=cfg.dataset.name, model=cfg.model.name,
+                            epsilon=epsilon, delta=delta, p=p, target_precision=target_precision,
+                            attack=attack, policy=policy, trial=trial, scores=spec,
+                            tpr_floor=cfg.metrics.tpr_floor, bound_form=cfg.metrics.bound_form,
+                            violation_alpha=cfg.metrics.violation_alpha,
+                            calibration=calibration if policy == "calibrated" else (),
+                        ))
     return SweepPlan(cfg, models, queries, attacks, tuple(cells))
+
+
+def pool_size_for(cfg: SweepConfig, rate: float) -> Optional[int]:
+    """How many pool records a model sampled at `rate` draws from (None: the whole pool).
+
+    With `dataset.members` set, the pool holds members/rate records, so a Bernoulli(rate) sample
+    has that many members on average: Jayaraman et al.'s fixed training-set size with γ
+    non-members per member.  The evaluation records are the pools' common first records.
+    """
+    if cfg.dataset.members is None:
+        return cfg.dataset.pool_size
+    return int(round(cfg.dataset.members / rate))
+
+
+def operating_points(cfg: SweepConfig) -> list[tuple[float, float, float, float]]:
+    """Every (ε, δ, p, β) of the grid; β (the fixed bound) is NaN unless ε was solved from it.
+
+    With `grid.precision_target` each p gets the ε whose bound U(ε, δ, p, tpr_floor) is β
+    (Thudi et al.'s fixed-bound protocol); with `grid.gamma`, p = 1/(1 + γ).
+    """
+    points = []
+    for delta in cfg.grid.delta:
+        for p in sampling_rates(cfg.grid):
+            if cfg.grid.precision_target:
+                for target in cfg.grid.precision_target:
+                    epsilon = epsilon_for_precision(target, p, delta, cfg.metrics.tpr_floor,
+                                                    form=cfg.metrics.bound_form)
+                    points.append((float(epsilon), float(delta), p, float(target)))
+            else:
+                points += [(float(e), float(delta), p, math.nan) for e in cfg.grid.epsilon]
+    return points
 
 
 def ask_models(question: Optional[tuple[str, dict[str, Any]]], model_keys: tuple[str, ...],

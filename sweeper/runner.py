@@ -20,10 +20,12 @@ import pandas as pd
 from omegaconf import OmegaConf
 from tqdm.auto import tqdm
 
-from jobs.data import load_dataset, require_dataset
+from jobs.data import load_dataset, require_dataset, synthetic_dataset
 from sweeper.config import ConfigError, SweepConfig, validate
+from sweeper.reports import READS_SCORES, REPORTS
 from sweeper.plan import AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan
 from sweeper.frontier import load_frontier, plot_frontier
+from sweeper.scale import scaled
 from sweeper.store import ArtifactStore, atomic_write_bytes
 from sweeper.tasks import attack_task, query_task, train_task
 from sweeper.tracking import default_tracking_uri, open_tracker
@@ -44,6 +46,7 @@ class SweepResult:
     failures: list[tuple[str, str]] = field(default_factory=list)  # (cell label, reason)
     plot_path: Optional[Path] = None  # frontier.png, also attached to the sweep's MLflow run
     csv_path: Optional[Path] = None
+    report_paths: list[Path] = field(default_factory=list)  # the experiment's own figures
 
 
 @contextlib.contextmanager
@@ -89,9 +92,11 @@ def cell_label(cell: Cell) -> str:
 
 def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResult:
     started = time.perf_counter()
+    cfg = scaled(cfg)
     validate(cfg)
     data_dir = Path(cfg.dataset.data_dir).expanduser()
-    require_dataset(cfg.dataset.name, data_dir, cfg.dataset.download)
+    if not cfg.dataset.synthetic:
+        require_dataset(cfg.dataset.name, data_dir, cfg.dataset.download)
 
     plan = build_plan(cfg)
     store = ArtifactStore(cfg.store.root)
@@ -100,6 +105,8 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
     echo(f"sweep '{cfg.name}': {len(plan.cells)} cells, {len(plan.models)} models "
          f"({len(todo_models)} to train, {len(plan.models) - len(todo_models)} already in the store), "
          f"{len(todo_cells)} cells to compute")
+    # The data can still refuse the plan (too few records): load it before anything is written.
+    data = sweep_data(plan, data_dir) if todo_cells else None
     store.write_manifest(cfg.name, {
         "name": cfg.name, "sweep_key": plan.key, "cells": [c.key for c in plan.cells],
         "config": OmegaConf.to_container(OmegaConf.structured(cfg)),
@@ -111,8 +118,6 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
     failures: list[tuple[str, str]] = []
     dashboard_url = None
     if todo_cells:
-        data = load_dataset(cfg.dataset.name, data_dir, cfg.dataset.download,
-                            cfg.dataset.test_size).first_records(cfg.dataset.pool_size)
         with ray_session(cfg) as dashboard_url:
             if dashboard_url:
                 echo(f"Ray dashboard: {dashboard_url}  (token: `ray get-auth-token`)")
@@ -120,14 +125,16 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
 
     results = load_frontier(run_dir=store.sweep_dir(cfg.name))
     plot_path = csv_path = None
+    report_paths: list[Path] = []
     if not results.empty:
         plot_path = plot_frontier(results, store.sweep_dir(cfg.name) / "frontier.png", title=cfg.name)
         csv_path = store.sweep_dir(cfg.name) / "frontier.csv"
         atomic_write_bytes(csv_path, results.to_csv(index=False).encode())
+        report_paths = draw_report(cfg.report, results, store, store.sweep_dir(cfg.name), echo)
     if tracker is not None:
         for row in results.to_dict("records"):  # cells computed while tracking was down, too
             tracker.log_cell(row)
-        for path in (plot_path, csv_path):
+        for path in (plot_path, csv_path, *report_paths):
             if path is not None:
                 tracker.log_artifact(path)
         tracker.finish(failed=bool(failures))
@@ -136,8 +143,46 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
         tracking_uri=tracking_uri, models_total=len(plan.models), models_trained=len(todo_models),
         cells_total=len(plan.cells), cells_computed=len(todo_cells) - len(failures),
         seconds=time.perf_counter() - started, dashboard_url=dashboard_url, failures=failures,
-        plot_path=plot_path, csv_path=csv_path,
+        plot_path=plot_path, csv_path=csv_path, report_paths=report_paths,
     )
+
+
+def draw_report(name: str, results: pd.DataFrame, store: ArtifactStore, sweep_dir: Path,
+                echo=print) -> list[Path]:
+    """The experiment's own figures (`sweeper.reports`) beside the frontier, or none with a note.
+
+    A report that cannot be drawn (a grid too small for its figure) must not cost the results.
+    """
+    if name == "frontier":
+        return []
+    try:
+        context = {"store_root": store.root} if name in READS_SCORES else {}
+        return REPORTS[name](results, sweep_dir / "report", **context)
+    except ValueError as error:
+        echo(f"report '{name}' not drawn: {error}")
+        return []
+
+
+def sweep_data(plan: SweepPlan, data_dir: Path):
+    """The pool and test split the sweep trains on: the real dataset, or synthetic data of its shape.
+
+    Refuses (before Ray starts) a plan whose models need more pool records than the data holds.
+    """
+    cfg, data = plan.config, plan.config.dataset
+    sizes = [spec.data.pool_size for spec in plan.models.values()]
+    needed = None if None in sizes or not sizes else max(sizes)
+    if data.synthetic:
+        return synthetic_dataset(data.name, data.input_shape, data.num_classes,
+                                 needed or SYNTHETIC_POOL, data.test_size, seed=cfg.seed)
+    loaded = load_dataset(data.name, data_dir, data.download, data.test_size)
+    if needed is not None and needed > len(loaded.pool_y):
+        raise ConfigError([f"dataset {data.name!r} has {len(loaded.pool_y)} pool records, but the "
+                           f"grid needs {needed} (dataset.pool_size / dataset.members ÷ the smallest p)"])
+    return loaded.first_records(needed)
+
+
+#: Pool size of synthetic stand-in data when `dataset.pool_size` does not set one.
+SYNTHETIC_POOL = 2000
 
 
 def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: ArtifactStore,

@@ -34,13 +34,14 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
                num_threads: int) -> dict[str, Any]:
     """Train the model `spec` describes (resuming from its checkpoint) and store it.
 
-    `data` is the pool already cut to `spec.data.pool_size` (`ArrayDataset.first_records`).
+    `data` is the sweep's whole pool; the model draws from its first `spec.data.pool_size` records.
     """
     torch.set_num_threads(max(1, num_threads))
     store = ArtifactStore(store_root)
     key = spec.key
     if store.has_model(key):  # a retry after the artifact landed, or a concurrent duplicate
         return store.read_model_meta(key)
+    data = data.first_records(spec.data.pool_size)
     mask = draw_mask(len(data.pool_y), spec.sample_rate, spec.mask_seed, spec.mask_complement)
     extra: dict[str, Any] = {}
     if spec.train.model == MEMBERSHIP_MECHANISM:
@@ -53,6 +54,7 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
     meta = {**extra,
         "key": key, "role": spec.role, "label": spec.label, "sample_rate": spec.sample_rate,
         "test_accuracy": trained.test_accuracy, "train_accuracy": trained.train_accuracy,
+        "best_test_accuracy": trained.best_test_accuracy,
         "noise_multiplier": trained.noise_multiplier, "steps": trained.steps,
         "epsilon_spent": trained.epsilon_spent, "train_size": trained.train_size,
         "epsilon": spec.train.epsilon, "delta": spec.train.delta,
@@ -69,6 +71,7 @@ def query_task(spec: QuerySpec, model_spec: ModelSpec, data: ArrayDataset, store
     if store.has_query(spec.key):
         return
     settings, n = dict(spec.settings), spec.eval_records
+    data = data.first_records(model_spec.data.pool_size)
     if spec.kind == "pdtp":
         _, mask = store.read_model_outputs(spec.model)
         values = pdtp_table(model_spec.train, data, mask, settings["records"], settings["seeds"],
@@ -195,6 +198,7 @@ def _model_columns(cell: Cell, target_meta: dict[str, Any]) -> dict[str, Any]:
     """What every row says about its target model and its keys."""
     return {
         "test_accuracy": target_meta["test_accuracy"],
+        "best_test_accuracy": target_meta["best_test_accuracy"],
         "train_accuracy": target_meta["train_accuracy"],
         "epsilon_spent": target_meta["epsilon_spent"],
         "noise_multiplier": target_meta["noise_multiplier"],

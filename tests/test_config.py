@@ -30,6 +30,16 @@ def test_the_default_config_is_valid():
     ({"metrics__violation_alpha": 1.0}, "metrics.violation_alpha=1.0"),
     ({"model__name": "membership_mechanism"}, "goes with the 'membership_bits' dataset"),
     ({"grid__attack": ["output_threshold"]}, "only attack 'membership_mechanism'"),
+    ({"dataset__name": "digits", "dataset__input_shape": [1, 8, 8]}, "does not fit dataset.name='digits'"),
+    ({"dataset__name": "adult", "dataset__input_shape": [107], "dataset__num_classes": 2},
+     "does not fit dataset.name='adult'"),
+    ({"grid__epsilon": [], "grid__precision_target": [0.3], "grid__p": [0.5]},
+     "grid.precision_target: 0.3 at p=0.5"),
+    ({"grid__gamma": [1.0]}, "give exactly one of them"),
+    ({"dataset__members": 10, "dataset__pool_size": 100}, "give at most one"),
+    ({"train__optimizer": "rmsprop"}, "train.optimizer='rmsprop'"),
+    ({"scale": "tiny"}, "scale='tiny'"),
+    ({"report": "figure9"}, "report='figure9'"),
 ])
 def test_each_bad_value_is_named(changes, fragment):
     assert any(fragment in problem for problem in problems_of(**changes))

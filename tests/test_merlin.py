@@ -233,3 +233,16 @@ def test_the_functions_never_take_target_membership():
     assert list(inspect.signature(merlin_ratio).parameters)[:3] == ["model", "x", "y"]
     assert "member" not in " ".join(inspect.signature(merlin_ratio).parameters)
     assert math.isinf(ACCEPT_NOBODY.lower) and ACCEPT_NOBODY.lower > ACCEPT_NOBODY.upper
+
+
+def test_morgan_min_tpr_rules_out_boxes_that_find_too_few_members():
+    # Holdout: one member alone at loss 0.1 (a pure box of one), three members and one
+    # non-member at loss 0.5, merlin 1 for all.  Without support the pure one-record box
+    # [0.1, 0.1] has PPV 1; asking for TPR ≥ 1/2 forces the box to take in loss 0.5 too.
+    loss = np.array([0.1, 0.5, 0.5, 0.5, 0.5])
+    ratio = np.ones(5)
+    members = np.array([True, True, True, True, False])
+    free = morgan_thresholds(loss, ratio, members, fpr=1.0)
+    assert (free.lower, free.upper) == (0.1, 0.1)
+    held = morgan_thresholds(loss, ratio, members, fpr=1.0, min_tpr=0.5)
+    assert held.lower == 0.1 and held.upper == 0.5  # all four members, PPV 4/5

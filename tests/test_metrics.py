@@ -113,3 +113,17 @@ def test_one_sided_lower_bound_is_the_exact_upper_tail():
 def test_quantile_max_says_how_many_thresholds_it_searched():
     assert quantile_max(np.arange(8.0, 0.0, -1.0), np.ones(8, dtype=bool)).candidates == 8
     assert quantile_max(np.ones(5), np.ones(5, dtype=bool)).candidates == 1
+
+
+def test_a_tie_at_the_cut_stays_out_so_decisions_are_measured_on_what_they_accept():
+    # 200 decisions: 2 records called members (score 1, both members), 198 rejected (score 0).
+    # The top 2.5 % is 5 records; "score ≥ 1" takes 2 ≤ 5, "score ≥ 0" takes all 200.
+    scores = np.r_[np.ones(2), np.zeros(198)]
+    members = np.r_[True, True, np.arange(198) % 2 == 0]
+    assert sorted(set(quantile_thresholds(scores))) == [0.0, 1.0]
+    point = quantile_max(scores, members)
+    assert (point.tp, point.fp) == (2, 0) and point.threshold == 1.0
+    # A tie at the very top wider than a cut has no threshold for that cut: 3 tied of 4 records.
+    # Cuts are ⌈0.1·i⌉ records: 1 (i = 1…10) and 2 (i = 11…20) are skipped, 3 (i = 21…30) gives
+    # threshold 5, 4 (i = 31…40) gives 1.
+    assert list(quantile_thresholds(np.array([5.0, 5.0, 5.0, 1.0]))) == [5.0] * 10 + [1.0] * 10

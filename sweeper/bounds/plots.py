@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from sweeper.bounds import (
@@ -22,17 +21,10 @@ from sweeper.bounds import (
     sablayrolles_precision_bound,
     yeom_accuracy_bound,
 )
+from sweeper.figures import save_figure
 
 #: ε values of the 2024 paper's Figure 1.
 FIGURE1_EPSILONS = (0.1, 1.0, 2.0, 5.0)
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    FigureCanvasAgg(fig)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return path
 
 
 def plot_bound_vs_p(path: Path, epsilons: Sequence[float] = FIGURE1_EPSILONS) -> Path:
@@ -51,7 +43,7 @@ def plot_bound_vs_p(path: Path, epsilons: Sequence[float] = FIGURE1_EPSILONS) ->
            title="Upper bound on MI precision (Theorem 3.3, δ = 0)", xlim=(0, 1), ylim=(0, 1.02))
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    return _save(fig, Path(path))
+    return save_figure(fig, Path(path))
 
 
 def plot_compare_vs_epsilon(path: Path, max_epsilon: float = 5.0, delta: float = 0.0) -> Path:
@@ -73,7 +65,7 @@ def plot_compare_vs_epsilon(path: Path, max_epsilon: float = 5.0, delta: float =
            xlim=(0, max_epsilon), ylim=(0.45, 1.02))
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    return _save(fig, Path(path))
+    return save_figure(fig, Path(path))
 
 
 def plot_compare_vs_p(path: Path, epsilons: Sequence[float] = (0.5, 1.0, 2.0)) -> Path:
@@ -91,7 +83,7 @@ def plot_compare_vs_p(path: Path, epsilons: Sequence[float] = (0.5, 1.0, 2.0)) -
            title="Precision bounds vs p (dotted: lower bound)", xlim=(0, 1), ylim=(0, 1.02))
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    return _save(fig, Path(path))
+    return save_figure(fig, Path(path))
 
 
 def write_figures(out_dir: Path) -> list[Path]:

@@ -1,0 +1,86 @@
+"""Datasets as plain arrays, split into a record pool and a held-out test set.
+
+Membership inference is defined over a *pool* of records from which each training set is
+Bernoulli-sampled, so every loader returns the pool (the dataset's training split) and a test
+split that no model ever trains on.  Arrays stay in NumPy so that one copy can be shared through
+Ray's object store and sliced by membership masks without touching torch.
+
+Loaders never download silently into an unchecked state: files are verified (by MD5 where one is
+published), and when a file is missing and cannot be fetched, `DatasetUnavailable` says which
+file to place where.
+
+Modules: `core` (ArrayDataset, DatasetUnavailable), `files` (RemoteFile, md5sum, fetching),
+`images`, `tabular`, `synthetic` (one per family); this one holds the registry.  `jobs.data`
+re-exports the same names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from jobs.datasets.core import ArrayDataset, DatasetUnavailable, shuffled_split
+from jobs.datasets.files import LocalCopy, RemoteFile, fetch, fetch_all, md5sum
+from jobs.datasets.images import (load_cifar10, load_cifar100, load_digits, load_fashion_mnist,
+                                  load_mnist, load_mnist_subset, load_svhn, load_svhn_extended,
+                                  require_cifar10, require_cifar100, require_digits,
+                                  require_fashion_mnist, require_mnist, require_svhn,
+                                  require_svhn_extended)
+from jobs.datasets.synthetic import (MEMBERSHIP_POOL, load_membership_bits, load_synthetic,
+                                     synthetic_dataset)
+from jobs.datasets.tabular import (load_adult, load_purchase100, load_texas100, require_adult,
+                                   require_purchase100, require_texas100)
+
+Loader = Callable[[Path, bool, int], ArrayDataset]
+
+LOADERS: dict[str, Loader] = {
+    "mnist_subset": load_mnist_subset,
+    "mnist": load_mnist,
+    "fashion_mnist": load_fashion_mnist,
+    "cifar10": load_cifar10,
+    "cifar100": load_cifar100,
+    "svhn": load_svhn,
+    "svhn_extended": load_svhn_extended,
+    "digits": load_digits,
+    "purchase100": load_purchase100,
+    "texas100": load_texas100,
+    "adult": load_adult,
+    "synthetic": load_synthetic,
+    "membership_bits": load_membership_bits,
+}
+
+#: Datasets of images (n, channels, height, width): the ones query augmentations apply to.
+IMAGE_DATASETS = ("mnist_subset", "mnist", "fashion_mnist", "cifar10", "cifar100", "svhn",
+                  "svhn_extended", "digits", "synthetic")
+
+#: Cheap checks that a dataset's files are present, run before any cluster starts.
+AVAILABILITY_CHECKS: dict[str, Callable[[Path, bool], object]] = {
+    "mnist": require_mnist,
+    "fashion_mnist": require_fashion_mnist,
+    "cifar10": require_cifar10,
+    "cifar100": require_cifar100,
+    "svhn": require_svhn,
+    "svhn_extended": require_svhn_extended,
+    "digits": require_digits,
+    "purchase100": require_purchase100,
+    "texas100": require_texas100,
+    "adult": require_adult,
+}
+
+
+def require_dataset(name: str, data_dir: Path, download: bool) -> None:
+    """Raise `DatasetUnavailable` now, rather than inside a remote task, if files are missing."""
+    check = AVAILABILITY_CHECKS.get(name)
+    if check is not None:
+        check(data_dir.expanduser(), download)
+
+
+def load_dataset(name: str, data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
+    return LOADERS[name](data_dir.expanduser(), download, test_size)
+
+
+__all__ = [
+    "ArrayDataset", "AVAILABILITY_CHECKS", "DatasetUnavailable", "IMAGE_DATASETS", "LOADERS", "Loader",
+    "LocalCopy", "MEMBERSHIP_POOL", "RemoteFile", "fetch", "fetch_all", "load_dataset", "md5sum",
+    "require_dataset", "shuffled_split", "synthetic_dataset",
+]

@@ -1,0 +1,28 @@
+"""What every figure of the product shares: how it is saved and how ε is written on it.
+
+Figures are drawn on matplotlib's Agg canvas directly (no pyplot, no global backend switch), so
+they work headless, in worker processes and in tests alike.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+
+def save_figure(fig: Figure, path: Path) -> Path:
+    """Lay the figure out and write it as a PNG at `path` (folders created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(fig)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def format_epsilon(value: float) -> str:
+    """ε as people write it: ∞ for non-private training, else the shortest exact form."""
+    return "∞" if math.isinf(value) else f"{value:g}"

@@ -1,0 +1,61 @@
+"""Every experiment of conf/experiment, end to end at scale=smoke on synthetic data of its shape.
+
+The composed configuration is the real one (the experiment file, its dataset, model and training
+groups); `scale=smoke` shrinks sizes only, and `dataset.synthetic=true` swaps the records for
+deterministic ones of the same shape, so this runs without downloads in seconds per experiment.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from sweeper.config import sampling_rates
+from sweeper.runner import run_sweep
+from sweeper.scale import scaled
+from tests.conftest import CONF_DIR
+
+EXPERIMENTS = sorted(path.stem for path in (CONF_DIR / "experiment").glob("*.yaml"))
+OFFLINE_ALREADY = {"bound_check"}  # its records are membership bits, synthetic by nature
+
+
+def test_the_papers_experiments_are_all_there():
+    assert {"quickstart", "cifar10_lira", "mnist_lira", "svhn_lira", "fmnist_lira",
+            "mnist_fixed_bound", "cifar10_fixed_bound", "purchase100_ppv", "texas100_ppv",
+            "adult_pdtp", "yeom_generalization", "bound_check"} <= set(EXPERIMENTS)
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_experiment_runs_end_to_end_at_smoke_scale(experiment, ray_local, compose_config, tmp_path):
+    # No GPU here: the experiments that ask for a fraction of one run on the CPU in the test.
+    overrides = [f"store.root={tmp_path / 'runs'}", "scale=smoke", "cluster.include_dashboard=false",
+                 "resources.train.num_gpus=0"]
+    if experiment not in OFFLINE_ALREADY:
+        overrides.append("dataset.synthetic=true")
+    cfg = compose_config(experiment, overrides)
+    result = run_sweep(cfg, progress=False)
+    assert not result.failures, result.failures
+    small = scaled(cfg)
+    points = (len(small.grid.epsilon) or len(small.grid.precision_target)) * len(small.grid.delta) \
+        * len(sampling_rates(small.grid))
+    expected = points * len(small.grid.attack) * len(small.grid.policy) * len(small.grid.trial)
+    assert len(result.results) == expected
+    # Smoke keeps the experiment's structure: every attack and policy is there.
+    assert set(result.results.attack) == set(cfg.grid.attack)
+    assert set(result.results.policy) == set(cfg.grid.policy)
+    # The frontier always, and the experiment's own figures when it names a report.
+    assert result.plot_path is not None and result.plot_path.exists()
+    if cfg.report != "frontier":
+        assert any(path.suffix == ".png" for path in result.report_paths), "its report drew nothing"
+    assert all(path.exists() and path.stat().st_size > 0 for path in result.report_paths)
+
+
+def test_smoke_shrinks_sizes_but_keeps_the_structure(compose_config):
+    full = compose_config("cifar10_lira")
+    small = scaled(compose_config("cifar10_lira", ["scale=smoke"]))
+    assert small.grid.epsilon == full.grid.epsilon[:2] and small.grid.p == full.grid.p[:2]
+    assert small.grid.attack == full.grid.attack and small.grid.policy == full.grid.policy
+    assert small.train.epochs == 1 and small.shadow.count == 4
+    assert small.dataset.eval_records <= 200 and small.model.name == full.model.name
+    assert list(itertools.chain(small.dataset.input_shape)) == list(full.dataset.input_shape)

@@ -1,0 +1,343 @@
+"""The per-experiment reports: files written, CSVs holding exactly the plotted numbers.
+
+Every expected number is derived by hand from the small synthetic tables below, never by calling
+the report's own helpers.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sweeper.reports import REPORTS, load_scores
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+# Student's t at 0.975 with 1 degree of freedom (two trials): tan(π·0.475), from the Cauchy
+# distribution's quantile function, = 12.7062…
+Z = math.tan(math.pi * (0.975 - 0.5))
+DELTA = 1e-5
+FLOOR = 0.01
+
+
+def derived_u(eps: float, p: float, delta: float = DELTA, s: float = FLOOR) -> float:
+    """SPEC §3.1 with the README's derived δ-term: 1/(1 + e^-ε·(1−p)/p·(1 − δ/s))."""
+    return 1.0 / (1.0 + math.exp(-eps) * (1 - p) / p * (1 - delta / s))
+
+
+def row(**values):
+    base = dict(dataset="mnist", model="cnn", delta=DELTA, policy="quantile_max",
+                policy_uses_target_labels=True, tpr_floor=FLOOR, bound_form="derived",
+                violation=False, tp=10, fp=5, tpr=0.3, fpr=0.1, advantage=0.2, auc=0.6,
+                bound_at_tpr=0.9, train_accuracy=0.9, test_accuracy=0.8, threshold=0.0)
+    base.update(values)
+    base.setdefault("gamma", (1 - base["p"]) / base["p"])
+    base.setdefault("bound", derived_u(base["epsilon"], base["p"]))
+    return base
+
+
+# Hand-chosen precisions of lira_online: (ε, p) → [(precision, baseline, ci_low, ci_high), …]
+LIRA = {
+    (1.0, 0.2): [(0.30, 0.21, 0.20, 0.40), (0.26, 0.19, 0.17, 0.36)],
+    (1.0, 0.5): [(0.60, 0.50, 0.45, 0.74), (0.70, 0.52, 0.55, 0.82)],
+    (8.0, 0.2): [(0.40, 0.20, 0.30, 0.50), (0.36, 0.22, 0.26, 0.47)],
+    (8.0, 0.5): [(0.80, 0.49, 0.70, 0.88), (0.74, 0.51, 0.62, 0.84)],
+}
+
+
+@pytest.fixture
+def lira_frame() -> pd.DataFrame:
+    rows = []
+    for (eps, p), trials in LIRA.items():
+        for trial, (prec, base, low, high) in enumerate(trials):
+            rows.append(row(attack="lira_online", epsilon=eps, p=p, trial=trial, precision=prec,
+                            baseline=base, precision_ci_low=low, precision_ci_high=high))
+            rows.append(row(attack="always_member", epsilon=eps, p=p, trial=trial,
+                            precision=base, baseline=base, precision_ci_low=base - 0.05,
+                            precision_ci_high=base + 0.05, policy_uses_target_labels=False))
+    return pd.DataFrame(rows)
+
+
+def assert_png(path: Path) -> None:
+    assert path.exists() and path.read_bytes()[:8] == PNG_MAGIC
+
+
+def outputs(paths: list[Path], suffix: str) -> list[Path]:
+    return [p for p in paths if p.suffix == suffix]
+
+
+def test_every_report_is_registered():
+    assert set(REPORTS) == {"frontier", "thudi_lira", "fixed_bound", "ppv", "pdtp", "generalization"}
+
+
+def test_frontier_delegates_and_writes_its_numbers(lira_frame, tmp_path):
+    paths = REPORTS["frontier"](lira_frame, tmp_path)
+    assert_png(tmp_path / "frontier.png")
+    table = pd.read_csv(tmp_path / "frontier.csv")
+    cell = table[(table["attack"] == "lira_online") & (table["epsilon"] == 1.0) & (table["p"] == 0.5)]
+    assert cell["precision"].item() == pytest.approx(0.65)
+    assert cell["bound"].item() == pytest.approx(derived_u(1.0, 0.5))
+    assert set(paths) == {tmp_path / "frontier.png", tmp_path / "frontier.csv"}
+
+
+def test_thudi_figure3_points_are_trial_means_with_sd_bars(lira_frame, tmp_path):
+    paths = REPORTS["thudi_lira"](lira_frame, tmp_path)
+    for png in outputs(paths, ".png"):
+        assert_png(png)
+    assert len(outputs(paths, ".png")) == 2 and len(outputs(paths, ".csv")) == 2
+    fig3 = pd.read_csv(tmp_path / "thudi_lira_precision.csv")
+    assert set(fig3["attack"]) == {"lira_online"}  # the baseline is a line, not a panel
+    assert fig3["oracle"].all()
+    points = fig3[fig3["series"] == "precision"]
+    assert len(points) == 4
+    for (eps, p), trials in LIRA.items():
+        values = [t[0] for t in trials]
+        point = points[(points["epsilon"] == eps) & (points["p"] == p)]
+        mean, sd = sum(values) / 2, abs(values[0] - values[1]) / math.sqrt(2)
+        assert point["value"].item() == pytest.approx(mean)
+        assert point["low"].item() == pytest.approx(mean - sd)
+        assert point["high"].item() == pytest.approx(mean + sd)
+        assert point["n_trials"].item() == 2
+        bound = fig3[(fig3["series"] == "bound U") & (fig3["epsilon"] == eps)
+                     & np.isclose(fig3["p"], p)]
+        assert bound["value"].item() == pytest.approx(derived_u(eps, p))
+    baseline = fig3[fig3["series"] == "always-member baseline"].set_index("p")["value"]
+    assert baseline[0.2] == pytest.approx((0.21 + 0.19 + 0.20 + 0.22) / 4)
+    assert baseline[0.5] == pytest.approx((0.50 + 0.52 + 0.49 + 0.51) / 4)
+
+
+def test_thudi_figure4_improvement_and_its_two_trial_interval(lira_frame, tmp_path):
+    REPORTS["thudi_lira"](lira_frame, tmp_path)
+    fig4 = pd.read_csv(tmp_path / "thudi_lira_improvement.csv")
+    per_eps = fig4[fig4["series"] == "improvement"]
+    assert len(per_eps) == 4
+    # ε = 1, p = 0.5: differences 0.60 − 0.50 = 0.10 and 0.70 − 0.52 = 0.18.
+    cell = per_eps[(per_eps["epsilon"] == 1.0) & (per_eps["p"] == 0.5)]
+    sd = abs(0.18 - 0.10) / math.sqrt(2)
+    half = Z * sd / math.sqrt(2)
+    assert cell["value"].item() == pytest.approx(0.14)
+    assert cell["low"].item() == pytest.approx(0.14 - half)
+    assert cell["high"].item() == pytest.approx(0.14 + half)
+    for (eps, p), trials in LIRA.items():
+        d = [prec - base for prec, base, _, _ in trials]
+        got = per_eps[(per_eps["epsilon"] == eps) & (per_eps["p"] == p)]["value"].item()
+        assert got == pytest.approx(sum(d) / 2)
+    # The paper's own curve: pooled over ε and trials (4 differences at p = 0.2).
+    pooled = fig4[fig4["series"] == "improvement, all ε pooled"].set_index("p")
+    d = np.array([0.30 - 0.21, 0.26 - 0.19, 0.40 - 0.20, 0.36 - 0.22])
+    assert pooled.loc[0.2, "value"] == pytest.approx(d.mean())
+    t_3 = 3.182446  # Student's t at 0.975 with 3 degrees of freedom (four differences), from tables
+    assert pooled.loc[0.2, "high"] - pooled.loc[0.2, "value"] == pytest.approx(
+        t_3 * d.std(ddof=1) / 2, rel=1e-6)
+
+
+def test_thudi_one_trial_uses_clopper_pearson_minus_baseline(lira_frame, tmp_path):
+    one = lira_frame[(lira_frame["trial"] == 0) & (lira_frame["epsilon"] == 1.0)]
+    REPORTS["thudi_lira"](one, tmp_path)
+    fig4 = pd.read_csv(tmp_path / "thudi_lira_improvement.csv")
+    assert set(fig4["series"]) == {"improvement"}  # a single ε: nothing to pool
+    cell = fig4[fig4["p"] == 0.5]
+    assert cell["value"].item() == pytest.approx(0.60 - 0.50)
+    assert cell["low"].item() == pytest.approx(0.45 - 0.50)
+    assert cell["high"].item() == pytest.approx(0.74 - 0.50)
+    fig3 = pd.read_csv(tmp_path / "thudi_lira_precision.csv")
+    point = fig3[(fig3["series"] == "precision") & (fig3["p"] == 0.5)]
+    assert (point["low"].item(), point["high"].item()) == pytest.approx((0.45, 0.74))
+
+
+def test_fixed_bound_plots_best_and_final_accuracy_per_target(tmp_path):
+    accuracy = {  # (β, p) → [(best, final) per trial]
+        (0.953, 0.2): [(0.90, 0.88), (0.92, 0.89)],
+        (0.953, 0.5): [(0.93, 0.91), (0.95, 0.92)],
+        (0.731, 0.2): [(0.80, 0.75), (0.84, 0.79)],
+        (0.731, 0.5): [(0.70, 0.66), (0.72, 0.64)],
+    }
+    rows = []
+    for (beta, p), trials in accuracy.items():
+        for trial, (best, final) in enumerate(trials):
+            for attack in ("loss", "always_member"):  # accuracy repeats on every attack's row
+                for policy in ("quantile_max", "calibrated"):
+                    rows.append(dict(attack=attack, policy=policy, target_precision=beta, p=p,
+                                     trial=trial, best_test_accuracy=best, test_accuracy=final,
+                                     epsilon=1.5))
+    paths = REPORTS["fixed_bound"](pd.DataFrame(rows), tmp_path)
+    assert len(outputs(paths, ".png")) == 2
+    for png in outputs(paths, ".png"):
+        assert_png(png)
+    for name, index in (("best", 0), ("final", 1)):
+        table = pd.read_csv(tmp_path / f"fixed_bound_{name}_accuracy.csv")
+        assert len(table) == 4
+        for (beta, p), trials in accuracy.items():
+            values = [t[index] for t in trials]
+            mean, half = sum(values) / 2, Z * abs(values[0] - values[1]) / math.sqrt(2) / math.sqrt(2)
+            cell = table[(table["target_precision"] == beta) & (table["p"] == p)]
+            assert cell["n_trials"].item() == 2  # one attack, one policy: no double counting
+            assert cell["accuracy"].item() == pytest.approx(mean)
+            assert cell["ci_low"].item() == pytest.approx(mean - half)
+            assert cell["ci_high"].item() == pytest.approx(mean + half)
+
+
+def test_ppv_against_gamma_with_both_bounds(tmp_path):
+    rows = []
+    precisions = {0.5: (0.70, 0.66), 0.1: (0.20, 0.24)}  # p → per-trial precision
+    for policy, oracle in (("calibrated", False), ("quantile_max", True)):
+        for p, values in precisions.items():
+            for trial, prec in enumerate(values):
+                for attack in ("loss", "merlin", "always_member"):
+                    rows.append(row(attack=attack, policy=policy, policy_uses_target_labels=oracle,
+                                    epsilon=2.0, p=p, trial=trial, precision=prec, baseline=p,
+                                    precision_ci_low=prec - 0.1, precision_ci_high=prec + 0.1,
+                                    fpr=0.2))
+    paths = REPORTS["ppv"](pd.DataFrame(rows), tmp_path)
+    assert_png(outputs(paths, ".png")[0])
+    table = pd.read_csv(tmp_path / "ppv_vs_gamma.csv")
+    assert "always_member" not in set(table["series"])
+    loss = table[(table["series"] == "loss") & (table["policy"] == "calibrated")]
+    assert sorted(loss["gamma"]) == pytest.approx([1.0, 9.0])
+    at9 = loss[np.isclose(loss["gamma"], 9.0)]
+    assert at9["value"].item() == pytest.approx(0.22)
+    assert table[table["policy"] == "quantile_max"]["oracle"].all()
+    assert not table[table["policy"] == "calibrated"]["oracle"].any()
+    thudi = table[(table["series"] == "Thudi U") & np.isclose(table["gamma"], 9.0)
+                  & (table["policy"] == "calibrated")]
+    assert thudi["value"].item() == pytest.approx(derived_u(2.0, 0.1))
+    # Jayaraman et al. Thm 4.2 at α = 0.2, γ = 9: f = max{0, 1 − δ − e²·0.2, e^-2·(1 − δ − 0.2)}.
+    e = math.exp(2.0)
+    f = max(0.0, 1 - DELTA - e * 0.2, (1 - DELTA - 0.2) / e)
+    jay = table[(table["series"] == "Jayaraman bound at FPR (loss)") & np.isclose(table["gamma"], 9.0)
+                & (table["policy"] == "calibrated")]
+    assert jay["value"].item() == pytest.approx((1 - f) / (1 - f + 9 * 0.2))
+
+
+def pdtp_inputs():
+    """Four targets (trials) of one group, records 0–4 evaluated on each; a loss attack at the
+    calibrated threshold 0.5; PDTP measured on each target's members.
+
+    Record r is a member of targets 0…r−1 (record 0 of none, record 4 of all four).  The loss
+    score is 1 everywhere ("member" at threshold 0.5), except record 3 on target 3: NaN, which
+    must count as "non-member" (and is right: record 3 is not a member of target 3).
+    """
+    frame_rows, score_rows = [], []
+    for trial in range(4):
+        key = f"target{trial}"
+        common = dict(dataset="adult", model="mlp", epsilon=4.0, delta=DELTA, p=0.5, trial=trial,
+                      model_key=key, policy="calibrated", policy_uses_target_labels=False)
+        frame_rows.append({**common, "attack": "loss", "threshold": 0.5, "precision": 0.6})
+        frame_rows.append({**common, "attack": "pdtp", "threshold": math.nan,
+                           "precision": math.nan})
+        for record in range(5):
+            member = record > trial
+            score = math.nan if (record == 3 and trial == 3) else 1.0
+            score_rows.append(dict(record_id=record, score=score, member=member, model_key=key,
+                                   attack="loss"))
+            pdtp = {0: math.nan, 1: 0.1, 2: 0.4, 3: 0.9, 4: 2.5}[record] if member else math.nan
+            if record == 4 and trial == 1:  # measurements differ: the PDTP is their mean
+                pdtp = 3.5
+            score_rows.append(dict(record_id=record, score=pdtp, member=member, model_key=key,
+                                   attack="pdtp"))
+    return pd.DataFrame(frame_rows), pd.DataFrame(score_rows)
+
+
+def test_pdtp_per_record_accuracy_and_correlations(tmp_path):
+    frame, scores = pdtp_inputs()
+    paths = REPORTS["pdtp"](frame, tmp_path, scores=scores)
+    assert_png(outputs(paths, ".png")[0])
+    points = pd.read_csv(tmp_path / "pdtp_vs_accuracy.csv").set_index("record_id")
+    assert sorted(points.index) == [1, 2, 3, 4]  # record 0 is never a member: no PDTP
+    # Record r is a member of r of the 4 targets (record 4: all four), said "member" on all
+    # of them except record 3 on target 3 (NaN score → non-member, right: not a member there).
+    want_acc = {1: 1 / 4, 2: 2 / 4, 3: 4 / 4, 4: 4 / 4}
+    want_pdtp = {1: 0.1, 2: 0.4, 3: 0.9, 4: (3.5 + 2.5 + 2.5 + 2.5) / 4}
+    for record in want_acc:
+        assert points.loc[record, "accuracy"] == pytest.approx(want_acc[record])
+        assert points.loc[record, "evaluations"] == 4
+        assert points.loc[record, "pdtp"] == pytest.approx(want_pdtp[record])
+    x = np.array([want_acc[r] for r in (1, 2, 3, 4)])
+    y = np.array([want_pdtp[r] for r in (1, 2, 3, 4)])
+    pearson = ((x - x.mean()) * (y - y.mean())).sum() / math.sqrt(
+        ((x - x.mean()) ** 2).sum() * ((y - y.mean()) ** 2).sum())
+    # Spearman by hand: ranks of x (3 and 4 tied → 3.5) against ranks of y.
+    rx, ry = np.array([1, 2, 3.5, 3.5]), np.array([1, 2, 3, 4])
+    spearman = ((rx - rx.mean()) * (ry - ry.mean())).sum() / math.sqrt(
+        ((rx - rx.mean()) ** 2).sum() * ((ry - ry.mean()) ** 2).sum())
+    summary = pd.read_csv(tmp_path / "pdtp_correlations.csv")
+    assert summary["pearson"].item() == pytest.approx(pearson)
+    assert summary["spearman"].item() == pytest.approx(spearman)
+    assert summary["records"].item() == 4
+    assert points["pearson"].unique() == pytest.approx([pearson])
+
+
+def test_pdtp_perfectly_monotone_gives_spearman_one(tmp_path):
+    frame, scores = pdtp_inputs()
+    # Without record 3's NaN score it is wrong on target 3: accuracies 1/4, 2/4, 3/4, 4/4, all
+    # distinct and rising with the PDTP.
+    scores.loc[(scores["attack"] == "loss") & scores["score"].isna(), "score"] = 1.0
+    REPORTS["pdtp"](frame, tmp_path, scores=scores)
+    summary = pd.read_csv(tmp_path / "pdtp_correlations.csv")
+    assert summary["spearman"].item() == pytest.approx(1.0)
+
+
+def test_pdtp_reads_scores_from_the_store(tmp_path):
+    frame, scores = pdtp_inputs()
+    frame["scores_key"] = frame["model_key"] + "-" + frame["attack"]
+    root = tmp_path / "runs"
+    (root / "scores").mkdir(parents=True)
+    for (key, attack), part in scores.groupby(["model_key", "attack"]):
+        part.to_parquet(root / "scores" / f"{key}-{attack}.parquet", index=False)
+    loaded = load_scores(frame, root)
+    assert len(loaded) == len(scores) and {"policy", "trial"} <= set(loaded.columns)
+    from_store = REPORTS["pdtp"](frame, tmp_path / "a", store_root=root)
+    direct = REPORTS["pdtp"](frame, tmp_path / "b", scores=scores)
+    pd.testing.assert_frame_equal(pd.read_csv(from_store[1]), pd.read_csv(direct[1]))
+    with pytest.raises(ValueError, match="scores"):
+        REPORTS["pdtp"](frame, tmp_path / "c")
+
+
+def test_generalization_points_are_gap_advantage_pairs(tmp_path):
+    cells = [  # (ε, trial, train acc, test acc, advantage)
+        (1.0, 0, 0.82, 0.80, 0.01), (1.0, 1, 0.83, 0.80, 0.04),
+        (math.inf, 0, 1.00, 0.70, 0.25), (math.inf, 1, 0.99, 0.72, 0.31),
+    ]
+    rows = [row(attack="loss", epsilon=eps, p=0.5, trial=trial, train_accuracy=train,
+                test_accuracy=test, advantage=adv, policy="calibrated",
+                policy_uses_target_labels=False, precision=0.6, baseline=0.5,
+                precision_ci_low=0.5, precision_ci_high=0.7) for eps, trial, train, test, adv in cells]
+    rows.append(row(attack="lira_online", epsilon=1.0, p=0.5, trial=0, advantage=0.9,
+                    precision=0.6, baseline=0.5, precision_ci_low=0.5, precision_ci_high=0.7))
+    paths = REPORTS["generalization"](pd.DataFrame(rows), tmp_path)
+    assert_png(outputs(paths, ".png")[0])
+    table = pd.read_csv(tmp_path / "generalization.csv")
+    got = np.array(sorted(zip(table["gap"], table["advantage"])))
+    want = np.array(sorted((train - test, adv) for _, _, train, test, adv in cells))
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    assert set(table["epsilon"]) == {1.0, math.inf}  # the colour of each point
+
+
+MISSING = {
+    "frontier": ["violation", "bound_form"],
+    "thudi_lira": ["baseline", "precision_ci_high"],
+    "fixed_bound": ["target_precision", "best_test_accuracy"],
+    "ppv": ["gamma", "fpr"],
+    "pdtp": ["threshold"],
+    "generalization": ["train_accuracy", "advantage"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(MISSING))
+def test_missing_columns_are_named(name, lira_frame, tmp_path):
+    frame = lira_frame.assign(target_precision=0.9, best_test_accuracy=0.9, model_key="k",
+                              scores_key="s")
+    frame = frame.drop(columns=MISSING[name])
+    with pytest.raises(ValueError) as error:
+        REPORTS[name](frame, tmp_path, **({"scores": pd.DataFrame()} if name == "pdtp" else {}))
+    for column in MISSING[name]:
+        assert column in str(error.value)
+
+
+def test_missing_score_columns_are_named(tmp_path):
+    frame, scores = pdtp_inputs()
+    with pytest.raises(ValueError, match="member.*score table|scores table lacks column\\(s\\) member"):
+        REPORTS["pdtp"](frame, tmp_path, scores=scores.drop(columns=["member"]))
