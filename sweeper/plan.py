@@ -167,7 +167,8 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
         return spec.key
 
     calibrating = "calibrated" in cfg.grid.policy  # thresholds come from labelled shadows
-    needs_shadows = calibrating or any(ATTACKS[attack].needs_shadows for attack in cfg.grid.attack)
+    needs_shadows = any(ATTACKS[a].needs_shadows or (calibrating and not ATTACKS[a].measures_records)
+                        for a in cfg.grid.attack)
     calibration = tuple(sorted(dataclasses.asdict(cfg.calibration).items()))
     by_privacy: dict[tuple[float, float], list[tuple[float, float]]] = defaultdict(list)
     for epsilon, delta, p, target in operating_points(cfg):
@@ -191,7 +192,9 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
                                        mask_seed=seed_from(cfg.seed, "target", trial),
                                        mask_complement=False, index=trial))
                 for attack in cfg.grid.attack:
-                    uses_shadows = calibrating or ATTACKS[attack].needs_shadows
+                    # A measure (PDTP) has no threshold to calibrate: no shadows for it.
+                    uses_shadows = ATTACKS[attack].needs_shadows or (
+                        calibrating and not ATTACKS[attack].measures_records)
                     spec = AttackSpec(
                         attack=attack, target=target,
                         shadows=shadows if uses_shadows else (),

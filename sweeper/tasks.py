@@ -107,11 +107,11 @@ def attack_task(spec: AttackSpec, cells: list[Cell], labels: np.ndarray,
         "record_id": np.arange(n), "score": scores, "member": members,
         "model_key": spec.target, "attack": spec.attack,
     }))
+    target_meta = store.read_model_meta(spec.target)
+    if attack.measures_records:  # PDTP has no threshold, so no policy applies
+        return [pdtp_row(cell, answers[0], target_meta) for cell in cells]
     holdout = (holdout_scores(attack, inputs, settings)
                if any(cell.policy == "calibrated" for cell in cells) else None)
-    target_meta = store.read_model_meta(spec.target)
-    if attack.measures_records:
-        return [pdtp_row(cell, answers[0], target_meta) for cell in cells]
     rows = []
     for cell in cells:
         thresholds = None
@@ -133,7 +133,8 @@ def cell_row(cell: Cell, point: OperatingPoint, scores: np.ndarray, members: np.
     """
     floor, form = cell.tpr_floor, cell.bound_form
     bound = precision_bound(cell.epsilon, cell.p, cell.delta, floor, form=form)
-    bound_at_tpr = precision_bound(cell.epsilon, cell.p, cell.delta, max(point.tpr, floor), form=form)
+    bound_at_tpr = precision_bound(cell.epsilon, cell.p, cell.delta, floored(point.tpr, floor),
+                                   form=form)
     return {
         **cell.coordinates,
         "policy_uses_target_labels": cell.policy == "quantile_max",
@@ -227,6 +228,12 @@ def audit_from_rates(point: OperatingPoint, delta: float) -> float:
     return float(epsilon_from_rates(tpr_low, fpr_high, delta))
 
 
+def floored(tpr: float, floor: float) -> float:
+    """The TPR the bound is taken at: at least the floor, and the floor when there is no TPR
+    (an evaluation set without members)."""
+    return floor if math.isnan(tpr) else max(tpr, floor)
+
+
 def violation_test(point: OperatingPoint, cell: Cell) -> dict[str, Any]:
     """Do the data *prove*, at level `cell.violation_alpha`, a precision the bound forbids?
 
@@ -240,7 +247,7 @@ def violation_test(point: OperatingPoint, cell: Cell) -> dict[str, Any]:
     precision_proven = clopper_pearson_lower(point.tp, point.tp + point.fp, alpha)
     tpr_low = clopper_pearson_lower(point.tp, point.members, alpha)
     bound_at_tpr_low = float(precision_bound(cell.epsilon, cell.p, cell.delta,
-                                             max(tpr_low, cell.tpr_floor), form=cell.bound_form))
+                                             floored(tpr_low, cell.tpr_floor), form=cell.bound_form))
     return {
         "precision_proven": precision_proven,
         "bound_at_tpr_low": bound_at_tpr_low,

@@ -127,3 +127,10 @@ def test_a_tie_at_the_cut_stays_out_so_decisions_are_measured_on_what_they_accep
     # Cuts are ⌈0.1·i⌉ records: 1 (i = 1…10) and 2 (i = 11…20) are skipped, 3 (i = 21…30) gives
     # threshold 5, 4 (i = 31…40) gives 1.
     assert list(quantile_thresholds(np.array([5.0, 5.0, 5.0, 1.0]))) == [5.0] * 10 + [1.0] * 10
+
+
+def test_the_bound_is_taken_at_the_floor_when_there_is_no_tpr():
+    from sweeper.tasks import floored
+
+    assert floored(float("nan"), 0.01) == 0.01
+    assert floored(0.002, 0.01) == 0.01 and floored(0.3, 0.01) == 0.3
