@@ -125,6 +125,7 @@ def _train(
 
     start_epoch, steps, best = _resume(checkpoint, model, optimizer, engine)
     plain = model._module if hasattr(model, "_module") else model
+    last = math.nan  # test accuracy after the last epoch trained here
     for epoch in range(start_epoch, settings.epochs):
         model.train()
         for batch_x, batch_y in loader:
@@ -134,7 +135,8 @@ def _train(
             loss.backward()
             optimizer.step()
             steps += 1
-        best = max(best, _accuracy(plain, data.test_x, data.test_y, device))
+        last = _accuracy(plain, data.test_x, data.test_y, device)
+        best = max(best, last)
         if checkpoint is not None:
             _save_checkpoint(checkpoint, epoch + 1, steps, best, model, optimizer, engine)
 
@@ -143,7 +145,8 @@ def _train(
     return TrainedModel(
         state_dict={k: v.detach().cpu() for k, v in plain.state_dict().items()},
         pool_logits=predict_logits(plain, data.pool_x, device).astype(np.float32),
-        test_accuracy=_accuracy(plain, data.test_x, data.test_y, device),
+        test_accuracy=last if start_epoch < settings.epochs else _accuracy(
+            plain, data.test_x, data.test_y, device),
         train_accuracy=_accuracy(plain, data.pool_x[mask], data.pool_y[mask], device),
         noise_multiplier=noise_multiplier,
         steps=steps,

@@ -185,7 +185,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         png = plot_frontier(frame, args.plot or run_dir / "frontier.png", title=run_dir.name)
         print(f"plot: {png}", file=sys.stderr if args.json else sys.stdout)
     if not args.no_plot and not frame.empty:
-        for path in experiment_report(run_dir, frame):
+        store_root = Path(args.store_root) if not args.run_dir else run_dir.parent.parent
+        for path in experiment_report(run_dir, frame, store_root):
             print(f"report: {path}", file=sys.stderr if args.json else sys.stdout)
     violations = int(frame["violation"].sum()) if not frame.empty else 0
     if violations:
@@ -194,20 +195,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def experiment_report(run_dir: Path, frame: pd.DataFrame) -> list[Path]:
+def experiment_report(run_dir: Path, frame: pd.DataFrame, store_root: Path) -> list[Path]:
     """Redraw the figures of the sweep's experiment (its `report`) into <run dir>/report."""
-    from sweeper.reports import READS_SCORES, REPORTS  # reports draw the frontier too
+    from sweeper.reports import draw  # reports draw the frontier too
 
     config = json.loads((run_dir / "sweep.json").read_text()).get("config", {})
-    name = config.get("report", "frontier")
-    if name == "frontier" or name not in REPORTS:
-        return []
-    context = {"store_root": run_dir.parent.parent} if name in READS_SCORES else {}
-    try:
-        return REPORTS[name](frame, run_dir / "report", **context)
-    except ValueError as error:
-        print(f"report '{name}' not drawn: {error}", file=sys.stderr)
-        return []
+    return draw(config.get("report", "frontier"), frame, run_dir / "report", store_root,
+                echo=lambda line: print(line, file=sys.stderr))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,13 @@ from sweeper.bounds import epsilon_for_precision
 from sweeper.config import SweepConfig, sampling_rates
 
 #: Bump when the meaning of stored artifacts changes, so old ones are not reused.
-ARTIFACT_VERSION = 1
+ARTIFACT_VERSION = 2
+
+#: Pool size of synthetic stand-in data when `dataset.pool_size` does not set one.
+STAND_IN_POOL = 2000
+
+#: Queries answered over the training set (PDTP's leave-one-out), not the evaluation records.
+WHOLE_POOL_QUERIES = ("pdtp",)
 
 
 def content_key(kind: str, settings: dict[str, Any]) -> str:
@@ -35,11 +41,18 @@ def seed_from(*parts: Any) -> int:
 
 @dataclass(frozen=True)
 class DataSpec:
-    """The settings that decide which records a model can see (not where the files live)."""
+    """The settings that decide which records a model can see (not where the files live).
+
+    Synthetic stand-in data (`dataset.synthetic`) are other records than the real dataset's, so
+    they carry their shape and classes into the key and never share artifacts with it.
+    """
 
     name: str
     test_size: int
     pool_size: Optional[int]
+    synthetic: bool = False
+    input_shape: tuple[int, ...] = ()
+    num_classes: int = 0
 
 
 @dataclass(frozen=True)
@@ -155,7 +168,11 @@ def _fmt(value: float) -> str:
 
 def build_plan(cfg: SweepConfig) -> SweepPlan:
     def data_for(rate: float) -> DataSpec:
-        return DataSpec(cfg.dataset.name, cfg.dataset.test_size, pool_size_for(cfg, rate))
+        pool = pool_size_for(cfg, rate)
+        if not cfg.dataset.synthetic:
+            return DataSpec(cfg.dataset.name, cfg.dataset.test_size, pool)
+        return DataSpec(cfg.dataset.name, cfg.dataset.test_size, pool or STAND_IN_POOL, True,
+                        tuple(cfg.dataset.input_shape), cfg.dataset.num_classes)
 
     models: dict[str, ModelSpec] = {}
     queries: dict[str, QuerySpec] = {}
@@ -167,8 +184,13 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
         return spec.key
 
     calibrating = "calibrated" in cfg.grid.policy  # thresholds come from labelled shadows
-    needs_shadows = any(ATTACKS[a].needs_shadows or (calibrating and not ATTACKS[a].measures_records)
-                        for a in cfg.grid.attack)
+
+    def uses_shadows(attack: str) -> bool:
+        """Attacks built on shadows, and every test whose threshold the shadows calibrate; a
+        measure (PDTP) has no threshold."""
+        return ATTACKS[attack].needs_shadows or (calibrating and not ATTACKS[attack].measures_records)
+
+    needs_shadows = any(uses_shadows(attack) for attack in cfg.grid.attack)
     calibration = tuple(sorted(dataclasses.asdict(cfg.calibration).items()))
     by_privacy: dict[tuple[float, float], list[tuple[float, float]]] = defaultdict(list)
     for epsilon, delta, p, target in operating_points(cfg):
@@ -192,16 +214,14 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
                                        mask_seed=seed_from(cfg.seed, "target", trial),
                                        mask_complement=False, index=trial))
                 for attack in cfg.grid.attack:
-                    # A measure (PDTP) has no threshold to calibrate: no shadows for it.
-                    uses_shadows = ATTACKS[attack].needs_shadows or (
-                        calibrating and not ATTACKS[attack].measures_records)
+                    with_shadows = shadows if uses_shadows(attack) else ()
                     spec = AttackSpec(
                         attack=attack, target=target,
-                        shadows=shadows if uses_shadows else (),
+                        shadows=with_shadows,
                         eval_records=cfg.dataset.eval_records,
                         settings=ATTACKS[attack].settings_used(cfg.attack),
                         queries=ask_models(ATTACKS[attack].query(cfg.attack),
-                                           (target, *(shadows if uses_shadows else ())),
+                                           (target, *with_shadows),
                                            cfg.dataset.eval_records, queries),
                     )
                     attacks.setdefault(spec.key, spec)
@@ -254,7 +274,8 @@ def ask_models(question: Optional[tuple[str, dict[str, Any]]], model_keys: tuple
     if question is None:
         return ()
     kind, settings = question
-    specs = [QuerySpec(kind, key, eval_records, tuple(sorted(settings.items()))) for key in model_keys]
+    covers = 0 if kind in WHOLE_POOL_QUERIES else eval_records  # not in the key when unread
+    specs = [QuerySpec(kind, key, covers, tuple(sorted(settings.items()))) for key in model_keys]
     for spec in specs:
         queries.setdefault(spec.key, spec)
     return tuple(spec.key for spec in specs)

@@ -770,3 +770,19 @@ REPORTS: dict[str, Callable[..., list[Path]]] = {
     "pdtp": pdtp_report,
     "generalization": generalization_report,
 }
+
+
+def draw(name: str, frame: pd.DataFrame, out_dir: Path, store_root: Path,
+         echo: Callable[[str], Any] = print) -> list[Path]:
+    """The experiment's own figures beside the frontier, or none with a note saying why.
+
+    A report that cannot be drawn (a grid too small for its figure) must not cost the results.
+    """
+    if name == "frontier":
+        return []
+    try:
+        context = {"store_root": store_root} if name in READS_SCORES else {}
+        return REPORTS[name](frame, out_dir, **context)
+    except ValueError as error:
+        echo(f"report '{name}' not drawn: {error}")
+        return []

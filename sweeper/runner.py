@@ -22,9 +22,9 @@ from tqdm.auto import tqdm
 
 from jobs.data import load_dataset, require_dataset, synthetic_dataset
 from sweeper.config import ConfigError, SweepConfig, validate
-from sweeper.reports import READS_SCORES, REPORTS
-from sweeper.plan import AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan
 from sweeper.frontier import load_frontier, plot_frontier
+from sweeper.plan import AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan
+from sweeper.reports import draw
 from sweeper.scale import scaled
 from sweeper.store import ArtifactStore, atomic_write_bytes
 from sweeper.tasks import attack_task, query_task, train_task
@@ -130,7 +130,7 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
         plot_path = plot_frontier(results, store.sweep_dir(cfg.name) / "frontier.png", title=cfg.name)
         csv_path = store.sweep_dir(cfg.name) / "frontier.csv"
         atomic_write_bytes(csv_path, results.to_csv(index=False).encode())
-        report_paths = draw_report(cfg.report, results, store, store.sweep_dir(cfg.name), echo)
+        report_paths = draw(cfg.report, results, store.sweep_dir(cfg.name) / "report", store.root, echo)
     if tracker is not None:
         for row in results.to_dict("records"):  # cells computed while tracking was down, too
             tracker.log_cell(row)
@@ -147,22 +147,6 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
     )
 
 
-def draw_report(name: str, results: pd.DataFrame, store: ArtifactStore, sweep_dir: Path,
-                echo=print) -> list[Path]:
-    """The experiment's own figures (`sweeper.reports`) beside the frontier, or none with a note.
-
-    A report that cannot be drawn (a grid too small for its figure) must not cost the results.
-    """
-    if name == "frontier":
-        return []
-    try:
-        context = {"store_root": store.root} if name in READS_SCORES else {}
-        return REPORTS[name](results, sweep_dir / "report", **context)
-    except ValueError as error:
-        echo(f"report '{name}' not drawn: {error}")
-        return []
-
-
 def sweep_data(plan: SweepPlan, data_dir: Path):
     """The pool and test split the sweep trains on: the real dataset, or synthetic data of its shape.
 
@@ -171,18 +155,15 @@ def sweep_data(plan: SweepPlan, data_dir: Path):
     cfg, data = plan.config, plan.config.dataset
     sizes = [spec.data.pool_size for spec in plan.models.values()]
     needed = None if None in sizes or not sizes else max(sizes)
-    if data.synthetic:
-        return synthetic_dataset(data.name, data.input_shape, data.num_classes,
-                                 needed or SYNTHETIC_POOL, data.test_size, seed=cfg.seed)
+    if data.synthetic:  # the plan gives synthetic models a pool size
+        return synthetic_dataset(data.name, data.input_shape, data.num_classes, needed,
+                                 data.test_size, seed=cfg.seed)
     loaded = load_dataset(data.name, data_dir, data.download, data.test_size)
     if needed is not None and needed > len(loaded.pool_y):
         raise ConfigError([f"dataset {data.name!r} has {len(loaded.pool_y)} pool records, but the "
                            f"grid needs {needed} (dataset.pool_size / dataset.members ÷ the smallest p)"])
     return loaded.first_records(needed)
 
-
-#: Pool size of synthetic stand-in data when `dataset.pool_size` does not set one.
-SYNTHETIC_POOL = 2000
 
 
 def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: ArtifactStore,

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 import torch
 
 #: Version of the results table's columns; readers check it.
-RESULTS_SCHEMA_VERSION = 1
+RESULTS_SCHEMA_VERSION = 2
 
 
 def _sha256(data: bytes) -> str:

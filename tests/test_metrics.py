@@ -134,3 +134,11 @@ def test_the_bound_is_taken_at_the_floor_when_there_is_no_tpr():
 
     assert floored(float("nan"), 0.01) == 0.01
     assert floored(0.002, 0.01) == 0.01 and floored(0.3, 0.01) == 0.3
+
+
+def test_ppv_at_gamma_by_hand():
+    from sweeper.tasks import ppv_at_gamma
+
+    # TPR 0.5, FPR 0.1, nine non-members per member: 0.5 / (0.5 + 9 · 0.1) = 0.5 / 1.4.
+    assert ppv_at_gamma(0.5, 0.1, 9.0) == pytest.approx(5 / 14)
+    assert math.isnan(ppv_at_gamma(0.0, 0.0, 1.0))  # nobody accepted: no PPV

@@ -81,3 +81,22 @@ def test_no_shadows_are_trained_when_no_attack_needs_them():
     plan = build_plan(grid_config(epsilon=[1.0, 8.0], p=[0.5], attack=["loss", "always_member"]))
     assert roles(plan, "shadow") == []
     assert len(plan.models) == 2
+
+
+def test_synthetic_stand_in_data_never_shares_artifacts_with_the_real_dataset():
+    real = grid_config(epsilon=[1.0], p=[0.5])
+    synthetic = grid_config(epsilon=[1.0], p=[0.5])
+    synthetic.dataset.synthetic = True
+    other_shape = grid_config(epsilon=[1.0], p=[0.5])
+    other_shape.dataset.synthetic, other_shape.dataset.input_shape = True, [3, 32, 32]
+    keys = [set(build_plan(cfg).models) for cfg in (real, synthetic, other_shape)]
+    assert not keys[0] & keys[1] and not keys[1] & keys[2] and not keys[0] & keys[2]
+
+
+def test_pdtp_queries_do_not_depend_on_how_many_records_are_evaluated():
+    plans = []
+    for records in (1000, 500):
+        cfg = grid_config(epsilon=[1.0], p=[0.5], attack=["pdtp", "loss"])
+        cfg.dataset.eval_records = records
+        plans.append(build_plan(cfg))
+    assert set(plans[0].queries) == set(plans[1].queries)
