@@ -142,12 +142,15 @@ def _train(
 
     epsilon_spent = (engine.accountant.get_epsilon(delta=settings.delta, **_accountant_options(settings))
                      if engine is not None else math.inf)
+    pool_logits = predict_logits(plain, data.pool_x, device).astype(np.float32)
     return TrainedModel(
         state_dict={k: v.detach().cpu() for k, v in plain.state_dict().items()},
-        pool_logits=predict_logits(plain, data.pool_x, device).astype(np.float32),
+        pool_logits=pool_logits,
         test_accuracy=last if start_epoch < settings.epochs else _accuracy(
             plain, data.test_x, data.test_y, device),
-        train_accuracy=_accuracy(plain, data.pool_x[mask], data.pool_y[mask], device),
+        # The training records are pool records: their logits are already at hand.
+        train_accuracy=float((pool_logits[mask].argmax(axis=1) == data.pool_y[mask]).mean())
+        if mask.any() else math.nan,
         noise_multiplier=noise_multiplier,
         steps=steps,
         epsilon_spent=float(epsilon_spent),

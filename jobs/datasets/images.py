@@ -37,29 +37,25 @@ def _refuse(dataset: str, path: Path, what: str) -> DatasetUnavailable:
 
 # --- MNIST and Fashion-MNIST: LeCun's idx files, gzipped ---------------------------------------
 
+#: The four idx files of the MNIST family, in the order the loader reads them.
+IDX_FILE_NAMES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                  "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+
+
+def idx_files(mirror: str, md5s: tuple[str, str, str, str]) -> tuple[RemoteFile, ...]:
+    """The four idx files as served by `mirror`, with their MD5s in IDX_FILE_NAMES order."""
+    return tuple(RemoteFile(name, mirror + name, md5) for name, md5 in zip(IDX_FILE_NAMES, md5s))
+
+
 MNIST_MIRROR = "https://ossci-datasets.s3.amazonaws.com/mnist/"
-MNIST_FILES = (
-    RemoteFile("train-images-idx3-ubyte.gz", MNIST_MIRROR + "train-images-idx3-ubyte.gz",
-               "f68b3c2dcbeaaa9fbdd348bbdeb94873"),
-    RemoteFile("train-labels-idx1-ubyte.gz", MNIST_MIRROR + "train-labels-idx1-ubyte.gz",
-               "d53e105ee54ea40749a09fcbcd1e9432"),
-    RemoteFile("t10k-images-idx3-ubyte.gz", MNIST_MIRROR + "t10k-images-idx3-ubyte.gz",
-               "9fb629c4189551a2d022fa330f9573f3"),
-    RemoteFile("t10k-labels-idx1-ubyte.gz", MNIST_MIRROR + "t10k-labels-idx1-ubyte.gz",
-               "ec29112dd5afa0611ce80d1b7f02629c"),
-)
+MNIST_FILES = idx_files(MNIST_MIRROR, (
+    "f68b3c2dcbeaaa9fbdd348bbdeb94873", "d53e105ee54ea40749a09fcbcd1e9432",
+    "9fb629c4189551a2d022fa330f9573f3", "ec29112dd5afa0611ce80d1b7f02629c"))
 
 FASHION_MNIST_MIRROR = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
-FASHION_MNIST_FILES = (
-    RemoteFile("train-images-idx3-ubyte.gz", FASHION_MNIST_MIRROR + "train-images-idx3-ubyte.gz",
-               "8d4fb7e6c68d591d4c3dfef9ec88bf0d"),
-    RemoteFile("train-labels-idx1-ubyte.gz", FASHION_MNIST_MIRROR + "train-labels-idx1-ubyte.gz",
-               "25c81989df183df01b3e8a0aad5dffbe"),
-    RemoteFile("t10k-images-idx3-ubyte.gz", FASHION_MNIST_MIRROR + "t10k-images-idx3-ubyte.gz",
-               "bef4ecab320f06d8554ea6380940ec79"),
-    RemoteFile("t10k-labels-idx1-ubyte.gz", FASHION_MNIST_MIRROR + "t10k-labels-idx1-ubyte.gz",
-               "bb300cfdad3c16e7a12a480ee83cd310"),
-)
+FASHION_MNIST_FILES = idx_files(FASHION_MNIST_MIRROR, (
+    "8d4fb7e6c68d591d4c3dfef9ec88bf0d", "25c81989df183df01b3e8a0aad5dffbe",
+    "bef4ecab320f06d8554ea6380940ec79", "bb300cfdad3c16e7a12a480ee83cd310"))
 
 #: Where Debian's `dataset-fashion-mnist` package installs the four files.  Debian re-gzipped them
 #: (no file name, its own timestamp in the gzip header), so the .gz checksums differ from
