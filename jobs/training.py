@@ -10,12 +10,11 @@ worker killed mid-training costs at most one epoch when Ray retries the task.
 
 from __future__ import annotations
 
+import io
 import math
-import os
 import warnings
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Optional, Protocol
 
 import numpy as np
 import torch
@@ -54,6 +53,16 @@ class TrainedModel:
     train_size: int
     # The best test accuracy after any epoch (Thudi et al. report it beside the final one).
     best_test_accuracy: float = math.nan
+    # The epoch each resumed attempt started from: one entry per interruption survived.
+    resumed_from: list[int] = field(default_factory=list)
+
+
+class Checkpoint(Protocol):
+    """Where training keeps its per-epoch state (the artifact store provides one per model)."""
+
+    def load(self) -> Optional[bytes]: ...
+
+    def save(self, payload: bytes) -> None: ...
 
 
 def draw_mask(pool_size: int, rate: float, seed: int, complement: bool) -> np.ndarray:
@@ -95,7 +104,7 @@ def _train(
     mask: np.ndarray,
     seed: int,
     device: torch.device,
-    checkpoint: Optional[Path] = None,
+    checkpoint: Optional[Checkpoint] = None,
 ) -> TrainedModel:
     torch.manual_seed(seed)  # drives shuffling, Poisson batches and DP noise alike
     train_x = torch.as_tensor(data.pool_x[mask])
@@ -123,7 +132,7 @@ def _train(
                 poisson_sampling=True,
             )
 
-    start_epoch, steps, best = _resume(checkpoint, model, optimizer, engine)
+    start_epoch, steps, best, resumed_from = _resume(checkpoint, model, optimizer, engine)
     plain = model._module if hasattr(model, "_module") else model
     last = math.nan  # test accuracy after the last epoch trained here
     for epoch in range(start_epoch, settings.epochs):
@@ -138,7 +147,8 @@ def _train(
         last = _accuracy(plain, data.test_x, data.test_y, device)
         best = max(best, last)
         if checkpoint is not None:
-            _save_checkpoint(checkpoint, epoch + 1, steps, best, model, optimizer, engine)
+            _save_checkpoint(checkpoint, epoch + 1, steps, best, resumed_from, model, optimizer,
+                             engine)
 
     epsilon_spent = (engine.accountant.get_epsilon(delta=settings.delta, **_accountant_options(settings))
                      if engine is not None else math.inf)
@@ -156,6 +166,7 @@ def _train(
         epsilon_spent=float(epsilon_spent),
         train_size=int(mask.sum()),
         best_test_accuracy=best if best > -math.inf else math.nan,  # no test set: NaN
+        resumed_from=resumed_from,
     )
 
 
@@ -184,7 +195,7 @@ def calibrate_noise(settings: TrainSettings, sample_rate: float) -> float:
 
 
 def train_model(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, seed: int,
-                device: torch.device, checkpoint: Optional[Path] = None) -> TrainedModel:
+                device: torch.device, checkpoint: Optional[Checkpoint] = None) -> TrainedModel:
     """Train on the pool records in `mask`, resuming from `checkpoint` when one exists."""
     with warnings.catch_warnings():
         for message in _HARMLESS_WARNINGS:
@@ -192,31 +203,36 @@ def train_model(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, s
         return _train(settings, data, mask, seed, device, checkpoint)
 
 
-def _save_checkpoint(path: Path, epoch: int, steps: int, best: float, model, optimizer,
-                     engine) -> None:
+def _save_checkpoint(checkpoint: Checkpoint, epoch: int, steps: int, best: float,
+                     resumed_from: list[int], model, optimizer, engine) -> None:
     state = {
         "epoch": epoch,
         "steps": steps,
         "best_test_accuracy": best,
+        "resumed_from": list(resumed_from),
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "accountant": engine.accountant.state_dict() if engine is not None else None,
         "torch_rng": torch.get_rng_state(),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + f".{os.getpid()}.part")
-    torch.save(state, partial)
-    partial.replace(path)
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    checkpoint.save(buffer.getvalue())
 
 
-def _resume(path: Optional[Path], model, optimizer, engine) -> tuple[int, int, float]:
-    """(epochs done, steps done, best test accuracy so far), restoring every state it saved."""
-    if path is None or not path.exists():
-        return 0, 0, -math.inf
-    state = torch.load(path, weights_only=True)
+def _resume(checkpoint: Optional[Checkpoint], model, optimizer,
+            engine) -> tuple[int, int, float, list[int]]:
+    """(epochs done, steps done, best test accuracy so far, epochs resumed from), restoring every
+    state it saved; without a (readable) checkpoint, a fresh start."""
+    payload = checkpoint.load() if checkpoint is not None else None
+    if payload is None:
+        return 0, 0, -math.inf, []
+    state = torch.load(io.BytesIO(payload), weights_only=True)
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     if engine is not None and state["accountant"] is not None:
         engine.accountant.load_state_dict(state["accountant"])
     torch.set_rng_state(state["torch_rng"])
-    return int(state["epoch"]), int(state["steps"]), float(state["best_test_accuracy"])
+    epoch = int(state["epoch"])
+    return epoch, int(state["steps"]), float(state["best_test_accuracy"]), \
+        [*state["resumed_from"], epoch]

@@ -2,31 +2,47 @@
 
 With no experiment the quickstart runs: real MNIST digits that install with the package, on
 the CPU, in minutes.  Hydra composes the config (`conf/`); `--help` lists every group.
+
+Before Hydra's own entry point runs, `preflight` composes the same configuration and checks all
+of it: a refused one prints one `error:` message naming every problem (the field, the value
+given, what is allowed) and exits with code 2, before Ray starts and before anything is written.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import sys
+import typing
+from pathlib import Path
+from typing import Any, Optional
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import (ConfigAttributeError, ConfigKeyError, OmegaConfBaseException,
+                              ValidationError)
 
 from jobs.data import DatasetUnavailable
-from sweeper.config import ConfigError, register_schema, to_sweep_config
-from sweeper.frontier import format_table
-from sweeper.runner import run_sweep
+from sweeper.config import (ConfigError, SweepConfig, did_you_mean, register_schema, to_sweep_config,
+                            validate)
+from sweeper.scale import scaled
 
 register_schema()
 
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+CONFIG_NAME = "config"
+
 
 def _report(result) -> None:
+    from sweeper.frontier import format_table
+
     print()
     print(format_table(result.results))
     print()
     print(f"done in {result.seconds:.1f} s: trained {result.models_trained} of "
           f"{result.models_total} models, computed {result.cells_computed} of "
           f"{result.cells_total} cells")
-    print(f"results (Parquet): {result.sweep_dir / 'cells'}")
+    print(f"results (Parquet): {result.sweep_dir}  (one file per cell under cells/)")
     if result.plot_path is not None:
         print(f"frontier plot:     {result.plot_path}")
         print(f"frontier table:    {result.csv_path}")
@@ -41,6 +57,8 @@ def _report(result) -> None:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(raw: DictConfig) -> None:
+    from sweeper.runner import run_sweep  # Ray, MLflow: imported once the configuration passed
+
     try:
         cfg = to_sweep_config(raw)
         result = run_sweep(cfg)
@@ -60,6 +78,257 @@ def _with_default_experiment(argv: list[str]) -> list[str]:
     return argv if names_one or asks_help else [*argv, "+experiment=quickstart"]
 
 
+# --------------------------------------------------------------------------------------------
+# Preflight: the whole configuration, checked before Ray starts.
+
+
+def preflight(overrides: list[str], config_name: str = CONFIG_NAME) -> SweepConfig:
+    """The configuration `python -m sweeper OVERRIDES` would run, composed and validated.
+
+    Raises ConfigError naming every problem at once: overrides Hydra cannot parse or merge (types,
+    unknown keys, unknown config group options), each with the field, the value given, what is
+    allowed and the close matches; then everything `validate` checks on the configuration at its
+    `scale`.  Composes in memory only: nothing is written, Ray is not started.  Returns the
+    configuration as given (`run_sweep` applies `scale` itself).
+    """
+    overrides = _with_default_experiment(list(overrides))
+    problems: list[str] = []
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="sweeper"):
+        def attempt(candidate: list[str]) -> DictConfig:
+            return compose(config_name=config_name, overrides=candidate)
+
+        try:
+            raw = attempt(overrides)
+        except Exception:  # noqa: BLE001 - Hydra raises many kinds; each override is retried below
+            # Hydra stops at its first problem: add the overrides one at a time, so every bad one is
+            # named and the good ones are still validated.  Experiments first: they set defaults.
+            accepted: list[str] = []
+            latest: Optional[DictConfig] = None  # the composition of `accepted`, once it has one
+            ordered = sorted(overrides, key=lambda o: not o.lstrip("+~").startswith("experiment="))
+            for override in ordered:
+                try:
+                    latest = attempt([*accepted, override])
+                    accepted.append(override)
+                except Exception as error:  # noqa: BLE001
+                    problems.append(_describe(override, error))
+            raw = latest if latest is not None else attempt([])
+
+    data = OmegaConf.to_container(raw, resolve=False)
+    problems += _strip_unknown_keys(data, SweepConfig, "")  # `+key=value` appends past the schema
+    try:
+        cfg = to_sweep_config(OmegaConf.create(data))
+    except OmegaConfBaseException as error:  # e.g. an interpolation ${…} that resolves to nothing
+        raise ConfigError([*problems, _omegaconf_problem(error, data)]) from None
+    try:
+        validate(scaled(cfg))
+    except ConfigError as refused:
+        problems += refused.problems
+    if problems:
+        raise ConfigError(problems)
+    return cfg
+
+
+_USERINFO_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^@\s/]*@")
+_SECRET_ASSIGNMENT = re.compile(  # AWS_SECRET_ACCESS_KEY=…, token=…; not Hydra's own "key=value"
+    r"(\b(?!key=)\w*(?:key|secret|password|passwd|token|credential)\w*=)[^&\s'\"]+", re.IGNORECASE)
+
+
+def _scrubbed(text: str) -> str:
+    """`text` with URI passwords and credential-like `name=value` values replaced by ***."""
+    return _SECRET_ASSIGNMENT.sub(r"\1***", _USERINFO_PASSWORD.sub(r"\1***@", text))
+
+
+def _describe(override: str, error: BaseException) -> str:
+    """One line for an override Hydra refused: the field, the value given, what is allowed.
+
+    What the user typed and what Hydra says about it are echoed with URI passwords and
+    credential-like values (…_KEY=, token=) masked: this line lands in terminals and CI logs.
+    """
+    from hydra.errors import MissingConfigException, OverrideParseException
+
+    given = _scrubbed(override)
+    if isinstance(error, MissingConfigException) and error.options is not None and error.missing_cfg_file:
+        group, _, option = error.missing_cfg_file.rpartition("/")
+        options = sorted(error.options)
+        return (f"{given}: {group} has no option {option!r}; known options are {options}"
+                f"{did_you_mean(option, options)}")
+    if isinstance(error, OverrideParseException):
+        return (f"{given}: cannot be read ({_scrubbed(error.message.splitlines()[0])}); write "
+                "key=value, a list as key=[a,b], ∞ as inf, a value with spaces, commas or '=' "
+                "in quotes: key='a=b'")
+    cause = error.__cause__
+    if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and getattr(cause, "full_key", None):
+        return f"{given}: {_unknown_key(str(cause.full_key))}"
+    if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
+        key = str(cause.full_key)
+        reason = _scrubbed(str(cause.msg).splitlines()[0])
+        return f"{given}: {reason}; {key} takes {_expected(key)}"
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{given}: " + _scrubbed("; ".join(lines or [type(error).__name__]))
+
+
+def _omegaconf_problem(error: OmegaConfBaseException, data: dict) -> str:
+    """`name='${oops}': Interpolation key 'oops' not found` (the key, its raw value, why)."""
+    key = str(getattr(error, "full_key", None) or "")
+    value: Any = data
+    for part in key.split(".") if key else []:
+        value = value.get(part) if isinstance(value, dict) else None
+    given = f"{key}={value!r}" if key and value is not None else (key or "configuration")
+    return _scrubbed(f"{given}: {str(getattr(error, 'msg', error)).splitlines()[0]}")
+
+
+def _schema_node(path: list[str]) -> Optional[type]:
+    """The dataclass at `path` (keys from the top) of the schema, or None if it is not one."""
+    node: Any = SweepConfig
+    for key in path:
+        hints = _fields(node) if dataclasses.is_dataclass(node) else {}
+        if key not in hints:
+            return None
+        node = hints[key]
+    return node if dataclasses.is_dataclass(node) else None
+
+
+def _is_mapping_field(path: list[str]) -> bool:
+    owner = _schema_node(path[:-1]) if path else None
+    kind = _fields(owner).get(path[-1]) if owner is not None else None
+    return kind is dict or typing.get_origin(kind) is dict
+
+
+def _fields(schema: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(schema)
+    return {f.name: hints[f.name] for f in dataclasses.fields(schema)}
+
+
+def _unknown_key(full_key: str) -> str:
+    """`grid.epsilonn is not a key of the configuration; did you mean 'grid.epsilon'? …`."""
+    parts = full_key.replace("[", ".").replace("]", "").split(".")
+    parent, key = parts[:-1], parts[-1]
+    schema = _schema_node(parent)
+    where = ".".join(parent) or "the top level"
+    if schema is None:
+        if _is_mapping_field(parent):  # a free mapping (cluster.runtime_env): Hydra wants a +
+            return (f"{where} is a mapping without {key!r} yet: add the key with "
+                    f"+{full_key}=…, or give the whole mapping with ++{where}={{…}}")
+        return f"{full_key} is not a key of the configuration"
+    known = list(_fields(schema))
+    prefix = "".join(f"{p}." for p in parent)
+    return (f"{full_key} is not a key of the configuration"
+            f"{did_you_mean(key, known, prefix)}; {where} takes {known}")
+
+
+def _expected(full_key: str) -> str:
+    """What the schema takes at `full_key` ('grid.epsilon[0]'), in words."""
+    parts = full_key.replace("[", ".[").split(".")
+    node: Any = SweepConfig
+    for part in parts:
+        if part.startswith("["):
+            args = typing.get_args(node)
+            node = args[0] if args else Any
+        elif dataclasses.is_dataclass(node) and part in _fields(node):
+            node = _fields(node)[part]
+        else:
+            return "a value of the schema's type"
+    return _type_words(node)
+
+
+def _type_words(kind: Any) -> str:
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is typing.Union and type(None) in args:
+        inner = [a for a in args if a is not type(None)]
+        return f"{_type_words(inner[0])} or null"
+    if origin is list:
+        element = _type_words(args[0]) if args else "values"
+        plural = {"an integer": "integers", "a number": "numbers (inf allowed)",
+                  "a string": "strings", "true or false": "booleans"}.get(element, element)
+        return f"a list of {plural}, e.g. [a,b]"
+    if origin is dict or kind is dict:
+        return "a mapping, e.g. {key: value}"
+    if dataclasses.is_dataclass(kind):
+        return f"a mapping with keys {list(_fields(kind))}"
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
+        kind, getattr(kind, "__name__", str(kind)))
+
+
+def _strip_unknown_keys(data: dict, schema: type, prefix: str) -> list[str]:
+    """Remove keys the schema does not have (added with `+key=…`), one problem for each."""
+    problems = []
+    fields = _fields(schema)
+    for key in list(data):
+        kind = fields.get(str(key))
+        if kind is None:
+            problems.append(f"+{prefix}{key}={data.pop(key)!r}: {_unknown_key(prefix + str(key))}")
+        elif dataclasses.is_dataclass(kind) and isinstance(data[key], dict):
+            problems += _strip_unknown_keys(data[key], kind, f"{prefix}{key}.")
+    return problems
+
+
+def _only_prints(args: Any) -> bool:
+    """Help, info, the config printed, shell completion: nothing runs, nothing to refuse."""
+    return bool(args.help or args.hydra_help or args.info or args.cfg or args.shell_completion
+                or args.experimental_rerun)
+
+
+def _preflight_jobs(args: Any) -> list[str]:
+    """Every problem of the command line: of its one run, or of each job of a --multirun."""
+    if not args.multirun:
+        try:
+            preflight(args.overrides, args.config_name or CONFIG_NAME)
+        except ConfigError as refused:
+            return refused.problems
+        return []
+    # --multirun: each job of the sweep (a=1,2 b=x,y → four) is composed and checked here, so a bad
+    # job is refused before the first one starts.  Sweeps the basic sweeper cannot expand (glob,
+    # interval) are left to Hydra; run_sweep validates each job again before its Ray starts.
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(args.overrides)
+        jobs = BasicSweeper.split_arguments(parsed, None)[0]
+    except OverrideParseException as error:
+        return [_describe(error.override, error)]
+    except Exception:  # noqa: BLE001
+        return []
+    swept = {o.get_key_element() for o in parsed if o.is_sweep_override()}
+    found: list[list[str]] = []
+    for job in jobs:
+        try:
+            preflight(job, args.config_name or CONFIG_NAME)
+            found.append([])
+        except ConfigError as refused:
+            found.append(refused.problems)
+    everywhere = set.intersection(*(set(p) for p in found)) if found else set()
+    problems = [p for p in found[0] if p in everywhere] if found else []
+    for index, (job, job_problems) in enumerate(zip(jobs, found)):
+        label = " ".join(o for o in job if o.split("=", 1)[0] in swept)
+        problems += [f"job #{index} ({label}): {p}" for p in job_problems if p not in everywhere]
+    return problems
+
+
+def check_command_line(argv: list[str]) -> list[str]:
+    """The problems of the configuration this command line would run ([] when there are none, or
+    when it only prints: --help, --info, --cfg …; or names another config tree with -cp/-cd,
+    which run_sweep still validates)."""
+    if "--version" in argv:
+        return []
+    from hydra._internal.utils import get_args_parser
+
+    args = get_args_parser().parse_args(argv)
+    if _only_prints(args) or args.config_path or args.config_dir:
+        return []
+    return _preflight_jobs(args)
+
+
 if __name__ == "__main__":
     sys.argv = [sys.argv[0], *_with_default_experiment(sys.argv[1:])]
+    refused = check_command_line(sys.argv[1:])
+    if refused:
+        print(f"error: {ConfigError(refused)}", file=sys.stderr)
+        sys.exit(2)
     main()

@@ -7,10 +7,15 @@ express (ranges, names, combinations) and reports every problem at once, before 
 
 from __future__ import annotations
 
+import difflib
 import math
+import os
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
+from urllib.parse import urlsplit
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -20,7 +25,9 @@ from jobs.data import IMAGE_DATASETS, LOADERS
 from jobs.models import ARCHITECTURES, MEMBERSHIP_MECHANISM, MODEL_NAMES, build_model
 from jobs.policies import OBJECTIVES, POLICIES, CalibrationSettings
 from sweeper.bounds import BOUND_FORMS, epsilon_for_precision
+from sweeper.credentials import looks_secret, redact, uri_credentials
 from sweeper.reports import REPORTS
+from sweeper.store import is_uri
 
 #: Attacks that read an exact mechanism's release rather than a network's logits.
 MECHANISM_ATTACKS = tuple(name for name, attack in ATTACKS.items() if attack.reads_release)
@@ -29,8 +36,14 @@ ACCOUNTANTS = ("rdp", "prv", "gdp")
 OPTIMIZERS = ("sgd", "adam")
 SCALES = ("full", "smoke")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-
-
+LIRA_VARIANCES = ("auto", "global", "per_record")
+#: Where the store may live besides a local path (pyarrow file systems).
+STORE_SCHEMES = ("file", "s3", "gs")
+#: The keys `ray.init(runtime_env=...)` understands (Ray 2.60's RuntimeEnv fields and plugins).
+RUNTIME_ENV_KEYS = ("working_dir", "py_modules", "py_executable", "pip", "uv", "conda", "env_vars",
+                    "excludes", "container", "image_uri", "config", "java_jars",
+                    "worker_process_setup_hook", "nsight", "mpi")
+#: A variable, query parameter or key whose name holds one of these is taken for a credential.
 @dataclass
 class DatasetConfig:
     name: str = "mnist_subset"
@@ -125,6 +138,12 @@ class ClusterConfig:
     include_dashboard: bool = True
     dashboard_host: str = "127.0.0.1"
     dashboard_port: int = 8265
+    # A Ray runtime environment for every task, passed to ray.init (e.g. {working_dir: ., excludes:
+    # [runs]}).  It shows in the Ray dashboard: credentials belong on the nodes, not in env_vars.
+    runtime_env: dict[str, Any] = field(default_factory=dict)
+    # Ship this checkout's `sweeper` and `jobs` packages to the workers (runtime_env py_modules),
+    # for clusters whose nodes do not have the project installed, or have an older copy.
+    ship_project: bool = False
 
 
 @dataclass
@@ -148,6 +167,9 @@ class SweepConfig:
     scale: str = "full"
     # The figures this experiment draws besides the frontier (`sweeper.reports`).
     report: str = "frontier"
+    # A sweep whose grid has more cells (ε × δ × p × attack × policy × trial) is refused: raise it
+    # on purpose, not by a typo in a grid axis.
+    max_cells: int = 20000
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -181,66 +203,143 @@ def to_sweep_config(cfg: DictConfig | SweepConfig) -> SweepConfig:
     return OmegaConf.to_object(merged)  # type: ignore[return-value]
 
 
+Check = Callable[[bool, str], None]
+
+
 def validate(cfg: SweepConfig) -> None:
-    """Raise ConfigError naming every problem (field, value, what is allowed)."""
+    """Raise ConfigError naming every problem (field, value, what is allowed).
+
+    Pure but for two looks at this machine: whether `store.root` could be written (nothing is
+    created), and whether it has the GPU that local Ray would need.
+    """
     problems: list[str] = []
 
     def check(ok: bool, message: str) -> None:
         if not ok:
             problems.append(message)
 
-    check(bool(NAME_PATTERN.match(cfg.name)),
-          f"name={cfg.name!r}: use letters, digits, '_', '-', '.' (it becomes a folder name)")
+    for section in (_check_names, _check_dataset, _check_grid_section, _check_shadow_and_attack,
+                    _check_policy_and_metrics, _check_train, _check_resources, _check_cluster,
+                    _check_store, _check_tracking):
+        section(cfg, check)
+    if problems:
+        raise ConfigError(problems)
+
+
+def did_you_mean(value: object, known: Iterable[str], prefix: str = "") -> str:
+    """"; did you mean 'x'?" for the known names close to `value` (typos, prefixes), or "".
+
+    Names are matched bare and shown with `prefix` ("grid." → 'grid.epsilon').
+    """
+    text, known = str(value), [str(name) for name in known]
+    close = difflib.get_close_matches(text, known, n=3, cutoff=0.6)
+    if len(text) >= 3:
+        close += [name for name in known if name.startswith(text) and name not in close]
+    if not close:
+        return ""
+    names = [repr(prefix + name) for name in close[:3]]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    return f"; did you mean {listed}?"
+
+
+def _unknown(field_name: str, value: object, known: Iterable[str], what: str) -> str:
+    known = list(known)
+    return f"{field_name}={value!r}: unknown; known {what} are {known}{did_you_mean(value, known)}"
+
+
+def _check_names(cfg: SweepConfig, check: Check) -> None:
+    check(isinstance(cfg.name, str) and bool(NAME_PATTERN.match(cfg.name)),
+          f"name={cfg.name!r}: use 1 to 100 letters, digits, '_', '-', '.', starting with a letter or "
+          "digit (it becomes a folder name: no '/', no leading '.' or '..')")
     check(cfg.dataset.name in LOADERS,
-          f"dataset.name={cfg.dataset.name!r}: known datasets are {sorted(LOADERS)}")
+          _unknown("dataset.name", cfg.dataset.name, sorted(LOADERS), "datasets"))
     check(cfg.model.name in MODEL_NAMES,
-          f"model.name={cfg.model.name!r}: known models are {sorted(MODEL_NAMES)}")
+          _unknown("model.name", cfg.model.name, sorted(MODEL_NAMES), "models"))
+    check(cfg.scale in SCALES, _unknown("scale", cfg.scale, SCALES, "scales"))
+    check(cfg.report in REPORTS, _unknown("report", cfg.report, sorted(REPORTS), "reports"))
+    check(cfg.seed >= 0, f"seed={cfg.seed}: must be ≥ 0 (it seeds NumPy's generators)")
+
+
+def _check_dataset(cfg: SweepConfig, check: Check) -> None:
+    data = cfg.dataset
     _check_mechanism_pairing(cfg, check)
-    _check_model_fits_records(cfg, check)
-    check(cfg.dataset.test_size > 0, f"dataset.test_size={cfg.dataset.test_size}: must be > 0")
-    check(cfg.dataset.eval_records > 0,
-          f"dataset.eval_records={cfg.dataset.eval_records}: must be > 0")
-    check(cfg.dataset.members is None or cfg.dataset.pool_size is None,
-          f"dataset.members={cfg.dataset.members}, dataset.pool_size={cfg.dataset.pool_size}: "
+    shape_ok = len(data.input_shape) > 0 and all(d > 0 for d in data.input_shape)
+    check(shape_ok, f"dataset.input_shape={list(data.input_shape)}: must list at least one size, "
+                    "each > 0 (e.g. [1, 28, 28] for images, [107] for tabular records)")
+    classes = 1 if cfg.model.name == MEMBERSHIP_MECHANISM else 2  # the mechanism classifies nothing
+    check(data.num_classes >= classes, f"dataset.num_classes={data.num_classes}: must be ≥ {classes}"
+                                       + (" for a classifier" if classes == 2 else ""))
+    if shape_ok and data.num_classes >= classes:
+        _check_model_fits_records(cfg, check)
+    check(data.data_dir.strip() != "", "dataset.data_dir='': give a folder (default ~/.cache/sweeper/data)")
+    check(data.test_size > 0, f"dataset.test_size={data.test_size}: must be > 0")
+    check(data.eval_records > 0, f"dataset.eval_records={data.eval_records}: must be > 0")
+    check(data.members is None or data.pool_size is None,
+          f"dataset.members={data.members}, dataset.pool_size={data.pool_size}: "
           "give at most one (members sets each model's pool from its p)")
-    if cfg.dataset.members is not None:
-        check(cfg.dataset.members >= cfg.dataset.eval_records,
-              f"dataset.members={cfg.dataset.members}: must be ≥ dataset.eval_records "
-              f"({cfg.dataset.eval_records}), since every pool holds the evaluation records")
-    if cfg.dataset.pool_size is not None:
-        check(cfg.dataset.pool_size >= cfg.dataset.eval_records,
-              f"dataset.pool_size={cfg.dataset.pool_size}: must be ≥ dataset.eval_records "
-              f"({cfg.dataset.eval_records})")
+    if data.members is not None:
+        check(data.members >= data.eval_records,
+              f"dataset.members={data.members}: must be ≥ dataset.eval_records "
+              f"({data.eval_records}), since every pool holds the evaluation records")
+    if data.pool_size is not None:
+        check(data.pool_size >= data.eval_records,
+              f"dataset.pool_size={data.pool_size}: must be ≥ dataset.eval_records "
+              f"({data.eval_records})")
 
+
+def _check_grid_section(cfg: SweepConfig, check: Check) -> None:
     _check_grid(cfg.grid, check, cfg)
+    check(cfg.max_cells >= 1, f"max_cells={cfg.max_cells}: must be ≥ 1")
+    axes = grid_axes(cfg.grid)
+    cells = math.prod(axes.values())
+    if cfg.max_cells >= 1 and cells > cfg.max_cells:
+        sizes = " × ".join(f"{n} {axis}" for axis, n in axes.items())
+        check(False, f"grid: {sizes} = {cells} cells, over max_cells={cfg.max_cells}; shrink an axis, "
+                     f"or raise max_cells on purpose (e.g. max_cells={cells}); every attack is "
+                     "counted with every policy, an upper bound for PDTP, which has no policy")
 
+
+def grid_axes(grid: GridConfig) -> dict[str, int]:
+    """The number of values on each axis of the grid, as the planner crosses them."""
+    return {"ε": len(grid.epsilon) or len(grid.precision_target), "δ": len(grid.delta),
+            "p": len(grid.p) or len(grid.gamma), "attack": len(grid.attack),
+            "policy": len(grid.policy), "trial": len(grid.trial)}
+
+
+def _check_shadow_and_attack(cfg: SweepConfig, check: Check) -> None:
     check(cfg.shadow.count >= 2 and cfg.shadow.count % 2 == 0,
           f"shadow.count={cfg.shadow.count}: must be an even number ≥ 2 (complementary mask pairs)")
     check(0 < cfg.shadow.p < 1, f"shadow.p={cfg.shadow.p}: must be in (0, 1)")
-    check(cfg.attack.lira_variance in ("auto", "global", "per_record"),
-          f"attack.lira_variance={cfg.attack.lira_variance!r}: use auto, global or per_record")
-    augmenting = cfg.attack.augment_flip or cfg.attack.augment_shift != 0
-    check(cfg.attack.augment_shift >= 0,
-          f"attack.augment_shift={cfg.attack.augment_shift}: must be ≥ 0 (pixels)")
+    attack = cfg.attack
+    check(attack.lira_variance in LIRA_VARIANCES,
+          _unknown("attack.lira_variance", attack.lira_variance, LIRA_VARIANCES, "variances"))
+    augmenting = attack.augment_flip or attack.augment_shift != 0
+    check(attack.augment_shift >= 0,
+          f"attack.augment_shift={attack.augment_shift}: must be ≥ 0 (pixels)")
     check(not augmenting or cfg.dataset.name in IMAGE_DATASETS,
           f"attack.augment_flip/augment_shift: query augmentations need an image dataset "
           f"({list(IMAGE_DATASETS)}); dataset.name={cfg.dataset.name!r}")
-    check(cfg.attack.loss_bound is None or cfg.attack.loss_bound > 0,
-          f"attack.loss_bound={cfg.attack.loss_bound}: must be > 0 (or null)")
-    check(cfg.attack.merlin_perturbations >= 1,
-          f"attack.merlin_perturbations={cfg.attack.merlin_perturbations}: must be ≥ 1")
-    check(cfg.attack.merlin_sigma > 0, f"attack.merlin_sigma={cfg.attack.merlin_sigma}: must be > 0")
-    check(cfg.attack.pdtp_records >= 1, f"attack.pdtp_records={cfg.attack.pdtp_records}: must be ≥ 1")
-    check(cfg.attack.pdtp_seeds >= 1, f"attack.pdtp_seeds={cfg.attack.pdtp_seeds}: must be ≥ 1")
-    check(0 <= cfg.attack.morgan_min_tpr < 1,
-          f"attack.morgan_min_tpr={cfg.attack.morgan_min_tpr}: must be in [0, 1)")
-    check(0 < cfg.attack.morgan_fpr < 1, f"attack.morgan_fpr={cfg.attack.morgan_fpr}: must be in (0, 1)")
-    check(0 < cfg.attack.loss_clamp < 1,
-          f"attack.loss_clamp={cfg.attack.loss_clamp}: must be in (0, 1)")
+    check(attack.loss_bound is None or attack.loss_bound > 0,
+          f"attack.loss_bound={attack.loss_bound}: must be > 0 (or null)")
+    check(attack.merlin_perturbations >= 1,
+          f"attack.merlin_perturbations={attack.merlin_perturbations}: must be ≥ 1")
+    check(attack.merlin_sigma > 0, f"attack.merlin_sigma={attack.merlin_sigma}: must be > 0")
+    check(attack.pdtp_records >= 1, f"attack.pdtp_records={attack.pdtp_records}: must be ≥ 1")
+    check(attack.pdtp_seeds >= 1, f"attack.pdtp_seeds={attack.pdtp_seeds}: must be ≥ 1")
+    check(0 <= attack.morgan_min_tpr < 1,
+          f"attack.morgan_min_tpr={attack.morgan_min_tpr}: must be in [0, 1)")
+    check(0 < attack.morgan_fpr < 1, f"attack.morgan_fpr={attack.morgan_fpr}: must be in (0, 1)")
+    check(0 < attack.loss_clamp < 1, f"attack.loss_clamp={attack.loss_clamp}: must be in (0, 1)")
+    for key in ("seed", "merlin_seed"):
+        value = getattr(attack, key)
+        check(value >= 0, f"attack.{key}={value}: must be ≥ 0 (it seeds NumPy's generators)")
+
+
+def _check_policy_and_metrics(cfg: SweepConfig, check: Check) -> None:
     check(0 < cfg.metrics.tpr_floor <= 1,
           f"metrics.tpr_floor={cfg.metrics.tpr_floor}: must be in (0, 1]")
     check(cfg.calibration.objective in OBJECTIVES,
-          f"calibration.objective={cfg.calibration.objective!r}: use one of {list(OBJECTIVES)}")
+          _unknown("calibration.objective", cfg.calibration.objective, OBJECTIVES, "objectives"))
     check(0 < cfg.calibration.fpr < 1, f"calibration.fpr={cfg.calibration.fpr}: must be in (0, 1)")
     if "calibrated" in cfg.grid.policy:
         lira = [a for a in cfg.grid.attack if a.startswith("lira")]
@@ -250,48 +349,189 @@ def validate(cfg: SweepConfig) -> None:
     check(0 < cfg.metrics.violation_alpha < 1,
           f"metrics.violation_alpha={cfg.metrics.violation_alpha}: must be in (0, 1)")
     check(cfg.metrics.bound_form in BOUND_FORMS,
-          f"metrics.bound_form={cfg.metrics.bound_form!r}: use one of {list(BOUND_FORMS)}")
+          _unknown("metrics.bound_form", cfg.metrics.bound_form, BOUND_FORMS, "forms"))
 
+
+def _check_train(cfg: SweepConfig, check: Check) -> None:
     train = cfg.train
     check(train.epochs >= 1, f"train.epochs={train.epochs}: must be ≥ 1")
     check(train.batch_size >= 1, f"train.batch_size={train.batch_size}: must be ≥ 1")
-    check(train.lr > 0, f"train.lr={train.lr}: must be > 0")
+    check(train.lr > 0 and math.isfinite(train.lr), f"train.lr={train.lr}: must be > 0 and finite")
     check(0 <= train.momentum < 1, f"train.momentum={train.momentum}: must be in [0, 1)")
-    check(train.max_grad_norm > 0, f"train.max_grad_norm={train.max_grad_norm}: must be > 0")
-    check(train.optimizer in OPTIMIZERS,
-          f"train.optimizer={train.optimizer!r}: use one of {list(OPTIMIZERS)}")
-    check(cfg.scale in SCALES, f"scale={cfg.scale!r}: use one of {list(SCALES)}")
-    check(cfg.report in REPORTS, f"report={cfg.report!r}: known reports are {sorted(REPORTS)}")
+    check(train.max_grad_norm > 0 and math.isfinite(train.max_grad_norm),
+          f"train.max_grad_norm={train.max_grad_norm}: must be > 0 and finite")
+    check(train.optimizer in OPTIMIZERS, _unknown("train.optimizer", train.optimizer, OPTIMIZERS, "optimizers"))
     check(train.accountant in ACCOUNTANTS,
-          f"train.accountant={train.accountant!r}: use one of {list(ACCOUNTANTS)}")
-    check(train.device == "auto" or re.match(r"^(cpu|cuda(:\d+)?|mps)$", train.device) is not None,
-          f"train.device={train.device!r}: use auto, cpu, cuda, cuda:N or mps")
+          _unknown("train.accountant", train.accountant, ACCOUNTANTS, "accountants"))
+    device_ok = train.device == "auto" or re.match(r"^(cpu|cuda(:\d+)?|mps)$", train.device) is not None
+    check(device_ok, f"train.device={train.device!r}: use auto, cpu, cuda, cuda:N or mps"
+                     + did_you_mean(train.device, ("auto", "cpu", "cuda", "mps")))
+    if device_ok and cfg.cluster.address is None and train.device != "auto":
+        kind = train.device.split(":")[0]
+        check(kind not in ("cuda", "mps") or _local_accelerator(kind),
+              f"train.device={train.device!r}: this machine has no {kind.upper()} device and "
+              "cluster.address is null (local Ray); use auto or cpu, or point cluster.address at a "
+              "cluster that has one")
 
+
+def _local_accelerator(kind: str) -> bool:
+    import torch
+
+    if kind == "cuda":
+        return bool(torch.cuda.is_available())
+    return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+
+
+def _check_resources(cfg: SweepConfig, check: Check) -> None:
     for role in ("train", "attack"):
         res: TaskResources = getattr(cfg.resources, role)
-        check(res.num_cpus > 0, f"resources.{role}.num_cpus={res.num_cpus}: must be > 0")
-        check(res.num_gpus >= 0, f"resources.{role}.num_gpus={res.num_gpus}: must be ≥ 0")
+        for kind, least in (("num_cpus", "> 0"), ("num_gpus", "≥ 0")):
+            amount = getattr(res, kind)
+            ok = (amount > 0 if kind == "num_cpus" else amount >= 0) and math.isfinite(amount)
+            check(ok, f"resources.{role}.{kind}={amount}: must be {least}")
+            check(not ok or amount <= 1 or float(amount).is_integer(),
+                  f"resources.{role}.{kind}={amount}: Ray takes fractions only below 1; use a "
+                  "whole number above it")
         check(res.max_retries >= 0, f"resources.{role}.max_retries={res.max_retries}: must be ≥ 0")
-    check(cfg.cluster.dashboard_host != "", "cluster.dashboard_host: must not be empty")
+        if cfg.cluster.address is None and res.num_gpus > 0:
+            check(_local_accelerator("cuda"),
+                  f"resources.{role}.num_gpus={res.num_gpus}: this machine has no GPU and "
+                  "cluster.address is null (local Ray), so no task could start; set it to 0 or "
+                  "point cluster.address at a cluster with GPUs")
 
-    if problems:
-        raise ConfigError(problems)
+
+def _check_cluster(cfg: SweepConfig, check: Check) -> None:
+    cluster = cfg.cluster
+    if cluster.address is not None:
+        address = cluster.address
+        scheme = urlsplit(address).scheme if "://" in address else ""
+        check(address.strip() != "" and not re.search(r"\s", address) and scheme in ("", "ray"),
+              f"cluster.address={address!r}: use null (local Ray), auto, HOST:PORT of the head's GCS "
+              "or ray://HOST:10001 (Ray Client); the dashboard's http:// address is not the cluster's")
+    check(cluster.num_cpus is None or cluster.num_cpus >= 1,
+          f"cluster.num_cpus={cluster.num_cpus}: must be ≥ 1 (or null: all of this machine's)")
+    check(cluster.dashboard_host.strip() != "",
+          "cluster.dashboard_host='': give an interface, e.g. 127.0.0.1 (loopback only)")
+    check(0 <= cluster.dashboard_port <= 65535,
+          f"cluster.dashboard_port={cluster.dashboard_port}: must be a TCP port in 0..65535 "
+          "(0: any free port)")
+    _check_runtime_env(cluster.runtime_env, check)
 
 
-def _check_model_fits_records(cfg: SweepConfig, check: Any) -> None:
+def _check_runtime_env(env: Any, check: Check) -> None:
+    if not isinstance(env, dict):
+        check(False, f"cluster.runtime_env={env!r}: must be a mapping of Ray runtime_env keys")
+        return
+    for key in env:
+        check(key in RUNTIME_ENV_KEYS,
+              f"cluster.runtime_env.{key}: unknown key; Ray's runtime_env takes "
+              f"{list(RUNTIME_ENV_KEYS)}{did_you_mean(key, RUNTIME_ENV_KEYS)}")
+    variables = env.get("env_vars")
+    if variables is None:
+        return
+    if not isinstance(variables, dict):
+        check(False, f"cluster.runtime_env.env_vars={variables!r}: must be a mapping NAME: value")
+        return
+    for name, value in variables.items():
+        check(isinstance(value, str) and bool(re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(name))),
+              f"cluster.runtime_env.env_vars.{name}: names are letters, digits and '_', values are "
+              "strings (quote numbers)")
+        check(not looks_secret(str(name)),
+              f"cluster.runtime_env.env_vars.{name}: looks like a credential; the runtime "
+              "environment is shown in the Ray dashboard and logged with the sweep, so set it "
+              "in the nodes' own environment instead")
+
+
+def _check_store(cfg: SweepConfig, check: Check) -> None:
+    root = cfg.store.root
+    if not root.strip():
+        check(False, "store.root='': give a folder or a URI (file://, s3://, gs://)")
+        return
+    if is_uri(root):
+        parts = urlsplit(root)
+        scheme = parts.scheme.lower()
+        if scheme not in STORE_SCHEMES:
+            check(False, f"store.root={redact(root)!r}: scheme {scheme!r} is not supported; use a "
+                         f"local path or one of {[f'{s}://' for s in STORE_SCHEMES]}")
+            return
+        secrets = uri_credentials(root)
+        check(not secrets, f"store.root={redact(root)!r}: holds credentials ({', '.join(secrets)}), "
+                           "which would land in logs and the MLflow run; use the environment instead "
+                           "(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, GOOGLE_APPLICATION_CREDENTIALS)")
+        if scheme == "file":
+            _check_local_store(parts.path, root, check)
+        else:
+            check(parts.netloc != "", f"store.root={root!r}: name a bucket, {scheme}://BUCKET/PATH")
+        return
+    _check_local_store(root, root, check)
+
+
+def _check_local_store(path: str, given: str, check: Check) -> None:
+    """The folder must be writable, or creatable: its nearest existing ancestor a writable folder.
+
+    Looks only; creates nothing (a refused sweep leaves nothing behind).
+    """
+    target = Path(os.path.abspath(os.path.expanduser(path)))
+    if target.exists():
+        if not target.is_dir():
+            check(False, f"store.root={given!r}: {target} is a file; give a folder")
+        else:
+            check(os.access(target, os.W_OK | os.X_OK),
+                  f"store.root={given!r}: the folder {target} is not writable by this user")
+        return
+    ancestor = target.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        check(False, f"store.root={given!r}: cannot be created, {ancestor} is a file, not a folder")
+    else:
+        check(os.access(ancestor, os.W_OK | os.X_OK),
+              f"store.root={given!r}: cannot be created, {ancestor} is not writable by this user")
+
+
+def _check_tracking(cfg: SweepConfig, check: Check) -> None:
+    tracking = cfg.tracking
+    check(tracking.experiment.strip() != "",
+          "tracking.experiment='': give the MLflow experiment's name (default 'sweeper')")
+    if tracking.uri is None:
+        return
+    check(tracking.uri.strip() != "",
+          "tracking.uri='': use null for the SQLite file under store.root, or an MLflow URI")
+    secrets = uri_credentials(tracking.uri)
+    check(not secrets,
+          f"tracking.uri={redact(tracking.uri)!r}: holds credentials ({', '.join(secrets)}), which "
+          "would land in logs and the sweep's output; put them in MLFLOW_TRACKING_USERNAME / "
+          "MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN; a database: its own password file, "
+          "e.g. ~/.pgpass)")
+
+
+def _check_model_fits_records(cfg: SweepConfig, check: Check) -> None:
     """Build the network once on the dataset's record shape: an image CNN on tabular records, or
     a record too small for its convolutions, is refused here rather than in a worker."""
     if cfg.model.name not in ARCHITECTURES or any(d <= 0 for d in cfg.dataset.input_shape):
         return
+    shape = tuple(cfg.dataset.input_shape)
+    reason = _build_error(cfg.model.name, shape, cfg.dataset.num_classes)
+    if reason is None:
+        return
+    fitting = [name for name in ARCHITECTURES
+               if _build_error(name, shape, cfg.dataset.num_classes) is None]
+    kind = "tabular records" if len(shape) == 1 else "records"
+    check(False, f"model.name={cfg.model.name!r} does not fit dataset.name={cfg.dataset.name!r}, "
+                 f"whose {kind} have shape {list(shape)}"
+                 + (" (it is an image model: it needs (channels, height, width))" if len(shape) != 3 else "")
+                 + f": {reason}; the models that fit are {fitting}")
+
+
+def _build_error(model: str, shape: tuple[int, ...], num_classes: int) -> Optional[str]:
     try:
-        build_model(cfg.model.name, tuple(cfg.dataset.input_shape), cfg.dataset.num_classes)
+        build_model(model, shape, num_classes)
     except (RuntimeError, ValueError, TypeError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        check(False, f"model.name={cfg.model.name!r} does not fit dataset.name={cfg.dataset.name!r}, "
-                     f"whose records have shape {list(cfg.dataset.input_shape)}: {reason}")
+        return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return None
 
 
-def _check_targets_reachable(grid: GridConfig, cfg: SweepConfig, check: Any) -> None:
+def _check_targets_reachable(grid: GridConfig, cfg: SweepConfig, check: Check) -> None:
     """Every (β, p, δ) of a fixed-bound grid must have an ε; the planner's error says why not."""
     for target in grid.precision_target:
         for prior in sampling_rates(grid):
@@ -310,7 +550,7 @@ def sampling_rates(grid: GridConfig) -> list[float]:
     return [float(p) for p in grid.p] if grid.p else [1.0 / (1.0 + g) for g in grid.gamma]
 
 
-def _check_mechanism_pairing(cfg: SweepConfig, check: Any) -> None:
+def _check_mechanism_pairing(cfg: SweepConfig, check: Check) -> None:
     """The exact mechanism reads membership bits only, and only its own attack reads its output."""
     exact = cfg.model.name == MEMBERSHIP_MECHANISM
     bits = cfg.dataset.name == "membership_bits"
@@ -326,7 +566,7 @@ def _check_mechanism_pairing(cfg: SweepConfig, check: Any) -> None:
                        f"{sorted(MECHANISM_ATTACKS)} only attack {MEMBERSHIP_MECHANISM!r}"))
 
 
-def _check_grid(grid: GridConfig, check: Any, cfg: SweepConfig) -> None:
+def _check_grid(grid: GridConfig, check: Check, cfg: SweepConfig) -> None:
     for axis in ("delta", "attack", "policy", "trial"):
         check(len(getattr(grid, axis)) > 0, f"grid.{axis}: must list at least one value")
     for axis in ("epsilon", "delta", "p", "attack", "policy", "trial", "gamma", "precision_target"):
@@ -345,14 +585,16 @@ def _check_grid(grid: GridConfig, check: Any, cfg: SweepConfig) -> None:
     if grid.precision_target and all(0 < t <= 1 for t in grid.precision_target):
         _check_targets_reachable(grid, cfg, check)
     for eps in grid.epsilon:
-        check(eps > 0 and not math.isnan(eps), f"grid.epsilon: {eps} must be > 0 (inf allowed)")
+        check(eps > 0 and not math.isnan(eps), f"grid.epsilon: {eps} must be > 0 (inf allowed: no privacy)")
     for delta in grid.delta:
         check(0 <= delta < 1, f"grid.delta: {delta} must be in [0, 1)")
     for p in sampling_rates(grid):
-        check(0 < p < 1, f"grid.p: {p} must be in (0, 1)")
+        check(0 < p <= 1, f"grid.p: {p} must be in (0, 1]")
     for attack in grid.attack:
-        check(attack in ATTACKS, f"grid.attack: {attack!r} is unknown; known attacks are {sorted(ATTACKS)}")
+        check(attack in ATTACKS, f"grid.attack: {attack!r} is unknown; known attacks are "
+                                 f"{sorted(ATTACKS)}{did_you_mean(attack, ATTACKS)}")
     for policy in grid.policy:
-        check(policy in POLICIES, f"grid.policy: {policy!r} is unknown; known policies are {list(POLICIES)}")
+        check(policy in POLICIES, f"grid.policy: {policy!r} is unknown; known policies are "
+                                  f"{list(POLICIES)}{did_you_mean(policy, POLICIES)}")
     for trial in grid.trial:
         check(trial >= 0, f"grid.trial: {trial} must be ≥ 0")

@@ -11,7 +11,6 @@ Command line: `python -m sweeper.frontier --help`.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -21,24 +20,22 @@ import pandas as pd
 
 from sweeper.bounds import precision_bound
 from sweeper.figures import format_epsilon
-from sweeper.store import read_results
+from sweeper.store import ArtifactStore, split_sweep_location
 
 BASELINE_ATTACK = "always_member"
 SORT_ORDER = ["dataset", "attack", "policy", "epsilon", "delta", "p", "trial"]
 
 
-def sweep_dir_for(store_root: str | Path, experiment: str) -> Path:
-    return Path(store_root).expanduser() / "sweeps" / experiment
-
-
 def load_frontier(experiment: str = "quickstart", store_root: str | Path = "runs",
                   run_dir: Optional[str | Path] = None) -> pd.DataFrame:
-    """One row per cell of the latest run of `experiment` (or of the sweep in `run_dir`)."""
-    directory = Path(run_dir) if run_dir is not None else sweep_dir_for(store_root, experiment)
-    frame = read_results(directory)
-    if frame.empty:
-        return frame
-    return frame.sort_values(SORT_ORDER, ignore_index=True)
+    """One row per cell of the latest run of `experiment` (or of the sweep at `run_dir`, a folder
+    or URI `<store.root>/sweeps/<name>`)."""
+    root, name = split_sweep_location(run_dir) if run_dir is not None else (str(store_root), experiment)
+    return sort_frontier(ArtifactStore(root).read_results(name))
+
+
+def sort_frontier(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame if frame.empty else frame.sort_values(SORT_ORDER, ignore_index=True)
 
 
 #: Columns the table reads; a sweep without some of them (no exact mechanism, only PDTP) shows NaN.
@@ -157,51 +154,59 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--experiment", default="quickstart",
                         help="sweep name, i.e. the experiment's `name` (default: quickstart)")
-    parser.add_argument("--store-root", default="runs", help="the sweep's store.root (default: runs)")
-    parser.add_argument("--run-dir", help="a sweep folder (<store.root>/sweeps/<name>); overrides --experiment")
+    parser.add_argument("--store-root", default="runs",
+                        help="the sweep's store.root, a folder or a URI such as s3://bucket/prefix "
+                             "(default: runs)")
+    parser.add_argument("--run-dir", help="a sweep folder or URI (<store.root>/sweeps/<name>); "
+                                          "overrides --experiment and --store-root")
     parser.add_argument("--json", action="store_true", help="print the table as JSON records")
     parser.add_argument("--csv", metavar="PATH", help="also write the table as CSV to PATH")
-    parser.add_argument("--plot", metavar="PATH", help="PNG path (default: <run dir>/frontier.png)")
+    parser.add_argument("--plot", metavar="PATH", help="PNG path (default: <run dir>/frontier.png; "
+                                                       "for a remote store, a local cache)")
     parser.add_argument("--no-plot", action="store_true", help="do not draw the PNG")
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
-    run_dir = Path(args.run_dir) if args.run_dir else sweep_dir_for(args.store_root, args.experiment)
     try:
-        frame = load_frontier(run_dir=run_dir)
+        root, name = (split_sweep_location(args.run_dir) if args.run_dir
+                      else (args.store_root, args.experiment))
+        store = ArtifactStore(root)
+        frame = sort_frontier(store.read_results(name))
     except FileNotFoundError as error:
         print(f"error: {error}. Run `python -m sweeper` first, or pass --run-dir.", file=sys.stderr)
         return 2
+    notes = sys.stderr if args.json else sys.stdout
     if args.json:
         print(frame.to_json(orient="records", indent=1))
     else:
         print(format_table(frame))
     if args.csv:
         frame.to_csv(args.csv, index=False)
-        print(f"CSV: {args.csv}", file=sys.stderr if args.json else sys.stdout)
+        print(f"CSV: {args.csv}", file=notes)
     if not args.no_plot and not frame.empty:
-        png = plot_frontier(frame, args.plot or run_dir / "frontier.png", title=run_dir.name)
-        print(f"plot: {png}", file=sys.stderr if args.json else sys.stdout)
-    if not args.no_plot and not frame.empty:
-        store_root = Path(args.store_root) if not args.run_dir else run_dir.parent.parent
-        for path in experiment_report(run_dir, frame, store_root):
-            print(f"report: {path}", file=sys.stderr if args.json else sys.stdout)
+        png = plot_frontier(frame, args.plot or store.figures_dir(name) / "frontier.png", title=name)
+        print(f"plot: {png}", file=notes)
+        for path in experiment_report(store, name, frame):
+            print(f"report: {path}", file=notes)
     violations = int(frame["violation"].sum()) if not frame.empty else 0
     if violations:
         print(f"WARNING: {violations} cell(s) prove a precision above the bound: a bug in "
               "training or accounting.", file=sys.stderr)
+    failures = store.read_failures(name, store.read_manifest(name)["cells"])
+    for failure in failures:
+        print(f"FAILED {failure['cell']}: {failure['reason']}", file=sys.stderr)
     return 0
 
 
-def experiment_report(run_dir: Path, frame: pd.DataFrame, store_root: Path) -> list[Path]:
-    """Redraw the figures of the sweep's experiment (its `report`) into <run dir>/report."""
+def experiment_report(store: ArtifactStore, name: str, frame: pd.DataFrame) -> list[Path]:
+    """Redraw the figures of the sweep's experiment (its `report`) into its figures folder."""
     from sweeper.reports import draw  # reports draw the frontier too
 
-    config = json.loads((run_dir / "sweep.json").read_text()).get("config", {})
-    return draw(config.get("report", "frontier"), frame, run_dir / "report", store_root,
-                echo=lambda line: print(line, file=sys.stderr))
+    config = store.read_manifest(name).get("config", {})
+    return draw(config.get("report", "frontier"), frame, store.figures_dir(name) / "report",
+                store.uri, echo=lambda line: print(line, file=sys.stderr))
 
 
 if __name__ == "__main__":

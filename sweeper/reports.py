@@ -35,6 +35,7 @@ from scipy.stats import t as student_t
 
 from sweeper.bounds import jayaraman_ppv_bound, precision_bound
 from sweeper.figures import format_epsilon, save_figure
+from sweeper.store import ArtifactStore
 
 __all__ = [
     "REPORTS",
@@ -568,14 +569,15 @@ def load_scores(frame: pd.DataFrame, store_root: str | Path) -> pd.DataFrame:
     and trial; joining on `scores_key` gives each cell its own copy of its attack's scores.
     """
     _require(frame, ["scores_key", "attack", "policy", "trial"], "pdtp")
-    root = Path(store_root).expanduser()
+    store = ArtifactStore(store_root)
     parts = []
     cells = frame[["scores_key", "policy", "trial"]].drop_duplicates()
     for scores_key, cell_rows in cells.groupby("scores_key", sort=False):
-        path = root / "scores" / f"{scores_key}.parquet"
-        if not path.exists():
-            raise FileNotFoundError(f"pdtp report: per-record scores {path} are missing")
-        scores = pd.read_parquet(path)
+        try:
+            scores = store.read_scores(scores_key)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"pdtp report: per-record scores {scores_key} are missing "
+                                    f"from {store.uri}/scores") from None
         parts.append(scores.merge(cell_rows.drop(columns="scores_key"), how="cross"))
     if not parts:
         return pd.DataFrame(columns=SCORES_COLUMNS + ["policy", "trial"])

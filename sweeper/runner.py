@@ -20,22 +20,26 @@ import pandas as pd
 from omegaconf import OmegaConf
 from tqdm.auto import tqdm
 
+import jobs
+import sweeper
 from jobs.data import load_dataset, require_dataset, synthetic_dataset
 from sweeper.config import ConfigError, SweepConfig, validate
-from sweeper.frontier import load_frontier, plot_frontier
+from sweeper.failures import TRANSIENT_EXCEPTIONS, Failure, classify
+from sweeper.frontier import plot_frontier, sort_frontier
 from sweeper.plan import AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan
 from sweeper.reports import draw
 from sweeper.scale import scaled
 from sweeper.store import ArtifactStore, atomic_write_bytes
 from sweeper.tasks import attack_task, query_task, train_task
-from sweeper.tracking import default_tracking_uri, open_tracker
+from sweeper.credentials import redact
+from sweeper.tracking import config_params, default_tracking_uri, open_tracker
 
 
 @dataclass
 class SweepResult:
     name: str
     results: pd.DataFrame
-    sweep_dir: Path
+    sweep_dir: str  # the sweep's folder, or its URI on a remote store
     tracking_uri: str
     models_total: int
     models_trained: int
@@ -47,24 +51,28 @@ class SweepResult:
     plot_path: Optional[Path] = None  # frontier.png, also attached to the sweep's MLflow run
     csv_path: Optional[Path] = None
     report_paths: list[Path] = field(default_factory=list)  # the experiment's own figures
+    tracking_warning: Optional[str] = None  # what MLflow missed, when it went down mid-sweep
 
 
 @contextlib.contextmanager
 def ray_session(cfg: SweepConfig) -> Iterator[Optional[str]]:
-    """Join a running Ray (tests, `cluster.address`) or start a local one bound to loopback."""
+    """Join the Ray this process already runs (tests), connect to `cluster.address`, or start a
+    new local Ray bound to loopback ("local": never a stale cluster found on the machine)."""
     import ray
 
     if ray.is_initialized():
         yield None
         return
-    context = ray.init(
-        address=cfg.cluster.address,
-        num_cpus=cfg.cluster.num_cpus if cfg.cluster.address is None else None,
-        include_dashboard=cfg.cluster.include_dashboard,
-        dashboard_host=cfg.cluster.dashboard_host,
-        dashboard_port=cfg.cluster.dashboard_port,
-        logging_level=logging.WARNING,
-    )
+    runtime_env = runtime_environment(cfg)
+    if cfg.cluster.address is None:
+        context = ray.init(
+            address="local", num_cpus=cfg.cluster.num_cpus, runtime_env=runtime_env,
+            include_dashboard=cfg.cluster.include_dashboard,
+            dashboard_host=cfg.cluster.dashboard_host, dashboard_port=cfg.cluster.dashboard_port,
+            logging_level=logging.WARNING)
+    else:
+        context = ray.init(address=cfg.cluster.address, runtime_env=runtime_env,
+                           logging_level=logging.WARNING)
     try:
         url = context.dashboard_url
         yield f"http://{url}" if url else None
@@ -72,18 +80,25 @@ def ray_session(cfg: SweepConfig) -> Iterator[Optional[str]]:
         ray.shutdown()
 
 
-def flat_params(cfg: SweepConfig) -> dict[str, Any]:
-    flat: dict[str, Any] = {}
+def runtime_environment(cfg: SweepConfig) -> Optional[dict[str, Any]]:
+    """`cluster.runtime_env`, plus this checkout's packages when `cluster.ship_project` asks
+    (workers of a cluster without the project installed then import the driver's code)."""
+    env = dict(cfg.cluster.runtime_env)
+    if cfg.cluster.ship_project:
+        env["py_modules"] = [*env.get("py_modules", []), *(str(Path(module.__file__).parent)
+                                                          for module in (sweeper, jobs))]
+    return env or None
 
-    def walk(prefix: str, node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                walk(f"{prefix}.{key}" if prefix else str(key), value)
-        else:
-            flat[prefix] = node
 
-    walk("", OmegaConf.to_container(OmegaConf.structured(cfg)))
-    return flat
+def check_cluster_resources(cfg: SweepConfig) -> None:
+    """Refuse (before anything is written) GPU requests the cluster cannot meet."""
+    import ray
+
+    for role in ("train", "attack"):
+        wanted = getattr(cfg.resources, role).num_gpus
+        if wanted > 0 and ray.cluster_resources().get("GPU", 0) == 0:
+            raise ConfigError([f"resources.{role}.num_gpus={wanted}: the Ray cluster has no GPU, "
+                               f"so no {role} task could ever start; set it to 0"])
 
 
 def cell_label(cell: Cell) -> str:
@@ -100,51 +115,75 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
 
     plan = build_plan(cfg)
     store = ArtifactStore(cfg.store.root)
-    todo_models = [spec for key, spec in plan.models.items() if not store.has_model(key)]
     todo_cells = [cell for cell in plan.cells if not store.has_cell(cfg.name, cell.key)]
-    echo(f"sweep '{cfg.name}': {len(plan.cells)} cells, {len(plan.models)} models "
-         f"({len(todo_models)} to train, {len(plan.models) - len(todo_models)} already in the store), "
-         f"{len(todo_cells)} cells to compute")
+    # Only models a missing cell reads: a finished cell never waits on a retrain.
+    needed = {key for cell in todo_cells for key in (cell.scores.target, *cell.scores.shadows)}
+    todo_models = [spec for key, spec in plan.models.items()
+                   if key in needed and not store.has_model(key)]
+    echo(f"sweep '{cfg.name}': {len(plan.cells)} cells, {len(plan.models)} models; "
+         f"{len(todo_cells)} cells to compute, reading {len(needed)} models "
+         f"({len(todo_models)} to train, {len(needed) - len(todo_models)} already in the store)")
     # The data can still refuse the plan (too few records): load it before anything is written.
     data = sweep_data(plan, data_dir) if todo_cells else None
-    store.write_manifest(cfg.name, {
-        "name": cfg.name, "sweep_key": plan.key, "cells": [c.key for c in plan.cells],
-        "config": OmegaConf.to_container(OmegaConf.structured(cfg)),
-    })
 
-    tracking_uri = cfg.tracking.uri or default_tracking_uri(store.root)
-    tracker = open_tracker(tracking_uri, cfg.tracking.experiment, cfg.name, plan.key,
-                           flat_params(cfg), store.root / "mlartifacts")
+    tracking_uri = cfg.tracking.uri or default_tracking_uri(store.local_root)
     failures: list[tuple[str, str]] = []
-    dashboard_url = None
-    if todo_cells:
-        with ray_session(cfg) as dashboard_url:
+    with ray_session(cfg) if todo_cells else contextlib.nullcontext() as dashboard_url:
+        if todo_cells:
+            check_cluster_resources(cfg)
+        store.write_manifest(cfg.name, {
+            "name": cfg.name, "sweep_key": plan.key, "cells": [c.key for c in plan.cells],
+            "tracking_uri": redact(tracking_uri),
+            "config": OmegaConf.to_container(OmegaConf.structured(cfg)),
+        })
+        tracker = open_tracker(tracking_uri, cfg.tracking.experiment, cfg.name, plan.key,
+                               config_params(OmegaConf.to_container(OmegaConf.structured(cfg))),
+                               mlflow_artifact_location(store))
+        if todo_cells:
             if dashboard_url:
                 echo(f"Ray dashboard: {dashboard_url}  (token: `ray get-auth-token`)")
             failures = _execute(plan, todo_models, todo_cells, data, store, tracker, progress)
 
-    results = load_frontier(run_dir=store.sweep_dir(cfg.name))
-    plot_path = csv_path = None
-    report_paths: list[Path] = []
-    if not results.empty:
-        plot_path = plot_frontier(results, store.sweep_dir(cfg.name) / "frontier.png", title=cfg.name)
-        csv_path = store.sweep_dir(cfg.name) / "frontier.csv"
-        atomic_write_bytes(csv_path, results.to_csv(index=False).encode())
-        report_paths = draw(cfg.report, results, store.sweep_dir(cfg.name) / "report", store.root, echo)
+    results = sort_frontier(store.read_results(cfg.name))
+    figures = publish_figures(cfg, store, results, echo)
+    tracking_warning = None
     if tracker is not None:
         for row in results.to_dict("records"):  # cells computed while tracking was down, too
             tracker.log_cell(row)
-        for path in (plot_path, csv_path, *report_paths):
-            if path is not None:
-                tracker.log_artifact(path)
-        tracker.finish(failed=bool(failures))
+        for path in figures:
+            tracker.log_artifact(path)
+        tracking_warning = tracker.finish(failed=bool(failures))
     return SweepResult(
-        name=cfg.name, results=results, sweep_dir=store.sweep_dir(cfg.name),
-        tracking_uri=tracking_uri, models_total=len(plan.models), models_trained=len(todo_models),
-        cells_total=len(plan.cells), cells_computed=len(todo_cells) - len(failures),
+        name=cfg.name, results=results, sweep_dir=store.sweep_uri(cfg.name),
+        tracking_uri=redact(tracking_uri), models_total=len(plan.models),
+        models_trained=len(todo_models), cells_total=len(plan.cells),
+        cells_computed=len(todo_cells) - len(failures),
         seconds=time.perf_counter() - started, dashboard_url=dashboard_url, failures=failures,
-        plot_path=plot_path, csv_path=csv_path, report_paths=report_paths,
+        plot_path=figures[0] if figures else None, csv_path=figures[1] if figures else None,
+        report_paths=figures[2:], tracking_warning=tracking_warning,
     )
+
+
+def mlflow_artifact_location(store: ArtifactStore) -> Optional[str]:
+    """Artifacts beside the results for a local store; the tracking server's choice otherwise."""
+    return (store.local_root / "mlartifacts").as_uri() if store.local_root is not None else None
+
+
+def publish_figures(cfg: SweepConfig, store: ArtifactStore, results: pd.DataFrame,
+                    echo) -> list[Path]:
+    """frontier.png, frontier.csv and the experiment's report, drawn on this machine and copied
+    into the store when it is remote; none for a sweep without results."""
+    if results.empty:
+        return []
+    folder = store.figures_dir(cfg.name)
+    plot_path = plot_frontier(results, folder / "frontier.png", title=cfg.name)
+    csv_path = folder / "frontier.csv"
+    atomic_write_bytes(csv_path, results.to_csv(index=False).encode())
+    report_paths = draw(cfg.report, results, folder / "report", store.uri, echo)
+    paths = [plot_path, csv_path, *report_paths]
+    for path in paths:
+        store.publish(f"sweeps/{cfg.name}/{path.relative_to(folder).as_posix()}", path)
+    return paths
 
 
 def sweep_data(plan: SweepPlan, data_dir: Path):
@@ -174,17 +213,16 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
     train_res, attack_res = cfg.resources.train, cfg.resources.attack
     # Ray 2.60's `.options()` cannot be chained, so each task gets all of its options at once.
     train_remote, attack_remote = ray.remote(train_task), ray.remote(_attack_after_training)
+    # A lost worker or node, or memory another task held, is retried (Ray's `max_retries`); an
+    # exception of the task's own (bad data, a bug) would fail again, so it is not.
+    transient = list(TRANSIENT_EXCEPTIONS)
     train_options = dict(num_cpus=train_res.num_cpus, num_gpus=train_res.num_gpus,
-                         max_retries=train_res.max_retries, retry_exceptions=False)
+                         max_retries=train_res.max_retries, retry_exceptions=transient)
     attack_options = dict(num_cpus=attack_res.num_cpus, num_gpus=attack_res.num_gpus,
-                          max_retries=attack_res.max_retries)
-
-    if train_res.num_gpus > 0 and ray.cluster_resources().get("GPU", 0) == 0:
-        raise ConfigError([f"resources.train.num_gpus={train_res.num_gpus}: the Ray cluster has "
-                           "no GPU, so no training task could ever start; set it to 0"])
+                          max_retries=attack_res.max_retries, retry_exceptions=transient)
     data_ref = ray.put(data)
     labels_ref = ray.put(data.pool_y)
-    root = str(store.root)
+    root = store.uri
     threads = max(1, int(train_res.num_cpus))
     training = {
         spec.key: train_remote.options(name=spec.label, **train_options).remote(
@@ -205,7 +243,8 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
     cells_by_scores: dict[str, list[Cell]] = defaultdict(list)
     for cell in todo_cells:
         cells_by_scores[cell.scores.key].append(cell)
-    scoring = {}
+    scoring: dict[Any, list[Cell]] = {}
+    upstream: dict[Any, list[tuple[Any, str]]] = {}  # each attack's training and query tasks
     for scores_key, cells in cells_by_scores.items():
         spec: AttackSpec = cells[0].scores
         needed = [training[k] for k in (spec.target, *spec.shadows) if k in training]
@@ -213,6 +252,10 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
         ref = attack_remote.options(name=f"attack {cell_label(cells[0])}", **attack_options).remote(
             spec, cells, labels_ref, root, *needed)
         scoring[ref] = cells
+        upstream[ref] = [(training[k], plan.models[k].label) for k in (spec.target, *spec.shadows)
+                         if k in training]
+        upstream[ref] += [(querying[k], f"query {plan.queries[k].kind}") for k in spec.queries
+                          if k in querying]
 
     failures: list[tuple[str, str]] = []
     model_refs = {ref: key for key, ref in training.items()}
@@ -231,8 +274,13 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
             try:
                 rows = ray.get(ref)
             except Exception as error:  # noqa: BLE001 - one failed cell must not stop the sweep
-                reason = str(error).strip().splitlines()[-1] if str(error).strip() else repr(error)
-                failures += [(cell_label(cell), reason) for cell in cells]
+                failure = _first_failure(error, f"attack {cell_label(cells[0])}", upstream[ref],
+                                         train_res.max_retries, attack_res.max_retries)
+                reason = f"{failure.task}: {failure.reason}" if failure.task else failure.reason
+                for cell in cells:
+                    store.write_failure(cfg.name, cell.key,
+                                        failure.record(cell_label(cell), cell.key, cell.coordinates))
+                    failures.append((cell_label(cell), reason))
                 cells_bar.update(len(cells))
                 continue
             for row in rows:
@@ -241,6 +289,20 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
                     tracker.log_cell(row)
             cells_bar.update(len(rows))
     return failures
+
+
+def _first_failure(error: Exception, attack: str, upstream: list[tuple[Any, str]],
+                   train_retries: int, attack_retries: int) -> Failure:
+    """Why an attack failed: the training or query task it waited on that failed (with that
+    task's retry bound), else the attack itself."""
+    import ray
+
+    for dependency, name in upstream:
+        try:
+            ray.get(dependency)
+        except Exception as cause:  # noqa: BLE001 - the culprit, whatever it raised
+            return classify(cause, train_retries, task=name)
+    return classify(error, attack_retries, task=attack)
 
 
 def _query_after_training(spec: QuerySpec, model: ModelSpec, data, store_root: str, device: str,

@@ -1,17 +1,21 @@
 """The content-addressed artifact store and the sweep's Parquet results.
 
-Layout under `store.root`:
+`store.root` is a local folder or a URI that pyarrow's filesystems understand (`s3://bucket/prefix`,
+`gs://…`; credentials come from the environment, never from the URI).  Layout under it:
 
     models/<key>/            model.pt, pool_logits.npy, mask.npy, meta.json (with checksums)
-    checkpoints/<key>.pt     per-epoch training state, deleted once the model is stored
+    checkpoints/<key>.pt     per-epoch training state (checksummed), deleted once the model is stored
     queries/<key>.npy        answers of model queries (augmented logits, Merlin), + .sha256
-    scores/<key>.parquet     per-record attack scores (record_id, score, member)
-    sweeps/<name>/cells/<cell key>.parquet   one results row per cell
+    scores/<key>.parquet     per-record attack scores (record_id, score, member), + .sha256
+    sweeps/<name>/cells/<cell key>.parquet   one results row per cell, + .sha256
+    sweeps/<name>/failures/<cell key>.json   why a cell failed (its traceback), until it succeeds
     sweeps/<name>/sweep.json                 the cells of the latest run of that sweep
-    mlflow.db                the default MLflow tracking store
+    mlflow.db                the default MLflow tracking store (local stores only)
 
-Every write lands in a temporary name and is renamed into place, so a crash leaves either the
-whole artifact or nothing; an artifact whose checksum does not match is treated as absent.
+Locally every write lands in a temporary name and is renamed into place; on an object store a
+single PUT is atomic.  Either way a crash leaves the whole file or nothing.  Every file is read
+back against its checksum: a truncated or altered artifact reads as absent, so it is recomputed
+rather than used.
 """
 
 from __future__ import annotations
@@ -20,10 +24,10 @@ import hashlib
 import io
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
+from urllib.parse import urlparse, urlsplit, urlunsplit
 
 import numpy as np
 import pandas as pd
@@ -33,6 +37,10 @@ import torch
 
 #: Version of the results table's columns; readers check it.
 RESULTS_SCHEMA_VERSION = 2
+
+
+class CorruptArtifact(ValueError):
+    """A stored file whose bytes do not match the checksum written with them."""
 
 
 def _sha256(data: bytes) -> str:
@@ -64,30 +72,145 @@ def _parquet_bytes(frame: pd.DataFrame, metadata: dict[str, str] | None = None) 
     return sink.getvalue().to_pybytes()
 
 
+def is_uri(root: str) -> bool:
+    """A URI with a scheme (s3://…), as opposed to a local path (Windows drives aside)."""
+    return len(urlparse(str(root)).scheme) > 1
+
+
+class LocalFiles:
+    """Files under a local folder, written atomically (temporary name, fsync, rename)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def read(self, rel: str) -> bytes:
+        return (self.root / rel).read_bytes()
+
+    def write(self, rel: str, data: bytes) -> None:
+        atomic_write_bytes(self.root / rel, data)
+
+    def exists(self, rel: str) -> bool:
+        return (self.root / rel).exists()
+
+    def delete(self, rel: str) -> None:
+        (self.root / rel).unlink(missing_ok=True)
+
+    def names(self, rel_dir: str) -> list[str]:
+        folder = self.root / rel_dir
+        return sorted(p.name for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+
+
+class ObjectFiles:
+    """Objects under a prefix of a pyarrow filesystem (S3, GCS); one PUT per file is atomic."""
+
+    def __init__(self, uri: str):
+        from pyarrow import fs
+
+        self._fs_module = fs
+        self.fs, self.base = fs.FileSystem.from_uri(uri)
+        self.base = self.base.rstrip("/")
+
+    def _path(self, rel: str) -> str:
+        return f"{self.base}/{rel}"
+
+    def read(self, rel: str) -> bytes:
+        try:
+            with self.fs.open_input_stream(self._path(rel)) as stream:
+                return stream.readall()
+        except OSError as error:
+            if not self.exists(rel):
+                raise FileNotFoundError(self._path(rel)) from error
+            raise
+
+    def write(self, rel: str, data: bytes) -> None:
+        with self.fs.open_output_stream(self._path(rel)) as stream:
+            stream.write(data)
+
+    def exists(self, rel: str) -> bool:
+        return self.fs.get_file_info(self._path(rel)).type == self._fs_module.FileType.File
+
+    def delete(self, rel: str) -> None:
+        if self.exists(rel):
+            self.fs.delete_file(self._path(rel))
+
+    def names(self, rel_dir: str) -> list[str]:
+        selector = self._fs_module.FileSelector(self._path(rel_dir), allow_not_found=True)
+        return sorted(info.base_name for info in self.fs.get_file_info(selector)
+                      if info.type == self._fs_module.FileType.File)
+
+
+class StoredCheckpoint:
+    """A model's per-epoch training state: one file whose first line is the rest's checksum."""
+
+    def __init__(self, files, rel: str):
+        self._files, self._rel = files, rel
+
+    def load(self) -> Optional[bytes]:
+        """The last state saved, or None when there is none (or it is damaged: start over)."""
+        try:
+            data = self._files.read(self._rel)
+        except FileNotFoundError:
+            return None
+        digest, _, payload = data.partition(b"\n")
+        return payload if digest.decode(errors="replace") == _sha256(payload) else None
+
+    def save(self, payload: bytes) -> None:
+        self._files.write(self._rel, _sha256(payload).encode() + b"\n" + payload)
+
+    def delete(self) -> None:
+        self._files.delete(self._rel)
+
+
 class ArtifactStore:
     def __init__(self, root: str | Path):
-        self.root = Path(root).expanduser().resolve()
+        root = str(root)
+        if is_uri(root) and urlparse(root).scheme != "file":
+            self.uri = root
+            self.local_root: Optional[Path] = None
+            self.files = ObjectFiles(root)
+        else:
+            path = urlparse(root).path if root.startswith("file://") else root
+            self.local_root = Path(path).expanduser().resolve()
+            self.uri = str(self.local_root)
+            self.files = LocalFiles(self.local_root)
 
-    # --- models ------------------------------------------------------------------------------
+    @property
+    def is_local(self) -> bool:
+        return self.local_root is not None
 
-    def model_dir(self, key: str) -> Path:
-        return self.root / "models" / key
+    def _write_checked(self, rel: str, data: bytes) -> None:
+        """The checksum first, then the data: a crash between them reads as a mismatch."""
+        self.files.write(rel + ".sha256", _sha256(data).encode())
+        self.files.write(rel, data)
 
-    def checkpoint_path(self, key: str) -> Path:
-        return self.root / "checkpoints" / f"{key}.pt"
+    def _read_checked(self, rel: str) -> bytes:
+        data = self.files.read(rel)
+        if _sha256(data) != self.files.read(rel + ".sha256").decode().strip():
+            raise CorruptArtifact(f"checksum mismatch in {self.uri}/{rel}")
+        return data
 
-    def has_model(self, key: str) -> bool:
-        meta = self.model_dir(key) / "meta.json"
-        if not meta.exists():
-            return False
+    def _has_checked(self, rel: str) -> bool:
         try:
-            self._verified_files(key)
+            self._read_checked(rel)
         except (OSError, ValueError):
             return False
         return True
 
+    # --- models ------------------------------------------------------------------------------
+
+    def has_model(self, key: str) -> bool:
+        try:
+            self._verified_model_files(key)
+        except (OSError, ValueError, KeyError):
+            return False
+        return True
+
+    def checkpoint(self, key: str) -> StoredCheckpoint:
+        return StoredCheckpoint(self.files, f"checkpoints/{key}.pt")
+
     def write_model(self, key: str, state_dict: dict[str, torch.Tensor], pool_logits: np.ndarray,
                     mask: np.ndarray, meta: dict[str, Any]) -> None:
+        """The files, then meta.json with their checksums: no meta, or a mismatch, means absent."""
         buffer = io.BytesIO()
         torch.save(state_dict, buffer)
         files = {
@@ -96,103 +219,128 @@ class ArtifactStore:
             "mask.npy": _npy_bytes(np.asarray(mask, dtype=bool)),
         }
         meta = {**meta, "checksums": {name: _sha256(data) for name, data in files.items()}}
-        files["meta.json"] = json.dumps(meta, indent=2, sort_keys=True).encode()
-        final = self.model_dir(key)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{key}."))
         for name, data in files.items():
-            (staging / name).write_bytes(data)
-        if final.exists():  # a stale or corrupted copy: replace it whole
-            shutil.rmtree(final)
-        os.replace(staging, final)
-        self.checkpoint_path(key).unlink(missing_ok=True)
+            self.files.write(f"models/{key}/{name}", data)
+        self.files.write(f"models/{key}/meta.json", json.dumps(meta, indent=2, sort_keys=True).encode())
+        self.checkpoint(key).delete()
 
-    def _verified_files(self, key: str) -> dict[str, bytes]:
-        directory = self.model_dir(key)
-        meta = json.loads((directory / "meta.json").read_text())
+    def _verified_model_files(self, key: str) -> dict[str, bytes]:
+        meta = json.loads(self.files.read(f"models/{key}/meta.json"))
         files = {}
         for name, expected in meta["checksums"].items():
-            data = (directory / name).read_bytes()
+            data = self.files.read(f"models/{key}/{name}")
             if _sha256(data) != expected:
-                raise ValueError(f"checksum mismatch in {directory / name}")
+                raise CorruptArtifact(f"checksum mismatch in {self.uri}/models/{key}/{name}")
             files[name] = data
         return files
 
     def read_model_meta(self, key: str) -> dict[str, Any]:
-        return json.loads((self.model_dir(key) / "meta.json").read_text())
+        return json.loads(self.files.read(f"models/{key}/meta.json"))
 
     def read_model_outputs(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """(pool_logits, mask), checked against the stored checksums."""
-        files = self._verified_files(key)
+        files = self._verified_model_files(key)
         logits = np.load(io.BytesIO(files["pool_logits.npy"]), allow_pickle=False)
         mask = np.load(io.BytesIO(files["mask.npy"]), allow_pickle=False)
         return logits, mask
 
     def read_state_dict(self, key: str) -> dict[str, torch.Tensor]:
-        files = self._verified_files(key)
+        files = self._verified_model_files(key)
         return torch.load(io.BytesIO(files["model.pt"]), weights_only=True)
 
     # --- model queries (augmented logits, Merlin ratios) ------------------------------------
 
-    def query_path(self, key: str) -> Path:
-        return self.root / "queries" / f"{key}.npy"
-
     def has_query(self, key: str) -> bool:
-        try:
-            self.read_query(key)
-        except (OSError, ValueError):
-            return False
-        return True
+        return self._has_checked(f"queries/{key}.npy")
 
     def write_query(self, key: str, values: np.ndarray) -> None:
-        data = _npy_bytes(np.asarray(values))
-        atomic_write_bytes(self.query_path(key).with_suffix(".sha256"), _sha256(data).encode())
-        atomic_write_bytes(self.query_path(key), data)
+        self._write_checked(f"queries/{key}.npy", _npy_bytes(np.asarray(values)))
 
     def read_query(self, key: str) -> np.ndarray:
-        """The stored answer, checked against its checksum (a mismatch reads as absent)."""
-        data = self.query_path(key).read_bytes()
-        if _sha256(data) != self.query_path(key).with_suffix(".sha256").read_text().strip():
-            raise ValueError(f"checksum mismatch in {self.query_path(key)}")
-        return np.load(io.BytesIO(data), allow_pickle=False)
+        """The stored answer, checked against its checksum."""
+        return np.load(io.BytesIO(self._read_checked(f"queries/{key}.npy")), allow_pickle=False)
 
     # --- per-record scores -------------------------------------------------------------------
 
-    def scores_path(self, key: str) -> Path:
-        return self.root / "scores" / f"{key}.parquet"
-
     def write_scores(self, key: str, frame: pd.DataFrame) -> None:
-        atomic_write_bytes(self.scores_path(key), _parquet_bytes(frame))
+        self._write_checked(f"scores/{key}.parquet", _parquet_bytes(frame))
+
+    def read_scores(self, key: str) -> pd.DataFrame:
+        return pq.read_table(pa.BufferReader(self._read_checked(f"scores/{key}.parquet"))).to_pandas()
 
     # --- results -----------------------------------------------------------------------------
 
-    def sweep_dir(self, name: str) -> Path:
-        return self.root / "sweeps" / name
-
-    def cell_path(self, sweep: str, cell_key: str) -> Path:
-        return self.sweep_dir(sweep) / "cells" / f"{cell_key}.parquet"
+    def sweep_uri(self, name: str) -> str:
+        """Where a sweep's results live, for people to read (a folder or a URI)."""
+        parts = urlsplit(self.uri)
+        return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/sweeps/{name}"))
 
     def has_cell(self, sweep: str, cell_key: str) -> bool:
-        return self.cell_path(sweep, cell_key).exists()
+        return self._has_checked(f"sweeps/{sweep}/cells/{cell_key}.parquet")
 
     def write_cell(self, sweep: str, cell_key: str, row: dict[str, Any]) -> None:
         frame = pd.DataFrame([row])
         metadata = {"sweeper.schema_version": str(RESULTS_SCHEMA_VERSION)}
-        atomic_write_bytes(self.cell_path(sweep, cell_key), _parquet_bytes(frame, metadata))
+        self._write_checked(f"sweeps/{sweep}/cells/{cell_key}.parquet", _parquet_bytes(frame, metadata))
+        self.files.delete(f"sweeps/{sweep}/failures/{cell_key}.json")
+
+    def read_cell(self, sweep: str, cell_key: str) -> pd.DataFrame:
+        data = self._read_checked(f"sweeps/{sweep}/cells/{cell_key}.parquet")
+        return pq.read_table(pa.BufferReader(data)).to_pandas()
+
+    def write_failure(self, sweep: str, cell_key: str, record: dict[str, Any]) -> None:
+        self.files.write(f"sweeps/{sweep}/failures/{cell_key}.json",
+                         json.dumps(record, indent=2, default=str).encode())
+
+    def read_failures(self, sweep: str, cell_keys: Optional[list[str]] = None) -> list[dict[str, Any]]:
+        """The failure records of the sweep's cells (of `cell_keys` only, when given)."""
+        names = self.files.names(f"sweeps/{sweep}/failures")
+        wanted = None if cell_keys is None else {f"{key}.json" for key in cell_keys}
+        return [json.loads(self.files.read(f"sweeps/{sweep}/failures/{name}")) for name in names
+                if name.endswith(".json") and (wanted is None or name in wanted)]
 
     def write_manifest(self, sweep: str, manifest: dict[str, Any]) -> None:
-        path = self.sweep_dir(sweep) / "sweep.json"
-        atomic_write_bytes(path, json.dumps(manifest, indent=2, default=str).encode())
+        self.files.write(f"sweeps/{sweep}/sweep.json", json.dumps(manifest, indent=2, default=str).encode())
+
+    def read_manifest(self, sweep: str) -> dict[str, Any]:
+        try:
+            return json.loads(self.files.read(f"sweeps/{sweep}/sweep.json"))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no sweep results in {self.sweep_uri(sweep)} (no sweep.json)") from None
+
+    def figures_dir(self, sweep: str) -> Path:
+        """Where this machine draws a sweep's figures: in the sweep's folder when the store is
+        local, else in a local cache (and `publish` copies them into the store)."""
+        if self.local_root is not None:
+            return self.local_root / "sweeps" / sweep
+        return Path("~/.cache/sweeper/figures").expanduser() / _sha256(self.uri.encode())[:12] / sweep
+
+    def publish(self, rel: str, local_path: Path) -> None:
+        """Copy a file drawn on this machine (a figure) into a remote store; local stores hold it."""
+        if not self.is_local:
+            self.files.write(rel, Path(local_path).read_bytes())
+
+    def read_results(self, sweep: str) -> pd.DataFrame:
+        """The rows of the latest run of `sweep`; a damaged cell file is left out (a rerun
+        recomputes it) rather than read."""
+        keys = self.read_manifest(sweep)["cells"]
+        frames = []
+        for key in keys:
+            try:
+                frames.append(self.read_cell(sweep, key))
+            except (OSError, ValueError):
+                continue
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-
-def read_results(sweep_dir: Path) -> pd.DataFrame:
-    """The results rows of the latest run of the sweep stored in `sweep_dir`."""
-    sweep_dir = Path(sweep_dir)
-    manifest_path = sweep_dir / "sweep.json"
-    if not manifest_path.exists():
-        raise FileNotFoundError(f"no sweep results in {sweep_dir} (no sweep.json)")
-    keys = json.loads(manifest_path.read_text())["cells"]
-    paths = [sweep_dir / "cells" / f"{key}.parquet" for key in keys]
-    frames = [pq.read_table(path).to_pandas() for path in paths if path.exists()]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+def split_sweep_location(location: str | Path) -> tuple[str, str]:
+    """(store root, sweep name) of a sweep's folder or URI, `<store.root>/sweeps/<name>`; a URI's
+    query (`?endpoint_override=…`) stays with the root."""
+    parts = urlsplit(str(location))
+    root, _, name = parts.path.rstrip("/").rpartition("/")
+    parent, _, sweeps = root.rpartition("/")
+    if sweeps != "sweeps" or not name:
+        raise FileNotFoundError(f"{location} is not a sweep folder (<store.root>/sweeps/<name>)")
+    if is_uri(str(location)):
+        return urlunsplit(parts._replace(path=parent)), name
+    return parent or "/", name

@@ -50,7 +50,7 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
         extra["mechanism"] = describe(mechanism)
     else:
         trained = train_model(spec.train, data, mask, seed=int(key[:8], 16),
-                              device=resolve_device(device), checkpoint=store.checkpoint_path(key))
+                              device=resolve_device(device), checkpoint=store.checkpoint(key))
     meta = {**extra,
         "key": key, "role": spec.role, "label": spec.label, "sample_rate": spec.sample_rate,
         "test_accuracy": trained.test_accuracy, "train_accuracy": trained.train_accuracy,
@@ -58,6 +58,7 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
         "noise_multiplier": trained.noise_multiplier, "steps": trained.steps,
         "epsilon_spent": trained.epsilon_spent, "train_size": trained.train_size,
         "epsilon": spec.train.epsilon, "delta": spec.train.delta,
+        "resumed_from": list(getattr(trained, "resumed_from", [])),
     }
     store.write_model(key, trained.state_dict, trained.pool_logits, mask, meta)
     return meta

@@ -2,17 +2,21 @@
 
 Runs are found again by tags (the sweep's plan key, each cell's content key), so rerunning a
 sweep reuses its run and logs only cells not logged before: MLflow holds one run per cell no
-matter how often the sweep is resumed.  Tracking is best effort: a tracking failure warns and
-never costs results, which live in Parquet.
+matter how often the sweep is resumed or synced.  Tracking is best effort: results live in
+Parquet, so when the tracking server fails the tracker stops calling it (one timeout, not one
+per cell), the sweep goes on, and `python -m sweeper.sync` logs what was missed later.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 import warnings
 from pathlib import Path
 from typing import Any, Optional
+
+from sweeper.credentials import redact
 
 COORDINATES = ("dataset", "model", "epsilon", "delta", "p", "attack", "policy", "trial")
 SWEEP_KEY_TAG = "sweeper.sweep_key"
@@ -20,8 +24,28 @@ CELL_KEY_TAG = "sweeper.cell_key"
 PARENT_TAG = "mlflow.parentRunId"
 
 
-def default_tracking_uri(store_root: Path) -> str:
-    return f"sqlite:///{Path(store_root).resolve() / 'mlflow.db'}"
+def default_tracking_uri(local_store_root: Optional[Path]) -> str:
+    """MLflow's own `MLFLOW_TRACKING_URI` when set, else a SQLite file beside the results (in the
+    working folder when the store is remote)."""
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    folder = local_store_root if local_store_root is not None else Path.cwd()
+    return f"sqlite:///{Path(folder).resolve() / 'mlflow.db'}"
+
+
+def config_params(config: dict[str, Any]) -> dict[str, Any]:
+    """A sweep's config as MLflow params (dotted keys), its URIs without credentials."""
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), value)
+        else:
+            flat[prefix] = redact(node) if isinstance(node, str) else node
+
+    walk("", config)
+    return flat
 
 
 def cell_run_name(row: dict[str, Any]) -> str:
@@ -31,13 +55,18 @@ def cell_run_name(row: dict[str, Any]) -> str:
 
 class SweepTracker:
     def __init__(self, uri: str, experiment: str, sweep_name: str, sweep_key: str,
-                 params: dict[str, Any], artifact_root: Path):
+                 params: dict[str, Any], artifact_location: Optional[str]):
         from mlflow import MlflowClient
 
+        self.uri, self.sweep_name = uri, sweep_name
         self.client = MlflowClient(tracking_uri=uri)
+        self.failure: Optional[str] = None  # why tracking stopped, once it has
+        self.missed_cells = 0
+        self.missed_artifacts = 0
+        self.logged_now = 0
         found = self.client.get_experiment_by_name(experiment)
         self.experiment_id = found.experiment_id if found else self.client.create_experiment(
-            experiment, artifact_location=Path(artifact_root).resolve().as_uri())
+            experiment, artifact_location=artifact_location)
         existing = self.client.search_runs(
             [self.experiment_id], filter_string=f"tags.`{SWEEP_KEY_TAG}` = '{sweep_key}'",
             max_results=1)
@@ -71,12 +100,26 @@ class SweepTracker:
             self.client.log_batch(run_id, params=items[start : start + 100])
 
     def log_cell(self, row: dict[str, Any]) -> None:
-        """One nested run with the cell's coordinates as params and its figures as metrics."""
+        """One nested run per cell, unless it is logged already or tracking is down."""
+        if row["cell_key"] in self.logged_cells:
+            return
+        if self.failure is None:
+            self._guarded(self._log_cell, row)
+        if self.failure is not None:
+            self.missed_cells += 1
+
+    def _guarded(self, call, *args) -> None:
+        try:
+            call(*args)
+        except Exception as error:  # noqa: BLE001 - tracking must never cost results
+            lines = str(error).strip().splitlines()
+            self.failure = f"{type(error).__name__}: {lines[0] if lines else ''}"
+
+    def _log_cell(self, row: dict[str, Any]) -> None:
+        """The cell's coordinates as params and its figures as metrics."""
         from mlflow.entities import Metric
 
         key = row["cell_key"]
-        if key in self.logged_cells:
-            return
         run = self.client.create_run(self.experiment_id, run_name=cell_run_name(row),
                                      tags={PARENT_TAG: self.run_id, CELL_KEY_TAG: key,
                                            "sweeper.model_key": row["model_key"]})
@@ -90,21 +133,39 @@ class SweepTracker:
         self.client.log_batch(run.info.run_id, metrics=metrics)
         self.client.set_terminated(run.info.run_id)
         self.logged_cells.add(key)
+        self.logged_now += 1
 
     def log_artifact(self, path: Path) -> None:
-        self.client.log_artifact(self.run_id, str(path))
+        if self.failure is None:
+            self._guarded(self.client.log_artifact, self.run_id, str(path))
+        if self.failure is not None:
+            self.missed_artifacts += 1
 
-    def finish(self, failed: bool) -> None:
-        self.client.set_terminated(self.run_id, status="FAILED" if failed else "FINISHED")
+    def finish(self, failed: bool) -> Optional[str]:
+        """Close the sweep's run; a warning of what was not logged when tracking went down."""
+        if self.failure is None:
+            self._guarded(self.client.set_terminated, self.run_id,
+                          "FAILED" if failed else "FINISHED")
+        if self.failure is None:
+            return None
+        message = (f"MLflow tracking at {redact(self.uri)} failed mid-sweep ({self.failure}): "
+                   f"{self.missed_cells} cell run(s) and {self.missed_artifacts} artifact(s) were "
+                   "not logged. The results are whole in Parquet; once the server is back, run "
+                   f"`python -m sweeper.sync --experiment {self.sweep_name} --store-root STORE` "
+                   "to log them.")
+        warnings.warn(message, stacklevel=2)
+        return message
 
 
 def open_tracker(uri: str, experiment: str, sweep_name: str, sweep_key: str,
-                 params: dict[str, Any], artifact_root: Path) -> Optional[SweepTracker]:
+                 params: dict[str, Any], artifact_location: Optional[str]) -> Optional[SweepTracker]:
     """A tracker, or None with a warning when the tracking store cannot be reached."""
     logging.getLogger("mlflow").setLevel(logging.WARNING)  # not its schema-migration chatter
     try:
-        return SweepTracker(uri, experiment, sweep_name, sweep_key, params, artifact_root)
+        return SweepTracker(uri, experiment, sweep_name, sweep_key, params, artifact_location)
     except Exception as error:  # noqa: BLE001 - any tracking failure must not stop the sweep
-        warnings.warn(f"MLflow tracking at {uri} is unavailable ({error}); results still land "
-                      "in Parquet, but no runs are logged.", stacklevel=2)
+        warnings.warn(f"MLflow tracking at {redact(uri)} is unavailable ({type(error).__name__}); "
+                      "results still land in Parquet, but no runs are logged. Once it is back, "
+                      f"run `python -m sweeper.sync --experiment {sweep_name} --store-root STORE`.",
+                      stacklevel=2)
         return None

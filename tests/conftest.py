@@ -16,12 +16,24 @@ os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
 
 @pytest.fixture(scope="session")
 def ray_local():
-    """A real local Ray (2 CPUs, no dashboard), shared by every test that runs a sweep."""
+    """A real local Ray (2 CPUs), shared by every test that runs a sweep.  Its dashboard (on
+    loopback, any free port) serves the state API that fault tests count task attempts with."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
+    context = ray.init(address="local", num_cpus=2, include_dashboard=True,
+                       dashboard_host="127.0.0.1", dashboard_port=0, configure_logging=False)
+    _RAY_DASHBOARD["url"] = f"http://{context.dashboard_url}"
     yield ray
     ray.shutdown()
+
+
+_RAY_DASHBOARD: dict[str, str] = {}
+
+
+@pytest.fixture(scope="session")
+def ray_dashboard(ray_local) -> str:
+    """The session Ray's dashboard URL: the address `ray.util.state` queries take."""
+    return _RAY_DASHBOARD["url"]
 
 
 def build_tiny_config(root):
@@ -70,3 +82,21 @@ def compose_sweep_config(experiment: str, overrides: list[str] = ()):
 @pytest.fixture(scope="session")
 def compose_config():
     return compose_sweep_config
+
+
+def tiny_overrides(store_root: str, name: str = "tiny", **overrides) -> list[str]:
+    """`build_tiny_config` as command-line overrides, for tests that run `python -m sweeper`."""
+    values = {
+        "name": name, "dataset.pool_size": 240, "dataset.test_size": 200,
+        "dataset.eval_records": 120, "train.epochs": 1, "train.batch_size": 64,
+        "shadow.count": 2, "grid.epsilon": "[4,.inf]", "grid.delta": "[1e-5]",
+        "grid.p": "[0.3,0.7]", "grid.attack": "[lira_online,lira_offline,loss,shokri,always_member]",
+        "store.root": f"'{store_root}'", "cluster.include_dashboard": "false",
+        "cluster.num_cpus": 2, **overrides,
+    }
+    return [f"{key}={value}" for key, value in values.items()]
+
+
+@pytest.fixture(scope="session")
+def make_tiny_overrides():
+    return tiny_overrides

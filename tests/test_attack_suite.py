@@ -92,9 +92,7 @@ def test_pdtp_cells_report_both_estimates_and_their_per_record_scores(ray_local,
     assert row.pdtp_max_averaged >= row.pdtp_mean_averaged
     assert 0.0 <= row.dtp1_share_averaged <= 1.0
     # The per-record table holds the averaged PDTP of the measured members, NaN elsewhere.
-    scores = ArtifactStore(cfg.store.root).scores_path(row.scores_key)
-    import pandas as pd
-    per_record = pd.read_parquet(scores)
+    per_record = ArtifactStore(cfg.store.root).read_scores(row.scores_key)
     measured = per_record[per_record.score.notna()]
     assert len(measured) == 3 and measured.member.all()
     assert measured.score.mean() == pytest.approx(row.pdtp_mean_averaged)

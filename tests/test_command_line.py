@@ -18,8 +18,9 @@ def run(*args: str, cwd: Path, timeout: int = 120) -> subprocess.CompletedProces
 
 def test_cifar10_without_data_stops_before_ray_with_the_files_to_place(tmp_path):
     data_dir = tmp_path / "data"
+    # The experiment asks for a quarter GPU; without one, local Ray is refused that first.
     result = run("-m", "sweeper", "+experiment=cifar10_lira", f"dataset.data_dir={data_dir}",
-                 f"store.root={tmp_path / 'runs'}", cwd=tmp_path)
+                 f"store.root={tmp_path / 'runs'}", "resources.train.num_gpus=0", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     message = result.stderr
     assert "'cifar10'" in message

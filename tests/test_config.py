@@ -72,3 +72,58 @@ def test_each_attack_setting_lives_in_exactly_one_attack_config_file(compose_con
     # And the composed config takes an override of any of them.
     cfg = compose_config("quickstart", ["attack.merlin_sigma=0.02", "attack.lira_variance=global"])
     assert cfg.attack.merlin_sigma == 0.02 and cfg.attack.lira_variance == "global"
+
+
+def test_close_matches_are_offered_for_typos_and_prefixes():
+    from sweeper.config import did_you_mean
+
+    assert did_you_mean("cifar11", ["cifar10", "mnist"]) == "; did you mean 'cifar10'?"
+    assert "'lira_online'" in did_you_mean("lira", ["lira_online", "lira_offline", "loss"])
+    assert did_you_mean("epsilonn", ["epsilon", "delta"], "grid.") == "; did you mean 'grid.epsilon'?"
+    assert did_you_mean("zzz", ["cifar10"]) == ""
+
+
+def test_the_grid_is_counted_as_the_planner_crosses_it():
+    from sweeper.config import grid_axes
+
+    cfg = SweepConfig()
+    assert grid_axes(cfg.grid) == {"ε": 3, "δ": 1, "p": 3, "attack": 4, "policy": 1, "trial": 1}
+    found = problems_of(max_cells=35)
+    assert any("= 36 cells, over max_cells=35" in problem for problem in found)
+    cfg.max_cells = 36
+    validate(cfg)
+
+
+@pytest.mark.parametrize("changes", [
+    {"grid__p": [0.5, 1.0]},                                  # p = 1: every pool record trains
+    {"cluster__dashboard_port": 0},                           # any free port
+    {"store__root": "s3://bucket/prefix"},
+    {"store__root": "gs://bucket"},
+    {"tracking__uri": "postgresql://mlflow@db:5432/mlflow"},  # a user, no password
+    {"tracking__uri": "http://mlflow:5000"},
+    {"cluster__runtime_env": {"working_dir": ".", "excludes": ["runs"],
+                              "env_vars": {"OMP_NUM_THREADS": "1"}}},
+])
+def test_values_at_the_edges_are_accepted(changes, tmp_path):
+    cfg = SweepConfig()
+    cfg.store.root = str(tmp_path / "runs")
+    for path, value in changes.items():
+        section, _, key = path.partition("__")
+        setattr(getattr(cfg, section), key, value)
+    validate(cfg)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_file_uri_store_is_checked_like_a_path(tmp_path):
+    (tmp_path / "file").write_text("")
+    found = problems_of(store__root=f"file://{tmp_path}/file/runs")
+    assert any("is a file, not a folder" in problem for problem in found)
+    assert not (tmp_path / "file" / "runs").exists()
+
+
+def test_credentials_are_masked_in_every_message():
+    found = problems_of(tracking__uri="https://token123@mlflow.example",
+                        store__root="s3://AKIA:hunter2@bucket/runs?session_token=tok")
+    text = "\n".join(found)
+    assert "hunter2" not in text and "token123" not in text and "tok'" not in text
+    assert "https://***@mlflow.example" in text and "s3://AKIA:***@bucket/runs?session_token=***" in text

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from sweeper.reports import REPORTS, load_scores
+from sweeper.store import ArtifactStore
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # Student's t at 0.975 with 1 degree of freedom (two trials): tan(π·0.475), from the Cauchy
@@ -284,9 +285,9 @@ def test_pdtp_reads_scores_from_the_store(tmp_path):
     frame, scores = pdtp_inputs()
     frame["scores_key"] = frame["model_key"] + "-" + frame["attack"]
     root = tmp_path / "runs"
-    (root / "scores").mkdir(parents=True)
+    store = ArtifactStore(root)
     for (key, attack), part in scores.groupby(["model_key", "attack"]):
-        part.to_parquet(root / "scores" / f"{key}-{attack}.parquet", index=False)
+        store.write_scores(f"{key}-{attack}", part.reset_index(drop=True))
     loaded = load_scores(frame, root)
     assert len(loaded) == len(scores) and {"policy", "trial"} <= set(loaded.columns)
     from_store = REPORTS["pdtp"](frame, tmp_path / "a", store_root=root)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -37,7 +38,7 @@ def test_first_run_trains_each_model_once(finished_sweep):
     # per ε: the shadows plus one target per p (one trial); ε = ∞ ignores δ.
     per_epsilon = cfg.shadow.count + len(cfg.grid.p) * len(cfg.grid.trial)
     assert first.models_total == first.models_trained == per_epsilon * len(cfg.grid.epsilon)
-    models = list((first.sweep_dir.parent.parent / "models").iterdir())
+    models = list((Path(cfg.store.root) / "models").iterdir())
     assert len(models) == first.models_total
 
 
@@ -61,7 +62,7 @@ def test_rows_are_consistent(finished_sweep):
 def test_rerun_trains_nothing_and_adds_no_rows(finished_sweep):
     _, first, second = finished_sweep
     assert second.models_trained == 0 and second.cells_computed == 0
-    cells = list((second.sweep_dir / "cells").glob("*.parquet"))
+    cells = list((Path(second.sweep_dir) / "cells").glob("*.parquet"))
     assert len(cells) == len(first.results) == len(second.results)
     pd.testing.assert_frame_equal(
         first.results.sort_values("cell_key", ignore_index=True),
@@ -92,7 +93,7 @@ def test_mlflow_has_one_nested_run_per_cell(finished_sweep):
 
 def test_frontier_files_are_written_next_to_the_results(finished_sweep):
     _, first, _ = finished_sweep
-    assert first.plot_path == first.sweep_dir / "frontier.png"
+    assert first.plot_path == Path(first.sweep_dir) / "frontier.png"
     assert first.plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = pd.read_csv(first.csv_path)
     assert sorted(table.cell_key) == sorted(first.results.cell_key)
@@ -116,5 +117,6 @@ def test_frontier_command_prints_writes_csv_and_json(finished_sweep, tmp_path, c
 def test_frontier_command_without_a_sweep_says_what_to_do(tmp_path, capsys):
     from sweeper.frontier import main
 
-    assert main(["--run-dir", str(tmp_path / "nothing")]) == 2
+    assert main(["--run-dir", str(tmp_path / "sweeps" / "nothing")]) == 2
+    assert main(["--run-dir", str(tmp_path / "not-a-sweep-folder")]) == 2
     assert "python -m sweeper" in capsys.readouterr().err

@@ -65,7 +65,9 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(digits, tmp_path, monk
         if len(saves) == 2:
             raise KeyboardInterrupt("worker killed after epoch 2")
 
-    checkpoint = tmp_path / "model.pt"
+    from sweeper.store import ArtifactStore
+
+    checkpoint = ArtifactStore(tmp_path).checkpoint("model")
     monkeypatch.setattr(training, "_save_checkpoint", save_then_die)
     with pytest.raises(KeyboardInterrupt):
         train_model(settings(2.0, epochs=3), digits, mask, seed=3, device=CPU, checkpoint=checkpoint)
@@ -74,6 +76,7 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(digits, tmp_path, monk
 
     assert resumed.epsilon_spent == pytest.approx(whole.epsilon_spent, rel=1e-9)
     assert resumed.steps == whole.steps
+    assert resumed.resumed_from == [2] and whole.resumed_from == []
     for name, tensor in whole.state_dict.items():
         torch.testing.assert_close(resumed.state_dict[name], tensor)
     np.testing.assert_allclose(resumed.pool_logits, whole.pool_logits, rtol=1e-5, atol=1e-5)
@@ -93,3 +96,16 @@ def test_small_epsilons_are_reached_with_the_wider_rdp_orders():
     assert accountant.get_epsilon(delta=1e-5) > 0.103  # the default orders cannot certify it
     spent = accountant.get_epsilon(delta=1e-5, alphas=training.RDP_ORDERS)
     assert 0.099 <= spent <= 0.1
+
+
+def test_a_damaged_checkpoint_is_not_used_but_training_starts_over(digits, tmp_path):
+    from sweeper.store import ArtifactStore
+
+    mask = draw_mask(len(digits.pool_y), 0.5, seed=1, complement=False)
+    checkpoint = ArtifactStore(tmp_path).checkpoint("model")
+    checkpoint.save(b"not a checkpoint")
+    path = tmp_path / "checkpoints" / "model.pt"
+    path.write_bytes(path.read_bytes()[:-3] + b"xyz")  # altered after it was written
+    assert checkpoint.load() is None
+    model = train_model(settings(2.0, epochs=1), digits, mask, seed=3, device=CPU, checkpoint=checkpoint)
+    assert model.resumed_from == [] and model.steps > 0

@@ -1,0 +1,15 @@
+# The MLflow tracking server of deploy/compose.yaml: MLflow with the two drivers the official
+# image lacks, psycopg2 (the PostgreSQL backend store) and boto3 (S3 / MinIO artifacts).
+# Built by `docker compose -f deploy/compose.yaml up --build`; runs as a non-root user.
+FROM python:3.11-slim-bookworm
+
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# The same MLflow as the project's own pin (mlflow==3.17.*): client and server agree.
+RUN pip install mlflow==3.17.2 psycopg2-binary==2.9.13 boto3==1.44.5 \
+    && useradd --uid 1000 --create-home --shell /usr/sbin/nologin mlflow
+
+USER mlflow
+WORKDIR /home/mlflow
+EXPOSE 5000
+CMD ["mlflow", "server", "--help"]

@@ -1,0 +1,62 @@
+"""Sort a failed task's error: deterministic (a bug, bad data) or transient (a lost worker).
+
+Ray already retried what can be retried by the time the driver sees an error: worker and node
+deaths up to `max_retries` times, and the out-of-memory errors listed in `TRANSIENT_EXCEPTIONS`.
+An application exception (ValueError from bad data, a bug's TypeError) would fail the same way
+again, so it is never retried: its traceback goes into the cell's failure record at once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+#: Exceptions raised inside a task that a retry can cure: memory that another task held.
+TRANSIENT_EXCEPTIONS: tuple[type[BaseException], ...] = (MemoryError, torch.OutOfMemoryError)
+ANSI_CODES = re.compile(r"\x1b\[[0-9;]*m")
+TASK_NAME = re.compile(r"ray::(.+?)\(\)")
+
+
+@dataclass(frozen=True)
+class Failure:
+    kind: str  # "deterministic" or "transient"
+    task: str  # the task that failed, as the Ray dashboard names it
+    reason: str  # one line: the exception and its message
+    traceback: str
+
+    def record(self, cell_label: str, cell_key: str, coordinates: dict[str, Any]) -> dict[str, Any]:
+        """What the store keeps for a failed cell until a rerun computes it."""
+        return {"cell": cell_label, "cell_key": cell_key, "coordinates": coordinates, **asdict(self)}
+
+
+def classify(error: BaseException, retries: int, task: str = "") -> Failure:
+    """The failure behind `error`, as `ray.get` raised it for the task named `task`, which was
+    allowed `retries` retries."""
+    from ray.exceptions import RayError, RayTaskError
+
+    text = ANSI_CODES.sub("", str(error))
+    if isinstance(error, RayTaskError):
+        # Ray raises a copy that is both a RayTaskError and the task's own exception; its text is
+        # "ray::<task name>() (pid=…, ip=…)" and the traceback, nested for each task that waited
+        # on the one that failed: the last name is the culprit's.
+        cause = error.cause if isinstance(error.cause, BaseException) else error
+        names = TASK_NAME.findall(text)
+        # A task whose input was lost to a dead worker or node carries that system error.
+        transient = isinstance(cause, TRANSIENT_EXCEPTIONS) or (
+            isinstance(cause, RayError) and not isinstance(cause, RayTaskError))
+        reason = _one_line(cause)
+        if transient:
+            reason += f" (still failing after {retries} retries)"
+        return Failure("transient" if transient else "deterministic",
+                       names[-1] if names else task, reason, text)
+    # Worker or node lost, object lost, out of memory as the raylet saw it: Ray retried it.
+    return Failure("transient", task,
+                   f"{_one_line(error)} (still failing after {retries} retries)", text)
+
+
+def _one_line(error: BaseException) -> str:
+    lines = [line for line in str(error).strip().splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0].strip() if lines else ''}".rstrip(": ")

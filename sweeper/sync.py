@@ -1,0 +1,97 @@
+"""`python -m sweeper.sync`: log to MLflow what a sweep's Parquet results hold and MLflow lacks.
+
+A sweep keeps going when its tracking server goes down (results land in Parquet either way) and
+warns what it could not log.  Once the server is back, this fills MLflow in: the sweep's run
+(found by its plan key, or created), one nested run per cell not logged yet, and the figures
+when the sweep's run has none.  It is idempotent: a second sync logs nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from tqdm.auto import tqdm
+
+from sweeper.frontier import sort_frontier
+from sweeper.store import ArtifactStore
+from sweeper.credentials import redact
+from sweeper.tracking import SweepTracker, config_params, default_tracking_uri
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    tracking_uri: str
+    cells: int  # cells with results in the store
+    logged: int  # cell runs this sync created
+    artifacts: int  # figures this sync attached
+
+
+def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
+         progress: bool = False) -> SyncReport:
+    """Log the sweep `experiment` of `store_root` to MLflow (the sweep's own tracking URI unless
+    `tracking_uri` is given).  Raises what MLflow raises when the server is still down."""
+    store = ArtifactStore(store_root)
+    manifest = store.read_manifest(experiment)
+    config = manifest["config"]
+    uri = tracking_uri or config["tracking"]["uri"] or default_tracking_uri(store.local_root)
+    artifact_location = ((store.local_root / "mlartifacts").as_uri()
+                         if store.local_root is not None else None)
+    tracker = SweepTracker(uri, config["tracking"]["experiment"], experiment, manifest["sweep_key"],
+                           config_params(config), artifact_location)
+    results = sort_frontier(store.read_results(experiment))
+    for row in tqdm(results.to_dict("records"), desc="cells synced", unit="cell",
+                    disable=not progress):
+        tracker.log_cell(row)
+    if tracker.failure is not None:
+        raise ConnectionError(f"MLflow at {redact(uri)} failed: {tracker.failure}")
+    artifacts = 0
+    if not tracker.client.list_artifacts(tracker.run_id):
+        folder = store.figures_dir(experiment)
+        figures = sorted(folder.rglob("*.png")) + sorted(folder.rglob("*.csv")) if folder.is_dir() else []
+        for path in figures:
+            relative = path.parent.relative_to(folder).as_posix()
+            tracker.client.log_artifact(tracker.run_id, str(path), None if relative == "." else relative)
+            artifacts += 1
+    failed = bool(store.read_failures(experiment, manifest["cells"]))
+    tracker.client.set_terminated(tracker.run_id, status="FAILED" if failed else "FINISHED")
+    return SyncReport(redact(uri), len(results), tracker.logged_now, artifacts)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m sweeper.sync",
+        description="Log a sweep's results to MLflow after its tracking server was down: one "
+                    "run per cell not logged yet, and the figures. Safe to run again: a second "
+                    "sync logs nothing.")
+    parser.add_argument("--experiment", default="quickstart",
+                        help="sweep name, i.e. the experiment's `name` (default: quickstart)")
+    parser.add_argument("--store-root", default="runs",
+                        help="the sweep's store.root, a folder or a URI (default: runs)")
+    parser.add_argument("--tracking-uri",
+                        help="MLflow tracking URI (default: the sweep's tracking.uri, else "
+                             "MLFLOW_TRACKING_URI, else the SQLite file under the store)")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        report = sync(args.store_root, args.experiment, args.tracking_uri, progress=True)
+    except FileNotFoundError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # noqa: BLE001 - the server is down still: say so, exit 1
+        print(f"error: MLflow is unavailable ({type(error).__name__}: {error}); nothing lost, "
+              "run this again once it is back.", file=sys.stderr)
+        return 1
+    print(f"MLflow {report.tracking_uri}: {report.cells} cells in the store, {report.logged} "
+          f"logged now ({report.cells - report.logged} were already there), "
+          f"{report.artifacts} figure(s) attached")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

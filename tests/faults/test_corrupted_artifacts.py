@@ -1,0 +1,123 @@
+"""Fault 5: a truncated or altered file in the store is detected by its checksum and recomputed,
+never used.  Real sweep on real Ray; the damage is done to the real files on disk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sweeper.runner import run_sweep
+from sweeper.store import ArtifactStore, CorruptArtifact
+
+ROW_FIGURES = ["precision", "tp", "fp", "threshold", "auc", "model_key", "epsilon_spent"]
+
+
+def _flip_byte(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@pytest.fixture(scope="module")
+def sweep(ray_local, make_tiny_config, tmp_path_factory):
+    cfg = make_tiny_config(tmp_path_factory.mktemp("corrupt"))
+    cfg.name = "corrupt"
+    cfg.grid.epsilon = [4.0]
+    cfg.grid.attack = ["loss", "lira_offline"]
+    first = run_sweep(cfg, progress=False)
+    assert not first.failures
+    return cfg, first
+
+
+def test_damaged_results_and_model_are_recomputed_not_used(sweep):
+    cfg, first = sweep
+    root = Path(cfg.store.root)
+    rows = first.results.set_index("cell_key")
+    victim = rows[rows.attack == "loss"].iloc[0]
+    target = victim.model_key
+    target_cells = rows[rows.model_key == target].index
+    # Truncate the target's logits, alter one byte of the cell's Parquet and of another cell's.
+    logits = root / "models" / target / "pool_logits.npy"
+    logits.write_bytes(logits.read_bytes()[:-40])
+    cells_dir = root / "sweeps" / cfg.name / "cells"
+    altered = [key for key in rows.index if key not in target_cells][0]
+    _flip_byte(cells_dir / f"{target_cells[0]}.parquet", 200)
+    for key in target_cells[1:]:
+        (cells_dir / f"{key}.parquet").write_bytes(b"PAR1")  # truncated to its magic
+    _flip_byte(cells_dir / f"{altered}.parquet", 300)
+
+    store = ArtifactStore(root)
+    assert not store.has_model(target)
+    with pytest.raises(CorruptArtifact):
+        store.read_model_outputs(target)
+    # A damaged cell is left out of the table rather than read.
+    assert set(store.read_results(cfg.name).cell_key) == set(rows.index) - {*target_cells, altered}
+
+    second = run_sweep(cfg, progress=False)
+    assert not second.failures
+    assert second.models_trained == 1  # the damaged target; its shadows are intact
+    assert second.cells_computed == len(target_cells) + 1
+    again = second.results.set_index("cell_key").sort_index()
+    assert list(again.index) == sorted(rows.index)  # whole, no duplicates
+    # Training and attacks are deterministic: the recomputed rows are the rows that were damaged.
+    pd.testing.assert_frame_equal(again[ROW_FIGURES], rows.sort_index()[ROW_FIGURES])
+    assert store.has_model(target)
+
+
+def test_altered_model_weights_are_refused_on_read(sweep):
+    cfg, first = sweep
+    store = ArtifactStore(cfg.store.root)
+    key = first.results.model_key.iloc[-1]
+    weights = Path(cfg.store.root) / "models" / key / "model.pt"
+    original = weights.read_bytes()
+    _flip_byte(weights, len(original) // 2)
+    try:
+        with pytest.raises(CorruptArtifact, match="model.pt"):
+            store.read_state_dict(key)
+        assert not store.has_model(key)
+    finally:
+        weights.write_bytes(original)
+    assert store.has_model(key)
+
+
+def test_a_model_without_its_meta_is_absent(sweep, tmp_path):
+    store = ArtifactStore(tmp_path)
+    store.write_model("m", {"w": __import__("torch").zeros(2)}, np.zeros((3, 2)), np.ones(3, bool),
+                      {"role": "target"})
+    meta = tmp_path / "models" / "m" / "meta.json"
+    checksums = json.loads(meta.read_text())["checksums"]
+    assert set(checksums) == {"model.pt", "pool_logits.npy", "mask.npy"}
+    meta.unlink()  # a crash between the files and their meta
+    assert not store.has_model("m")
+
+
+@pytest.mark.parametrize("damage", ["truncate", "alter", "lose checksum"])
+def test_damaged_query_answers_read_as_absent(tmp_path, damage):
+    store = ArtifactStore(tmp_path)
+    answer = np.arange(12, dtype=np.float32).reshape(3, 4)
+    store.write_query("q", answer)
+    np.testing.assert_array_equal(store.read_query("q"), answer)
+    path = tmp_path / "queries" / "q.npy"
+    if damage == "truncate":
+        path.write_bytes(path.read_bytes()[:-8])
+    elif damage == "alter":
+        _flip_byte(path, len(path.read_bytes()) - 1)
+    else:
+        path.with_suffix(".npy.sha256").unlink()
+    assert not store.has_query("q")
+    with pytest.raises((CorruptArtifact, FileNotFoundError)):
+        store.read_query("q")
+
+
+def test_damaged_scores_are_refused(tmp_path):
+    store = ArtifactStore(tmp_path)
+    frame = pd.DataFrame({"record_id": np.arange(5), "score": np.linspace(0, 1, 5)})
+    store.write_scores("s", frame)
+    pd.testing.assert_frame_equal(store.read_scores("s"), frame)
+    _flip_byte(tmp_path / "scores" / "s.parquet", 40)
+    with pytest.raises(CorruptArtifact):
+        store.read_scores("s")

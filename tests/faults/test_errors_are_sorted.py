@@ -1,0 +1,77 @@
+"""Fault 6: a deterministic failure (here: an ε no noise can reach, a real ValueError from
+Opacus's calibration) fails fast with its traceback in the cell's record and is not retried;
+the other cells of the sweep complete, and every summary lists the failed cells."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from ray.util.state import list_tasks
+
+from sweeper.frontier import main as frontier_main
+from sweeper.runner import run_sweep
+from sweeper.store import ArtifactStore
+
+UNREACHABLE = 0.001  # below what RDP can certify at δ = 1e-5 (≈ ln(1e5)/2047 ≈ 0.0056)
+
+
+@pytest.fixture(scope="module")
+def sweep(ray_local, make_tiny_config, tmp_path_factory):
+    cfg = make_tiny_config(tmp_path_factory.mktemp("errors"))
+    cfg.name = "errors"
+    cfg.grid.epsilon = [UNREACHABLE, 4.0]
+    cfg.grid.attack = ["loss", "always_member"]
+    cfg.resources.train.max_retries = 3
+    return cfg, run_sweep(cfg, progress=False)
+
+
+def test_failed_cells_do_not_block_the_others(sweep):
+    cfg, result = sweep
+    per_epsilon = len(cfg.grid.p) * len(cfg.grid.attack)
+    assert len(result.failures) == per_epsilon
+    assert all(f"ε={UNREACHABLE:g}" in label for label, _ in result.failures)
+    assert len(result.results) == per_epsilon and set(result.results.epsilon) == {4.0}
+    assert all("The privacy budget is too low" in reason for _, reason in result.failures)
+    assert all(reason.startswith("train target") for _, reason in result.failures)
+
+
+def test_the_cell_record_keeps_the_traceback(sweep):
+    cfg, result = sweep
+    records = ArtifactStore(cfg.store.root).read_failures(cfg.name)
+    assert len(records) == len(result.failures)
+    for record in records:
+        assert record["kind"] == "deterministic"
+        assert record["coordinates"]["epsilon"] == UNREACHABLE
+        assert "calibrate_noise" in record["traceback"] and "ValueError" in record["traceback"]
+        assert record["task"].startswith("train target")
+
+
+def test_a_deterministic_failure_is_not_retried(sweep, ray_dashboard):
+    cfg, result = sweep
+    task = ArtifactStore(cfg.store.root).read_failures(cfg.name)[0]["task"]
+    deadline = time.monotonic() + 60  # task events reach the state API every second or so
+    while True:
+        attempts = list_tasks(address=ray_dashboard, filters=[("name", "=", task)],
+                              raise_on_missing_output=False)
+        if {a.state for a in attempts} == {"FAILED"} or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert {a.state for a in attempts} == {"FAILED"}
+    assert {a.attempt_number for a in attempts} == {0}  # max_retries=3, none used
+
+
+def test_summaries_list_the_failed_cells(sweep, capsys):
+    cfg, result = sweep
+    assert frontier_main(["--store-root", cfg.store.root, "--experiment", cfg.name, "--no-plot"]) == 0
+    err = capsys.readouterr().err
+    for label, _ in result.failures:
+        assert f"FAILED {label}: " in err
+
+
+def test_a_rerun_retries_only_the_failed_cells(sweep):
+    cfg, first = sweep
+    again = run_sweep(cfg, progress=False)
+    assert again.models_trained == len(cfg.grid.p)  # the targets at the unreachable ε, again
+    assert sorted(again.failures) == sorted(first.failures)
+    assert len(again.results) == len(first.results)

@@ -1,0 +1,74 @@
+"""Fault 4: the MLflow tracking server (a real `mlflow server` on 127.0.0.1) is stopped
+mid-sweep.  The sweep completes with its Parquet results whole and warns what was not logged;
+`python -m sweeper.sync` fills MLflow in once the server is back, and a second sync adds nothing."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from sweeper.runner import run_sweep
+from sweeper.sync import main as sync_main
+from sweeper.sync import sync
+from sweeper.tracking import CELL_KEY_TAG, PARENT_TAG
+
+
+def cell_runs(uri: str, experiment: str) -> list:
+    client = MlflowClient(tracking_uri=uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return []
+    runs = client.search_runs([found.experiment_id], max_results=5000)
+    return [r for r in runs if PARENT_TAG in r.data.tags]
+
+
+def test_server_stopped_mid_sweep_loses_nothing_and_sync_fills_in(
+        ray_local, make_tiny_config, tmp_path, mlflow_server, procs, monkeypatch, capsys):
+    # One failed request must cost seconds, not MLflow's default minutes of backoff.
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    cfg = make_tiny_config(tmp_path)
+    cfg.name = "tracked"
+    cfg.grid.epsilon = [4.0, 8.0]
+    cfg.grid.attack = ["loss", "lira_offline", "always_member"]
+    cfg.tracking.uri = mlflow_server.uri
+    cfg.tracking.experiment = "faults"
+    cells_dir = Path(cfg.store.root) / "sweeps" / cfg.name / "cells"
+
+    def stop_after_first_cells():
+        procs.wait_for(lambda: len(list(cells_dir.glob("*.parquet"))) >= 2, timeout=300,
+                       interval=0.05)
+        mlflow_server.stop()
+
+    stopper = threading.Thread(target=stop_after_first_cells, daemon=True)
+    stopper.start()
+    with pytest.warns(UserWarning, match="sweeper.sync"):
+        result = run_sweep(cfg, progress=False)
+    stopper.join(timeout=30)
+    assert not mlflow_server.running
+
+    planned = len(cfg.grid.epsilon) * len(cfg.grid.p) * len(cfg.grid.attack)
+    assert not result.failures
+    assert len(result.results) == planned and result.results.cell_key.is_unique
+    assert result.tracking_warning is not None
+    assert "not logged" in result.tracking_warning
+
+    # While the server is down, sync says so and changes nothing.
+    assert sync_main(["--store-root", cfg.store.root, "--experiment", cfg.name]) == 1
+    assert "unavailable" in capsys.readouterr().err
+
+    mlflow_server.start()
+    logged_before = cell_runs(mlflow_server.uri, "faults")
+    assert len(logged_before) < planned  # the stop cost some runs …
+    report = sync(cfg.store.root, cfg.name)
+    assert report.logged == planned - len(logged_before)  # … and sync logged exactly those
+    runs = cell_runs(mlflow_server.uri, "faults")
+    assert len(runs) == planned
+    assert {r.data.tags[CELL_KEY_TAG] for r in runs} == set(result.results.cell_key)
+
+    assert sync_main(["--store-root", cfg.store.root, "--experiment", cfg.name]) == 0
+    assert "0 logged now" in capsys.readouterr().out
+    assert len(cell_runs(mlflow_server.uri, "faults")) == planned

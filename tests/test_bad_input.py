@@ -1,0 +1,269 @@
+"""Malformed configurations are refused before Ray starts: one message, every problem, exit code 2.
+
+Each case is a command line (Hydra overrides) run through `sweeper.__main__.preflight`, the check
+`python -m sweeper` makes before anything else.  Each refusal must name the field, the value given
+and what is allowed (or the close matches), and leave nothing behind: the sweep's store folder is
+never created, and no MLflow database appears.  A few cases run the real command as a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sweeper.__main__ import preflight
+from sweeper.config import ConfigError, SweepConfig
+
+REPO = Path(__file__).resolve().parents[1]
+EXPERIMENTS = sorted(path.stem for path in (REPO / "conf" / "experiment").glob("*.yaml"))
+
+
+def _has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def refused(tmp_path: Path, overrides: list[str]) -> str:
+    """The message of the ConfigError that `overrides` earn; asserts nothing was written."""
+    store = tmp_path / "runs"
+    argv = [o.format(tmp=tmp_path) for o in overrides]
+    if not any(o.lstrip("+").startswith("store.root=") for o in argv):
+        argv.append(f"store.root={store}")
+    with pytest.raises(ConfigError) as error:
+        preflight(argv)
+    assert not store.exists(), "a refused configuration created its store folder"
+    assert not list(tmp_path.rglob("mlflow.db")), "a refused configuration created an MLflow store"
+    assert not list(tmp_path.rglob("mlruns")), "a refused configuration created an MLflow store"
+    message = str(error.value)
+    assert message.startswith("invalid configuration:") and error.value.problems
+    return message
+
+
+# (id, overrides, fragments the message must hold: the field, the value given, what is allowed)
+CASES = [
+    # Ranges.
+    ("epsilon_zero", ["grid.epsilon=[0,8]"], ["grid.epsilon: 0.0", "must be > 0", "inf allowed"]),
+    ("epsilon_negative", ["grid.epsilon=[-1]"], ["grid.epsilon: -1.0", "must be > 0"]),
+    ("epsilon_nan", ["grid.epsilon=[nan]"], ["grid.epsilon: nan", "must be > 0"]),
+    ("delta_one", ["grid.delta=[1]"], ["grid.delta: 1.0", "[0, 1)"]),
+    ("delta_negative", ["grid.delta=[-1e-5]"], ["grid.delta: -1e-05", "[0, 1)"]),
+    ("p_zero", ["grid.p=[0]"], ["grid.p: 0.0", "(0, 1]"]),
+    ("p_above_one", ["grid.p=[0.5,1.5]"], ["grid.p: 1.5", "(0, 1]"]),
+    ("gamma_zero", ["grid.p=[]", "grid.gamma=[0]"], ["grid.gamma: 0.0", "> 0"]),
+    ("shadow_count_odd", ["shadow.count=3"], ["shadow.count=3", "even number ≥ 2"]),
+    ("shadow_count_zero", ["shadow.count=0"], ["shadow.count=0", "even number ≥ 2"]),
+    ("shadow_p_one", ["shadow.p=1"], ["shadow.p=1.0", "(0, 1)"]),
+    ("momentum_one", ["train.momentum=1"], ["train.momentum=1.0", "[0, 1)"]),
+    ("negative_trial", ["grid.trial=[-1]"], ["grid.trial: -1", "≥ 0"]),
+    ("negative_seed", ["seed=-1"], ["seed=-1", "≥ 0"]),
+    ("num_classes_one", ["dataset.num_classes=1"], ["dataset.num_classes=1", "≥ 2"]),
+    ("input_shape_zero", ["dataset.input_shape=[0,28,28]"], ["dataset.input_shape=[0, 28, 28]", "each > 0"]),
+    ("dashboard_port", ["cluster.dashboard_port=70000"], ["cluster.dashboard_port=70000", "0..65535"]),
+    ("cluster_num_cpus_zero", ["cluster.num_cpus=0"], ["cluster.num_cpus=0", "≥ 1"]),
+    ("fractional_cpus_above_one", ["resources.attack.num_cpus=1.5"],
+     ["resources.attack.num_cpus=1.5", "fractions only below 1"]),
+    ("cluster_address_http", ["cluster.address=http://head:8265"],
+     ["cluster.address='http://head:8265'", "ray://HOST:10001"]),
+    # Types, as Hydra reads them.
+    ("type_list_entry", ["grid.epsilon=[abc]"], ["grid.epsilon=[abc]", "'abc'", "a number"]),
+    ("type_int", ["train.epochs=two"], ["train.epochs=two", "train.epochs takes an integer"]),
+    ("type_float_for_int", ["train.batch_size=1.5"], ["train.batch_size=1.5", "takes an integer"]),
+    ("type_bool", ["dataset.synthetic=maybe"], ["dataset.synthetic=maybe", "true or false"]),
+    ("type_null", ["train.epochs=null"], ["train.epochs=null", "not Optional", "an integer"]),
+    ("type_section", ["grid=5"], ["grid=5", "a mapping with keys", "'epsilon'"]),
+    ("unparsable", ["grid.epsilon=[1,"], ["grid.epsilon=[1,", "cannot be read", "key=[a,b]"]),
+    ("sweep_without_multirun", ["grid.epsilon=1,2"], ["grid.epsilon=1,2", "key=[value1,value2]"]),
+    # Unknown keys, with the close matches.
+    ("unknown_top_key_appended", ["+foo=1"], ["+foo=1", "foo is not a key", "the top level takes"]),
+    ("unknown_top_key", ["foo=1"], ["foo=1", "foo is not a key", "'grid'"]),
+    ("unknown_nested_key", ["grid.epsilonn=[1]"],
+     ["grid.epsilonn=[1]", "not a key", "did you mean 'grid.epsilon'?"]),
+    ("unknown_nested_key_appended", ["+train.epochz=3"],
+     ["+train.epochz=3", "not a key", "did you mean 'train.epochs'?"]),
+    # Unknown names, with the close matches.
+    ("unknown_dataset", ["dataset.name=cifar11"],
+     ["dataset.name='cifar11'", "known datasets are", "did you mean 'cifar10'"]),
+    ("unknown_dataset_group", ["dataset=mnst"],
+     ["dataset=mnst", "no option 'mnst'", "'fashion_mnist'", "did you mean 'mnist'?"]),
+    ("unknown_experiment", ["+experiment=cifar10_lria"],
+     ["+experiment=cifar10_lria", "no option", "did you mean 'cifar10_lira'"]),
+    ("unknown_model", ["model.name=mnist_cn"], ["model.name='mnist_cn'", "known models are",
+                                                "did you mean 'mnist_cnn'"]),
+    ("unknown_attack", ["grid.attack=[lira_onlin,loss]"],
+     ["grid.attack: 'lira_onlin' is unknown", "known attacks are", "did you mean 'lira_online'"]),
+    ("unknown_policy", ["grid.policy=[calibrate]"],
+     ["grid.policy: 'calibrate' is unknown", "did you mean 'calibrated'?"]),
+    ("unknown_report", ["report=frontiers"], ["report='frontiers'", "did you mean 'frontier'?"]),
+    ("unknown_accountant", ["train.accountant=rpd"],
+     ["train.accountant='rpd'", "['rdp', 'prv', 'gdp']", "did you mean 'rdp'?"]),
+    ("unknown_optimizer", ["train.optimizer=adamw"],
+     ["train.optimizer='adamw'", "['sgd', 'adam']", "did you mean 'adam'?"]),
+    ("unknown_scale", ["scale=smok"], ["scale='smok'", "did you mean 'smoke'?"]),
+    # Combinations that cannot run.
+    ("image_model_on_tabular_data", ["dataset=adult", "model=mnist_cnn"],
+     ["model.name='mnist_cnn' does not fit dataset.name='adult'", "[107]", "image model",
+      "'logistic_regression'"]),
+    ("calibrated_policy_without_enough_shadows",
+     ["grid.policy=[calibrated]", "shadow.count=2", "grid.attack=[lira_online,loss]"],
+     ["shadow.count=2", "calibrated policy", "at least 4 shadows"]),
+    ("both_p_and_gamma", ["grid.gamma=[1]"], ["grid.p=[0.2, 0.5, 0.8], grid.gamma=[1.0]",
+                                              "give exactly one of them"]),
+    ("fixed_bound_unreachable", ["grid.epsilon=[]", "grid.precision_target=[0.3]", "grid.p=[0.5]"],
+     ["grid.precision_target: 0.3 at p=0.5"]),
+    ("duplicate_grid_values", ["grid.p=[0.5,0.5]"], ["grid.p=[0.5, 0.5]", "has duplicates"]),
+    ("empty_attack_list", ["grid.attack=[]"], ["grid.attack", "at least one value"]),
+    ("grid_over_limit", ["max_cells=10"],
+     ["3 ε × 1 δ × 3 p × 4 attack × 1 policy × 1 trial = 36 cells", "max_cells=10",
+      "raise max_cells on purpose"]),
+    ("max_cells_zero", ["max_cells=0"], ["max_cells=0", "≥ 1"]),
+    # Names that would escape their folder, or be empty.
+    ("name_traversal", ["name=../evil"], ["name='../evil'", "no leading '.' or '..'"]),
+    ("name_absolute", ["name=/abs"], ["name='/abs'", "no '/'"]),
+    ("empty_tracking_experiment", ["tracking.experiment=''"], ["tracking.experiment=''"]),
+    # Where results would go.
+    ("store_path_is_a_file", ["store.root={tmp}/file"], ["store.root=", "/file", "is a file"]),
+    ("store_under_a_file", ["store.root={tmp}/file/runs"],
+     ["store.root=", "/file/runs", "cannot be created", "is a file, not a folder"]),
+    ("store_bad_scheme", ["store.root=ftp://x/y"],
+     ["store.root='ftp://x/y'", "scheme 'ftp'", "'s3://'", "'gs://'", "'file://'"]),
+    ("store_bucket_missing", ["store.root=s3:///prefix"], ["store.root='s3:///prefix'", "name a bucket"]),
+    ("store_uri_credentials", ["store.root='s3://bucket/runs?access_key=AKIAX&secret_key=hunter2'"],
+     ["store.root='s3://bucket/runs?access_key=***&secret_key=***'",
+      "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"]),
+    ("tracking_uri_credentials", ["tracking.uri=http://alice:hunter2@mlflow:5000"],
+     ["tracking.uri='http://alice:***@mlflow:5000'", "MLFLOW_TRACKING_PASSWORD"]),
+    # The cluster: runtime environment.
+    ("runtime_env_unknown_key", ["+cluster.runtime_env.workdir=."],
+     ["cluster.runtime_env.workdir", "unknown key", "did you mean 'working_dir'?"]),
+    ("runtime_env_credential", ["+cluster.runtime_env.env_vars.AWS_SECRET_ACCESS_KEY=hunter2"],
+     ["cluster.runtime_env.env_vars.AWS_SECRET_ACCESS_KEY", "looks like a credential",
+      "nodes' own environment"]),
+]
+
+
+@pytest.mark.parametrize("overrides, fragments", [case[1:] for case in CASES],
+                         ids=[case[0] for case in CASES])
+def test_malformed_input_is_refused_naming_it(overrides, fragments, tmp_path):
+    (tmp_path / "file").write_text("not a folder\n")
+    message = refused(tmp_path, overrides)
+    for fragment in fragments:
+        assert fragment.format(tmp=tmp_path) in message, f"{fragment!r} not in:\n{message}"
+    assert "hunter2" not in message, "a secret was echoed"
+
+
+def test_there_are_at_least_thirty_distinct_inputs():
+    assert len({case[0] for case in CASES}) == len(CASES) >= 30
+    assert len({tuple(case[1]) for case in CASES}) == len(CASES)
+
+
+@pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU: local Ray can run the task")
+@pytest.mark.parametrize("overrides, field", [
+    (["resources.train.num_gpus=0.25"], "resources.train.num_gpus=0.25"),
+    (["resources.attack.num_gpus=1"], "resources.attack.num_gpus=1.0"),
+    (["train.device=cuda"], "train.device='cuda'"),
+], ids=["train_gpus", "attack_gpus", "cuda_device"])
+def test_gpu_asked_of_local_ray_without_one(overrides, field, tmp_path):
+    message = refused(tmp_path, overrides)
+    assert field in message and "cluster.address is null (local Ray)" in message
+
+
+def test_gpu_asked_of_a_remote_cluster_is_left_to_the_cluster(tmp_path):
+    cfg = preflight(["resources.train.num_gpus=0.25", "cluster.address=ray://head:10001",
+                     f"store.root={tmp_path / 'runs'}"])
+    assert cfg.resources.train.num_gpus == 0.25
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
+                    reason="root writes through any mode bits (the under-a-file case covers root)")
+def test_store_in_a_read_only_folder(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        message = refused(tmp_path, [f"store.root={locked / 'runs'}"])
+        assert f"store.root='{locked / 'runs'}'" in message and "not writable" in message
+        assert not (locked / "runs").exists()
+    finally:
+        locked.chmod(0o700)
+
+
+def test_every_problem_is_named_in_one_message(tmp_path):
+    message = refused(tmp_path, ["grid.epsilon=[0]", "grid.epsilonn=[1]", "dataset=mnst",
+                                 "train.epochs=two", "shadow.count=3", "train.optimizer=adm",
+                                 "store.root=ftp://x/y"])
+    fragments = ["grid.epsilon: 0.0", "did you mean 'grid.epsilon'?", "did you mean 'mnist'?",
+                 "train.epochs=two", "shadow.count=3", "did you mean 'adam'?", "scheme 'ftp'"]
+    missing = [f for f in fragments if f not in message]
+    assert not missing, f"{missing} not in:\n{message}"
+    assert message.count("\n  - ") == len(fragments)
+
+
+def test_a_valid_command_line_passes_and_writes_nothing(tmp_path):
+    cfg = preflight(["grid.epsilon=[1,inf]", "grid.p=[0.5,1]", f"store.root={tmp_path / 'runs'}"])
+    assert isinstance(cfg, SweepConfig) and cfg.name == "quickstart"
+    assert cfg.grid.p == [0.5, 1.0]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_experiment_passes_preflight(experiment, tmp_path):
+    # No GPU here: the experiments that ask for a fraction of one are checked on the CPU.
+    cfg = preflight([f"+experiment={experiment}", "resources.train.num_gpus=0",
+                     f"store.root={tmp_path / 'runs'}"])
+    assert cfg.max_cells == SweepConfig.max_cells
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_runtime_env_is_taken_whole_or_key_by_key(tmp_path):
+    store = f"store.root={tmp_path / 'runs'}"
+    cfg = preflight(["++cluster.runtime_env={working_dir:.,excludes:[runs]}", store])
+    assert cfg.cluster.runtime_env == {"working_dir": ".", "excludes": ["runs"]}
+    cfg = preflight(["+cluster.runtime_env.env_vars.OMP_NUM_THREADS='1'", store])
+    assert cfg.cluster.runtime_env == {"env_vars": {"OMP_NUM_THREADS": "1"}}
+    # Without the +, Hydra's struct mode refuses a new key: the message says how to add it.
+    message = refused(tmp_path, ["cluster.runtime_env.working_dir=."])
+    assert "+cluster.runtime_env.working_dir=" in message
+
+
+# The real command, as a person runs it: exit code 2, `error:` on stderr, nothing written.
+
+def run_sweeper(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "sweeper", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_command_refuses_hydra_composition_errors_with_exit_code_2(tmp_path):
+    # Hydra alone exits 1 with its own text for these; the preflight names them all, exit code 2.
+    result = run_sweeper("dataset=mnst", "grid.epsilonn=[1]", "train.epochs=two",
+                         f"store.root={tmp_path / 'runs'}", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: invalid configuration:")
+    for fragment in ("did you mean 'mnist'?", "did you mean 'grid.epsilon'?", "train.epochs=two"):
+        assert fragment in result.stderr
+    assert "Traceback" not in result.stderr and "Ray" not in result.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_command_never_echoes_credentials(tmp_path):
+    result = run_sweeper("tracking.uri=https://alice:hunter2@mlflow.example:443",
+                         f"store.root={tmp_path / 'runs'}", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "error:" in result.stderr and "MLFLOW_TRACKING_PASSWORD" in result.stderr
+    assert "hunter2" not in result.stderr + result.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_command_checks_every_job_of_a_multirun_before_the_first(tmp_path):
+    result = run_sweeper("--multirun", "train.epochs=1,0", "grid.p=[0.5]",
+                         f"store.root={tmp_path / 'runs'}", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "job #1 (train.epochs=0): train.epochs=0: must be ≥ 1" in result.stderr
+    assert "job #0" not in result.stderr
+    assert list(tmp_path.iterdir()) == []  # not even Hydra's multirun/ folder
