@@ -43,7 +43,8 @@ STORE_SCHEMES = ("file", "s3", "gs")
 RUNTIME_ENV_KEYS = ("working_dir", "py_modules", "py_executable", "pip", "uv", "conda", "env_vars",
                     "excludes", "container", "image_uri", "config", "java_jars",
                     "worker_process_setup_hook", "nsight", "mpi")
-#: A variable, query parameter or key whose name holds one of these is taken for a credential.
+
+
 @dataclass
 class DatasetConfig:
     name: str = "mnist_subset"
@@ -461,7 +462,7 @@ def _check_store(cfg: SweepConfig, check: Check) -> None:
         if scheme == "file":
             _check_local_store(parts.path, root, check)
         else:
-            check(parts.netloc != "", f"store.root={root!r}: name a bucket, {scheme}://BUCKET/PATH")
+            check(parts.netloc != "", f"store.root={redact(root)!r}: name a bucket, {scheme}://BUCKET/PATH")
         return
     _check_local_store(root, root, check)
 

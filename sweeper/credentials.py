@@ -7,6 +7,8 @@ URI that reaches a log, an MLflow param or a manifest goes through `redact` firs
 
 from __future__ import annotations
 
+import re
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 #: Words in a name (query parameter, environment variable) that make its value a credential.
@@ -31,6 +33,23 @@ def redact(uri: str) -> str:
     query = "&".join(f"{k}={'***' if looks_secret(k) else v}"
                      for k, v in parse_qsl(parts.query, keep_blank_values=True))
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+#: `scheme://user:password@` anywhere in a string (a pip index URL inside an argument list…).
+EMBEDDED_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^@\s/]+@")
+
+
+def redact_tree(node: Any) -> Any:
+    """A config (dicts, lists, strings) with every URI redacted and every embedded password and
+    credential-named value masked, fit for MLflow params and `sweep.json`."""
+    if isinstance(node, dict):
+        return {key: "***" if looks_secret(str(key)) and isinstance(value, str) and value
+                else redact_tree(value) for key, value in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [redact_tree(item) for item in node]
+    if isinstance(node, str):
+        return redact(EMBEDDED_PASSWORD.sub(r"\1***@", node))
+    return node
 
 
 def uri_credentials(uri: str) -> list[str]:

@@ -1,9 +1,10 @@
 """Sort a failed task's error: deterministic (a bug, bad data) or transient (a lost worker).
 
 Ray already retried what can be retried by the time the driver sees an error: worker and node
-deaths up to `max_retries` times, and the out-of-memory errors listed in `TRANSIENT_EXCEPTIONS`.
-An application exception (ValueError from bad data, a bug's TypeError) would fail the same way
-again, so it is never retried: its traceback goes into the cell's failure record at once.
+deaths up to `max_retries` times, and the exceptions listed in `TRANSIENT_EXCEPTIONS` (memory,
+store I/O).  Any other exception of the task's own (ValueError from bad data, a bug's TypeError)
+would fail the same way again, so it is never retried: its traceback goes into the cell's failure
+record at once.
 """
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ from typing import Any
 
 import torch
 
-#: Exceptions raised inside a task that a retry can cure: memory that another task held.
-TRANSIENT_EXCEPTIONS: tuple[type[BaseException], ...] = (MemoryError, torch.OutOfMemoryError)
+from sweeper.store import CorruptArtifact
+
+#: Exceptions raised inside a task that a retry can cure: memory that another task held, store
+#: I/O (a throttled or reset connection to S3), an input read while a duplicate rewrote it.
+TRANSIENT_EXCEPTIONS: tuple[type[BaseException], ...] = (
+    MemoryError, torch.OutOfMemoryError, OSError, CorruptArtifact)
 ANSI_CODES = re.compile(r"\x1b\[[0-9;]*m")
 TASK_NAME = re.compile(r"ray::(.+?)\(\)")
 

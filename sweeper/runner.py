@@ -31,7 +31,7 @@ from sweeper.reports import draw
 from sweeper.scale import scaled
 from sweeper.store import ArtifactStore, atomic_write_bytes
 from sweeper.tasks import attack_task, query_task, train_task
-from sweeper.credentials import redact
+from sweeper.credentials import redact, redact_tree
 from sweeper.tracking import config_params, default_tracking_uri, open_tracker
 
 
@@ -134,7 +134,7 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
         store.write_manifest(cfg.name, {
             "name": cfg.name, "sweep_key": plan.key, "cells": [c.key for c in plan.cells],
             "tracking_uri": redact(tracking_uri),
-            "config": OmegaConf.to_container(OmegaConf.structured(cfg)),
+            "config": redact_tree(OmegaConf.to_container(OmegaConf.structured(cfg))),
         })
         tracker = open_tracker(tracking_uri, cfg.tracking.experiment, cfg.name, plan.key,
                                config_params(OmegaConf.to_container(OmegaConf.structured(cfg))),
@@ -283,8 +283,12 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
                     failures.append((cell_label(cell), reason))
                 cells_bar.update(len(cells))
                 continue
-            for row in rows:
-                store.write_cell(cfg.name, row["cell_key"], row)
+            for row, cell in zip(rows, cells):
+                try:
+                    store.write_cell(cfg.name, row["cell_key"], row)
+                except OSError as error:  # the store, not the cell: the rest still land
+                    failures.append((cell_label(cell), f"storing the row: {error}"))
+                    continue
                 if tracker is not None:
                     tracker.log_cell(row)
             cells_bar.update(len(rows))

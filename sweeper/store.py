@@ -13,9 +13,10 @@
     mlflow.db                the default MLflow tracking store (local stores only)
 
 Locally every write lands in a temporary name and is renamed into place; on an object store a
-single PUT is atomic.  Either way a crash leaves the whole file or nothing.  Every file is read
-back against its checksum: a truncated or altered artifact reads as absent, so it is recomputed
-rather than used.
+single PUT is atomic.  Either way a crash leaves the whole file or nothing.  Every artifact a
+result is computed from (model files, query answers, scores, cell rows, checkpoints) is read back
+against its SHA-256: a truncated or altered one reads as absent, so it is recomputed rather than
+used.  The JSON records (meta, manifest, failures) are written whole and parsed, not checksummed.
 """
 
 from __future__ import annotations
@@ -73,8 +74,8 @@ def _parquet_bytes(frame: pd.DataFrame, metadata: dict[str, str] | None = None) 
 
 
 def is_uri(root: str) -> bool:
-    """A URI with a scheme (s3://…), as opposed to a local path (Windows drives aside)."""
-    return len(urlparse(str(root)).scheme) > 1
+    """A URI with a scheme (s3://…, file://…), as opposed to a local path (`C:/…`, `a:b`)."""
+    return "://" in str(root) and len(urlparse(str(root)).scheme) > 1
 
 
 class LocalFiles:
@@ -210,7 +211,12 @@ class ArtifactStore:
 
     def write_model(self, key: str, state_dict: dict[str, torch.Tensor], pool_logits: np.ndarray,
                     mask: np.ndarray, meta: dict[str, Any]) -> None:
-        """The files, then meta.json with their checksums: no meta, or a mismatch, means absent."""
+        """The files, then meta.json with their checksums: no meta, or a mismatch, means absent.
+        A model already stored whole is left alone: a retry or an orphaned worker that finishes
+        the same training second never rewrites files another task may be reading."""
+        if self.has_model(key):
+            self.checkpoint(key).delete()
+            return
         buffer = io.BytesIO()
         torch.save(state_dict, buffer)
         files = {
@@ -272,6 +278,8 @@ class ArtifactStore:
 
     def sweep_uri(self, name: str) -> str:
         """Where a sweep's results live, for people to read (a folder or a URI)."""
+        if self.local_root is not None:
+            return str(self.local_root / "sweeps" / name)
         parts = urlsplit(self.uri)
         return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/sweeps/{name}"))
 
@@ -296,8 +304,14 @@ class ArtifactStore:
         """The failure records of the sweep's cells (of `cell_keys` only, when given)."""
         names = self.files.names(f"sweeps/{sweep}/failures")
         wanted = None if cell_keys is None else {f"{key}.json" for key in cell_keys}
-        return [json.loads(self.files.read(f"sweeps/{sweep}/failures/{name}")) for name in names
-                if name.endswith(".json") and (wanted is None or name in wanted)]
+        records = []
+        for name in names:
+            if name.endswith(".json") and (wanted is None or name in wanted):
+                try:  # a rerun deletes the record of a cell it computes, maybe right now
+                    records.append(json.loads(self.files.read(f"sweeps/{sweep}/failures/{name}")))
+                except FileNotFoundError:
+                    continue
+        return records
 
     def write_manifest(self, sweep: str, manifest: dict[str, Any]) -> None:
         self.files.write(f"sweeps/{sweep}/sweep.json", json.dumps(manifest, indent=2, default=str).encode())
@@ -336,11 +350,14 @@ class ArtifactStore:
 def split_sweep_location(location: str | Path) -> tuple[str, str]:
     """(store root, sweep name) of a sweep's folder or URI, `<store.root>/sweeps/<name>`; a URI's
     query (`?endpoint_override=…`) stays with the root."""
+    if not is_uri(str(location)):
+        path = Path(location)
+        if path.parent.name != "sweeps" or not path.name:
+            raise FileNotFoundError(f"{location} is not a sweep folder (<store.root>/sweeps/<name>)")
+        return str(path.parent.parent), path.name
     parts = urlsplit(str(location))
     root, _, name = parts.path.rstrip("/").rpartition("/")
     parent, _, sweeps = root.rpartition("/")
     if sweeps != "sweeps" or not name:
         raise FileNotFoundError(f"{location} is not a sweep folder (<store.root>/sweeps/<name>)")
-    if is_uri(str(location)):
-        return urlunsplit(parts._replace(path=parent)), name
-    return parent or "/", name
+    return urlunsplit(parts._replace(path=parent)), name

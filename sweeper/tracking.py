@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Optional
 
-from sweeper.credentials import redact
+from sweeper.credentials import redact, redact_tree
 
 COORDINATES = ("dataset", "model", "epsilon", "delta", "p", "attack", "policy", "trial")
 SWEEP_KEY_TAG = "sweeper.sweep_key"
@@ -34,7 +34,7 @@ def default_tracking_uri(local_store_root: Optional[Path]) -> str:
 
 
 def config_params(config: dict[str, Any]) -> dict[str, Any]:
-    """A sweep's config as MLflow params (dotted keys), its URIs without credentials."""
+    """A sweep's config as MLflow params (dotted keys), with its credentials masked."""
     flat: dict[str, Any] = {}
 
     def walk(prefix: str, node: Any) -> None:
@@ -42,9 +42,9 @@ def config_params(config: dict[str, Any]) -> dict[str, Any]:
             for key, value in node.items():
                 walk(f"{prefix}.{key}" if prefix else str(key), value)
         else:
-            flat[prefix] = redact(node) if isinstance(node, str) else node
+            flat[prefix] = node
 
-    walk("", config)
+    walk("", redact_tree(config))
     return flat
 
 
@@ -61,7 +61,7 @@ class SweepTracker:
         self.uri, self.sweep_name = uri, sweep_name
         self.client = MlflowClient(tracking_uri=uri)
         self.failure: Optional[str] = None  # why tracking stopped, once it has
-        self.missed_cells = 0
+        self.missed_cells: set[str] = set()
         self.missed_artifacts = 0
         self.logged_now = 0
         found = self.client.get_experiment_by_name(experiment)
@@ -81,13 +81,19 @@ class SweepTracker:
         self.logged_cells = self._logged_cell_keys()
 
     def _logged_cell_keys(self) -> set[str]:
+        """Cells with a FINISHED run; a run left unfinished (the server died mid-log) is deleted,
+        so the cell is logged again, whole, and still has one run."""
         keys: set[str] = set()
         token = None
         while True:
             page = self.client.search_runs(
                 [self.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{self.run_id}'",
                 max_results=1000, page_token=token)
-            keys.update(r.data.tags.get(CELL_KEY_TAG, "") for r in page)
+            for run in page:
+                if run.info.status == "FINISHED":
+                    keys.add(run.data.tags.get(CELL_KEY_TAG, ""))
+                else:
+                    self.client.delete_run(run.info.run_id)
             token = page.token
             if not token:
                 return keys
@@ -106,7 +112,7 @@ class SweepTracker:
         if self.failure is None:
             self._guarded(self._log_cell, row)
         if self.failure is not None:
-            self.missed_cells += 1
+            self.missed_cells.add(row["cell_key"])
 
     def _guarded(self, call, *args) -> None:
         try:
@@ -149,7 +155,7 @@ class SweepTracker:
         if self.failure is None:
             return None
         message = (f"MLflow tracking at {redact(self.uri)} failed mid-sweep ({self.failure}): "
-                   f"{self.missed_cells} cell run(s) and {self.missed_artifacts} artifact(s) were "
+                   f"{len(self.missed_cells)} cell run(s) and {self.missed_artifacts} artifact(s) were "
                    "not logged. The results are whole in Parquet; once the server is back, run "
                    f"`python -m sweeper.sync --experiment {self.sweep_name} --store-root STORE` "
                    "to log them.")

@@ -89,10 +89,6 @@ DEFAULT_HEALTH_CHECK = {
 RAY_START_TIMEOUT_S = 120
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: a fault-injection test that takes more than ~20 s")
-
-
 # --------------------------------------------------------------------------------------------
 # process helpers
 # --------------------------------------------------------------------------------------------

@@ -42,12 +42,13 @@ def test_rerun_after_driver_sigkill_finishes_without_duplicates_or_retraining(
                    message="a model stored and another in flight")
     procs.sigkill([driver])
     driver.wait(timeout=30)
+    # The driver's local Ray shares its fate: its trainers are gone within seconds (one may still
+    # store the model it was finishing), so nothing trains behind the rerun's back.
+    procs.wait_for(lambda: not procs.find_ray_workers("train"), timeout=60,
+                   message="orphaned trainers gone")
     before = finished_models(root)
     in_flight = {key: epoch for key, epoch in checkpoints(root).items() if key not in before}
     assert before and in_flight
-    # The driver's local Ray shares its fate: no orphan keeps training behind the rerun's back.
-    procs.wait_for(lambda: not procs.find_ray_workers("train"), timeout=60,
-                   message="orphaned trainers gone")
 
     rerun = procs.run_sweep_cli(args, cwd=tmp_path)
     assert rerun.wait(timeout=600) == 0, procs.output(rerun)[1][-3000:]

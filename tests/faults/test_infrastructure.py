@@ -46,7 +46,6 @@ print(json.dumps({"dead_after": dead_after, "task_node_after": after, "alive": a
 """
 
 
-@pytest.mark.slow
 def test_two_node_cluster_survives_losing_its_worker_node(two_node_cluster, procs, tmp_path):
     cluster = two_node_cluster
     head, worker = cluster.head_node_id, cluster.worker_node_id

@@ -1,0 +1,42 @@
+"""Credentials never reach a log, an MLflow param or sweep.json: the redaction, by hand."""
+
+from __future__ import annotations
+
+from sweeper.credentials import redact, redact_tree, uri_credentials
+from sweeper.store import is_uri, split_sweep_location
+from sweeper.tracking import config_params
+
+
+def test_uris_lose_passwords_tokens_and_secret_queries():
+    assert redact("http://alice:hunter2@mlflow:5000/x") == "http://alice:***@mlflow:5000/x"
+    assert redact("https://tok3n@host/api") == "https://***@host/api"
+    assert redact("s3://b/p?endpoint_override=h:9000&secret_key=s&scheme=http") == \
+        "s3://b/p?endpoint_override=h:9000&secret_key=***&scheme=http"
+    assert redact("runs/local") == "runs/local"  # not a URI: as it is
+    assert uri_credentials("s3://b/p?access_key=a") == ["query parameter 'access_key'"]
+    assert uri_credentials("http://127.0.0.1:5000") == []
+
+
+def test_a_config_tree_is_masked_everywhere_lists_included():
+    config = {"cluster": {"runtime_env": {
+        "pip": ["--index-url https://u:p4ss@pypi.example/simple", "numpy"],
+        "env_vars": {"DB_URL": "postgresql://u:pw@db/x", "HF_TOKEN": "hf_abc"}}},
+        "store": {"root": "s3://b/runs?endpoint_override=h:1"}, "seed": 3}
+    params = config_params(config)
+    assert params["cluster.runtime_env.pip"] == ["--index-url https://u:***@pypi.example/simple",
+                                                 "numpy"]
+    assert params["cluster.runtime_env.env_vars.DB_URL"] == "postgresql://u:***@db/x"
+    assert params["cluster.runtime_env.env_vars.HF_TOKEN"] == "***"
+    assert params["store.root"] == "s3://b/runs?endpoint_override=h:1" and params["seed"] == 3
+    flat = repr(redact_tree(config))
+    assert "p4ss" not in flat and ":pw@" not in flat and "hf_abc" not in flat
+
+
+def test_sweep_locations_split_into_store_and_name():
+    assert split_sweep_location("runs/sweeps/exp") == ("runs", "exp")
+    assert split_sweep_location("sweeps/exp") == (".", "exp")
+    assert split_sweep_location("/data/run#1/sweeps/exp") == ("/data/run#1", "exp")
+    assert split_sweep_location("s3://b/r/sweeps/x?endpoint_override=h:1") == \
+        ("s3://b/r?endpoint_override=h:1", "x")
+    assert is_uri("s3://b/r") and is_uri("file:///tmp/r")
+    assert not is_uri("C:/runs") and not is_uri("my-store:2024")
