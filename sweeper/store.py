@@ -33,6 +33,7 @@ from urllib.parse import urlparse, urlsplit, urlunsplit
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import torch
 
@@ -90,9 +91,6 @@ class LocalFiles:
     def write(self, rel: str, data: bytes) -> None:
         atomic_write_bytes(self.root / rel, data)
 
-    def exists(self, rel: str) -> bool:
-        return (self.root / rel).exists()
-
     def delete(self, rel: str) -> None:
         (self.root / rel).unlink(missing_ok=True)
 
@@ -105,10 +103,7 @@ class ObjectFiles:
     """Objects under a prefix of a pyarrow filesystem (S3, GCS); one PUT per file is atomic."""
 
     def __init__(self, uri: str):
-        from pyarrow import fs
-
-        self._fs_module = fs
-        self.fs, self.base = fs.FileSystem.from_uri(uri)
+        self.fs, self.base = pafs.FileSystem.from_uri(uri)
         self.base = self.base.rstrip("/")
 
     def _path(self, rel: str) -> str:
@@ -128,16 +123,16 @@ class ObjectFiles:
             stream.write(data)
 
     def exists(self, rel: str) -> bool:
-        return self.fs.get_file_info(self._path(rel)).type == self._fs_module.FileType.File
+        return self.fs.get_file_info(self._path(rel)).type == pafs.FileType.File
 
     def delete(self, rel: str) -> None:
         if self.exists(rel):
             self.fs.delete_file(self._path(rel))
 
     def names(self, rel_dir: str) -> list[str]:
-        selector = self._fs_module.FileSelector(self._path(rel_dir), allow_not_found=True)
+        selector = pafs.FileSelector(self._path(rel_dir), allow_not_found=True)
         return sorted(info.base_name for info in self.fs.get_file_info(selector)
-                      if info.type == self._fs_module.FileType.File)
+                      if info.type == pafs.FileType.File)
 
 
 class StoredCheckpoint:
