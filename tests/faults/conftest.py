@@ -655,28 +655,60 @@ def two_node_cluster(ray_cluster_factory) -> RayCluster:
 # MLflow server
 # --------------------------------------------------------------------------------------------
 
-class MlflowServer:
-    """`mlflow server` on 127.0.0.1:port, sqlite backend and artifact store under `root`."""
+class LoopbackServer:
+    """A server process of ours on 127.0.0.1:port; subclasses say how to start and stop it."""
+
+    name = "server"
 
     def __init__(self, root: Path, port: Optional[int] = None):
         self.root = root
         self.port = port or free_port()
-        self.uri = f"http://127.0.0.1:{self.port}"
-        self.backend_uri = f"sqlite:///{root / 'mlflow.db'}"
-        self.artifacts = root / "artifacts"
-        self.log = root / "server.log"
         self.proc: Optional[subprocess.Popen] = None
 
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def _refuse_taken_port(self) -> None:
+        if not _port_free(self.port):
+            raise RuntimeError(f"port {self.port} is taken; cannot (re)start {self.name} on it")
+
+
+def started_server(make: Callable[[], "LoopbackServer"]):
+    """Start a fresh server, choosing a new port up to three times (a free port can be taken
+    between choosing and binding it); yield it, and kill it afterwards."""
+    for attempt in range(3):
+        server = make()
+        try:
+            server.start()
+            break
+        except Exception:
+            server.kill()
+            if attempt == 2:
+                raise
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+class MlflowServer(LoopbackServer):
+    """`mlflow server` on 127.0.0.1:port, sqlite backend and artifact store under `root`."""
+
+    name = "MLflow"
+
+    def __init__(self, root: Path, port: Optional[int] = None):
+        super().__init__(root, port)
+        self.uri = f"http://127.0.0.1:{self.port}"
+        self.backend_uri = f"sqlite:///{root / 'mlflow.db'}"
+        self.artifacts = root / "artifacts"
+        self.log = root / "server.log"
+
     def start(self, timeout: float = 90.0) -> "MlflowServer":
         """Start (or restart) on the same port and backend; returns once GET /health is OK."""
         if self.running:
             return self
-        if not _port_free(self.port):
-            raise RuntimeError(f"port {self.port} is taken; cannot (re)start MLflow on it")
+        self._refuse_taken_port()
         env = _base_env()
         env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"
         env.pop("MLFLOW_TRACKING_URI", None)
@@ -758,44 +790,31 @@ def _port_free(port: int, host: str = "127.0.0.1") -> bool:
 def mlflow_server(tmp_path) -> MlflowServer:
     root = tmp_path / "mlflow"
     root.mkdir()
-    server = None
-    for attempt in range(3):  # the free port can be taken between choosing and binding
-        server = MlflowServer(root)
-        try:
-            server.start()
-            break
-        except RuntimeError:
-            server.kill()
-            if attempt == 2:
-                raise
-    try:
-        yield server
-    finally:
-        server.kill()
+    yield from started_server(lambda: MlflowServer(root))
 
 
 # --------------------------------------------------------------------------------------------
 # S3 (moto)
 # --------------------------------------------------------------------------------------------
 
-class S3Server:
+class S3Server(LoopbackServer):
     """moto's S3 on 127.0.0.1:port with one bucket; IAM auth is enforced after setup, so only
     the credentials in `env` are accepted (a request with others fails InvalidAccessKeyId /
     SignatureDoesNotMatch).  The credentials are made deterministic with moto's seed, so a
     restarted server accepts the same ones."""
 
     region = "us-east-1"
+    name = "moto"
 
     def __init__(self, root: Path, bucket: str = "sweeper-faults", port: Optional[int] = None,
                  enforce_auth: bool = True):
-        self.root, self.bucket = root, bucket
-        self.port = port or free_port()
+        super().__init__(root, port)
+        self.bucket = bucket
         self.endpoint = f"127.0.0.1:{self.port}"
         self.endpoint_url = f"http://{self.endpoint}"
         self.enforce_auth = enforce_auth
         self.seed = int(uuid.uuid4().int % 1_000_000)
         self.log = root / "moto.log"
-        self.proc: Optional[subprocess.Popen] = None
         self.env: dict[str, str] = {}
 
     def uri(self, prefix: str = "") -> str:
@@ -811,16 +830,11 @@ class S3Server:
                                secret_key=self.env["AWS_SECRET_ACCESS_KEY"],
                                endpoint_override=self.endpoint, scheme="http", region=self.region)
 
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
     def start(self, timeout: float = 60.0) -> "S3Server":
         """Start (or restart: same port, same credentials, bucket recreated EMPTY)."""
         if self.running:
             return self
-        if not _port_free(self.port):
-            raise RuntimeError(f"port {self.port} is taken; cannot (re)start moto on it")
+        self._refuse_taken_port()
         env = _base_env()
         with open(self.log, "a") as out:
             self.proc = subprocess.Popen(
@@ -882,20 +896,7 @@ class S3Server:
 def s3_server(tmp_path) -> S3Server:
     root = tmp_path / "s3"
     root.mkdir()
-    server = None
-    for attempt in range(3):
-        server = S3Server(root)
-        try:
-            server.start()
-            break
-        except Exception:
-            server.kill()
-            if attempt == 2:
-                raise
-    try:
-        yield server
-    finally:
-        server.kill()
+    yield from started_server(lambda: S3Server(root))
 
 
 # --------------------------------------------------------------------------------------------

@@ -84,7 +84,7 @@ def test_altered_model_weights_are_refused_on_read(sweep):
     assert store.has_model(key)
 
 
-def test_a_model_without_its_meta_is_absent(sweep, tmp_path):
+def test_a_model_without_its_meta_is_absent(tmp_path):
     store = ArtifactStore(tmp_path)
     store.write_model("m", {"w": __import__("torch").zeros(2)}, np.zeros((3, 2)), np.ones(3, bool),
                       {"role": "target"})
