@@ -1,8 +1,14 @@
-"""Train one model on a Bernoulli sample of the pool, with DP-SGD (Opacus) or without.
+"""Train one model on a Bernoulli sample of the pool, with DP-SGD or without.
 
 The sampling rate p of the pool is applied once, here, to build the training set D; it is not
-DP-SGD's per-step rate q = batch_size / |D|, which (with the steps and the noise multiplier) is
+DP-SGD's per-step rate q = 1/⌈|D| / batch⌉, which (with the steps and the noise multiplier) is
 all the accountant sees.  ε = ∞ trains without clipping or noise.
+
+The DP mechanism is Opacus's, step for step: each step takes every record of D independently
+with probability q (Poisson sampling), clips each record's gradient to C, adds N(0, σ²C²) to
+the sum and divides by the expected batch int(|D|·q); 1/q steps an epoch; Opacus's accountant
+counts them.  What differs is the cost: the whole training set lives on the training device,
+batches are index masks drawn there, and `jobs.clipping` clips per sample in one backward pass.
 
 Training resumes from a per-epoch checkpoint (model, optimizer, accountant, RNG states), so a
 worker killed mid-training costs at most one epoch when Ray retries the task.
@@ -10,17 +16,17 @@ worker killed mid-training costs at most one epoch when Ray retries the task.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
-import warnings
 from dataclasses import dataclass, field
-from typing import Optional, Protocol
+from typing import Iterator, Optional, Protocol
 
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
+from jobs.clipping import PerSampleClipper
 from jobs.data import ArrayDataset
 from jobs.models import build_model
 
@@ -38,7 +44,10 @@ class TrainSettings:
     accountant: str
     epsilon: float
     delta: Optional[float]
-    optimizer: str = "sgd"  # or "adam" (DP-Adam under Opacus)
+    optimizer: str = "sgd"  # or "adam" (DP-Adam: the same noisy gradient fed to Adam)
+    # Test accuracy after every `eval_every`-th epoch and after the last; best_test_accuracy is
+    # the best of those (1: every epoch, as Thudi et al.'s best-accuracy figures need).
+    eval_every: int = 1
 
 
 @dataclass
@@ -51,7 +60,7 @@ class TrainedModel:
     steps: int
     epsilon_spent: float
     train_size: int
-    # The best test accuracy after any epoch (Thudi et al. report it beside the final one).
+    # The best test accuracy after any evaluated epoch (Thudi et al. report it beside the final one).
     best_test_accuracy: float = math.nan
     # The epoch each resumed attempt started from: one entry per interruption survived.
     resumed_from: list[int] = field(default_factory=list)
@@ -63,6 +72,14 @@ class Checkpoint(Protocol):
     def load(self) -> Optional[bytes]: ...
 
     def save(self, payload: bytes) -> None: ...
+
+
+class NoiseCache(Protocol):
+    """Where calibrated noise multipliers are kept across tasks (the artifact store provides one)."""
+
+    def get(self, key: str) -> Optional[float]: ...
+
+    def put(self, key: str, value: float) -> None: ...
 
 
 def draw_mask(pool_size: int, rate: float, seed: int, complement: bool) -> np.ndarray:
@@ -77,87 +94,202 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def _accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray, device: torch.device) -> float:
-    logits = predict_logits(model, x, device)
-    return float((logits.argmax(axis=1) == y).mean()) if len(y) else math.nan
-
-
-def predict_logits(model: nn.Module, x: np.ndarray, device: torch.device, batch: int = 2048) -> np.ndarray:
+def predict_logits(model: nn.Module, x: np.ndarray | torch.Tensor, device: torch.device,
+                   batch: int = 4096) -> np.ndarray:
+    """The model's logits on `x`, in large batches on `device`, as float32 on the host."""
     model.eval()
     outputs = []
     with torch.no_grad():
         for start in range(0, len(x), batch):
             # A copy: arrays from Ray's object store are read-only, which torch refuses to wrap.
-            chunk = torch.tensor(x[start : start + batch], device=device)
+            chunk = torch.as_tensor(np.array(x[start:start + batch]) if isinstance(x, np.ndarray)
+                                    else x[start:start + batch]).to(device)
             outputs.append(model(chunk).float().cpu().numpy())
     return np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
 
 
-#: Opacus's notices that say nothing about this run: the secure RNG (we seed for reproducibility,
-#: not for a production release) and the per-sample-gradient hook on the input layer.
-_HARMLESS_WARNINGS = ("Secure RNG turned off", "Full backward hook is firing")
+def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.device) -> float:
+    if not len(y):
+        return math.nan
+    logits = predict_logits(model, x, device)
+    return float((logits.argmax(axis=1) == y.cpu().numpy()).mean())
 
 
-def _train(
-    settings: TrainSettings,
-    data: ArrayDataset,
-    mask: np.ndarray,
-    seed: int,
-    device: torch.device,
-    checkpoint: Optional[Checkpoint] = None,
-) -> TrainedModel:
-    torch.manual_seed(seed)  # drives shuffling, Poisson batches and DP noise alike
-    train_x = torch.as_tensor(data.pool_x[mask])
-    train_y = torch.as_tensor(data.pool_y[mask])
+#: RDP orders: Opacus's defaults stop at 63, where the conversion to (ε, δ) alone costs ≈ 0.103 at
+#: δ = 1e-5, so smaller ε (Jayaraman et al.'s ε = 0.1) could never be reached.
+RDP_ORDERS = [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [
+    64, 80, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024, 1536, 2048]
+
+
+def _accountant_options(accountant: str) -> dict:
+    return {"alphas": RDP_ORDERS} if accountant == "rdp" else {}
+
+
+@dataclass(frozen=True)
+class PoissonSchedule:
+    """Opacus's Poisson sampling for a training set of `size` records at expected `batch_size`:
+    rate q = 1/⌈size/batch⌉, 1/q steps an epoch, gradients divided by int(size·q)."""
+
+    size: int
+    batch_size: int
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return max(1, math.ceil(self.size / self.batch_size))
+
+    @property
+    def sample_rate(self) -> float:
+        return 1.0 / self.steps_per_epoch
+
+    @property
+    def expected_batch_size(self) -> int:
+        return max(1, int(self.size * self.sample_rate))
+
+
+def calibrate_noise(settings: TrainSettings, sample_rate: float,
+                    cache: Optional[NoiseCache] = None) -> float:
+    """The noise multiplier that spends exactly the target (ε, δ) over the training's steps.
+
+    Opacus's search, with the wider RDP orders and a tolerance relative to ε (its default 0.01 is
+    10 % of ε = 0.1); the answer errs on the private side (spent ε ≤ target).  Only a handful of
+    distinct (ε, δ, q, epochs, accountant) occur in a sweep, so the answer is kept in this
+    process and in `cache` (the store), and each is searched once.
+    """
+    args = (float(settings.epsilon), settings.delta, float(sample_rate), int(settings.epochs),
+            settings.accountant)
+    key = "noise-" + "-".join(repr(a) for a in args)
+    cached = cache.get(key) if cache is not None else None
+    if cached is not None:
+        return float(cached)
+    sigma = _search_noise(*args)
+    if cache is not None:
+        cache.put(key, sigma)
+    return sigma
+
+
+@functools.lru_cache(maxsize=256)
+def _search_noise(epsilon: float, delta: Optional[float], sample_rate: float, epochs: int,
+                  accountant: str) -> float:
+    from opacus.accountants.utils import get_noise_multiplier
+
+    return float(get_noise_multiplier(
+        target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate, epochs=epochs,
+        accountant=accountant, epsilon_tolerance=min(0.01, 0.001 * epsilon),
+        **_accountant_options(accountant)))
+
+
+class _Rng:
+    """The training's own random streams on its device: Poisson masks (or shuffles) and noise.
+    Separate from torch's global state, so checkpoints restore them exactly."""
+
+    def __init__(self, seed: int, device: torch.device):
+        self.batches = torch.Generator(device=device)
+        self.batches.manual_seed(seed)
+        self.noise = torch.Generator(device=device)
+        self.noise.manual_seed(seed + 1)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return {"batches": self.batches.get_state(), "noise": self.noise.get_state()}
+
+    def restore(self, state: dict[str, torch.Tensor]) -> None:
+        self.batches.set_state(state["batches"])
+        self.noise.set_state(state["noise"])
+
+
+def _batches(rng: _Rng, size: int, batch_size: int, schedule: Optional[PoissonSchedule],
+             device: torch.device) -> Iterator[torch.Tensor]:
+    """One epoch's batches as index tensors on the device: Poisson masks (DP) or a shuffle."""
+    if schedule is None:
+        yield from torch.randperm(size, generator=rng.batches, device=device).split(batch_size)
+        return
+    for _ in range(schedule.steps_per_epoch):
+        draw = torch.rand(size, generator=rng.batches, device=device)
+        yield (draw < schedule.sample_rate).nonzero().squeeze(1)
+
+
+def _dp_step(model: nn.Module, clipper: PerSampleClipper, optimizer: torch.optim.Optimizer,
+             x: torch.Tensor, y: torch.Tensor, noise_std: float, expected_batch_size: int,
+             rng: _Rng) -> None:
+    """Clipped sum, Gaussian noise of std σ·C on it, divided by the expected batch: Opacus's
+    DPOptimizer step with loss reduction "mean", then the wrapped optimizer's own step."""
+    if len(y):
+        with clipper.watch():
+            logits = model(x)
+        clipper.clip_and_sum(nn.functional.cross_entropy(logits, y, reduction="sum"))
+    else:  # an empty Poisson batch still takes a noisy step, as the accountant assumes
+        clipper.zero_sum()
+    for parameter in model.parameters():
+        if parameter.requires_grad:
+            noise = torch.normal(0.0, noise_std, size=parameter.shape, device=parameter.device,
+                                 generator=rng.noise, dtype=parameter.dtype)
+            parameter.grad = (parameter.grad + noise) / expected_batch_size
+    optimizer.step()
+
+
+def _plain_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor,
+                y: torch.Tensor) -> None:
+    optimizer.zero_grad(set_to_none=True)
+    nn.functional.cross_entropy(model(x), y).backward()
+    optimizer.step()
+
+
+def train_model(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, seed: int,
+                device: torch.device, checkpoint: Optional[Checkpoint] = None,
+                noise_cache: Optional[NoiseCache] = None) -> TrainedModel:
+    """Train on the pool records in `mask`, resuming from `checkpoint` when one exists."""
+    torch.manual_seed(seed)  # the initial weights
     model = build_model(settings.model, data.input_shape, data.num_classes).to(device)
+    train_x = torch.as_tensor(np.array(data.pool_x[mask])).to(device)
+    train_y = torch.as_tensor(np.array(data.pool_y[mask])).to(device)
+    test_x = torch.as_tensor(np.array(data.test_x)).to(device)
+    test_y = torch.as_tensor(np.array(data.test_y))
     if settings.optimizer == "adam":
         optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     else:
         optimizer = torch.optim.SGD(model.parameters(), lr=settings.lr, momentum=settings.momentum)
-    loader = DataLoader(TensorDataset(train_x, train_y), batch_size=settings.batch_size, shuffle=True)
+    rng = _Rng(seed, device)
 
     private = math.isfinite(settings.epsilon)
-    engine = None
+    schedule = accountant = clipper = None
     noise_multiplier = 0.0
     if private:
-        from opacus import PrivacyEngine
+        from opacus.accountants import create_accountant
 
-        engine = PrivacyEngine(accountant=settings.accountant)
-        noise_multiplier = calibrate_noise(settings, sample_rate=1.0 / len(loader))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # make_private's advice on settings we chose on purpose
-            model, optimizer, loader = engine.make_private(
-                module=model, optimizer=optimizer, data_loader=loader,
-                noise_multiplier=noise_multiplier, max_grad_norm=settings.max_grad_norm,
-                poisson_sampling=True,
-            )
+        schedule = PoissonSchedule(len(train_y), settings.batch_size)
+        noise_multiplier = calibrate_noise(settings, schedule.sample_rate, noise_cache)
+        accountant = create_accountant(settings.accountant)
+        clipper = PerSampleClipper(model, settings.max_grad_norm)
 
-    start_epoch, steps, best, resumed_from = _resume(checkpoint, model, optimizer, engine)
-    plain = model._module if hasattr(model, "_module") else model
+    start_epoch, steps, best, resumed_from = _resume(checkpoint, model, optimizer, accountant, rng)
     last = math.nan  # test accuracy after the last epoch trained here
     for epoch in range(start_epoch, settings.epochs):
         model.train()
-        for batch_x, batch_y in loader:
-            batch_x, batch_y = batch_x.to(device), batch_y.to(device)
-            optimizer.zero_grad(set_to_none=True)
-            loss = nn.functional.cross_entropy(model(batch_x), batch_y)
-            loss.backward()
-            optimizer.step()
+        for batch in _batches(rng, len(train_y), settings.batch_size, schedule, device):
+            if private:
+                _dp_step(model, clipper, optimizer, train_x[batch], train_y[batch],
+                         noise_multiplier * settings.max_grad_norm, schedule.expected_batch_size,
+                         rng)
+                accountant.step(noise_multiplier=noise_multiplier, sample_rate=schedule.sample_rate)
+            else:
+                _plain_step(model, optimizer, train_x[batch], train_y[batch])
             steps += 1
-        last = _accuracy(plain, data.test_x, data.test_y, device)
-        best = max(best, last)
+        final = epoch + 1 == settings.epochs
+        if final or (settings.eval_every > 0 and (epoch + 1) % settings.eval_every == 0):
+            last = _accuracy(model, test_x, test_y, device)
+            best = max(best, last)
         if checkpoint is not None:
             _save_checkpoint(checkpoint, epoch + 1, steps, best, resumed_from, model, optimizer,
-                             engine)
+                             accountant, rng)
 
-    epsilon_spent = (engine.accountant.get_epsilon(delta=settings.delta, **_accountant_options(settings))
-                     if engine is not None else math.inf)
-    pool_logits = predict_logits(plain, data.pool_x, device).astype(np.float32)
+    epsilon_spent = (accountant.get_epsilon(delta=settings.delta,
+                                            **_accountant_options(settings.accountant))
+                     if accountant is not None else math.inf)
+    pool_logits = predict_logits(model, data.pool_x, device).astype(np.float32)
     return TrainedModel(
-        state_dict={k: v.detach().cpu() for k, v in plain.state_dict().items()},
+        state_dict={k: v.detach().cpu() for k, v in model.state_dict().items()},
         pool_logits=pool_logits,
         test_accuracy=last if start_epoch < settings.epochs else _accuracy(
-            plain, data.test_x, data.test_y, device),
+            model, test_x, test_y, device),
         # The training records are pool records: their logits are already at hand.
         train_accuracy=float((pool_logits[mask].argmax(axis=1) == data.pool_y[mask]).mean())
         if mask.any() else math.nan,
@@ -170,41 +302,8 @@ def _train(
     )
 
 
-#: RDP orders: Opacus's defaults stop at 63, where the conversion to (ε, δ) alone costs ≈ 0.103 at
-#: δ = 1e-5, so smaller ε (Jayaraman et al.'s ε = 0.1) could never be reached.
-RDP_ORDERS = [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [
-    64, 80, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024, 1536, 2048]
-
-
-def _accountant_options(settings: TrainSettings) -> dict:
-    return {"alphas": RDP_ORDERS} if settings.accountant == "rdp" else {}
-
-
-def calibrate_noise(settings: TrainSettings, sample_rate: float) -> float:
-    """The noise multiplier that spends exactly the target (ε, δ) over the training's steps.
-
-    Opacus's search, with the wider RDP orders and a tolerance relative to ε (its default 0.01 is
-    10 % of ε = 0.1); the answer errs on the private side (spent ε ≤ target).
-    """
-    from opacus.accountants.utils import get_noise_multiplier
-
-    return float(get_noise_multiplier(
-        target_epsilon=settings.epsilon, target_delta=settings.delta, sample_rate=sample_rate,
-        epochs=settings.epochs, accountant=settings.accountant,
-        epsilon_tolerance=min(0.01, 0.001 * settings.epsilon), **_accountant_options(settings)))
-
-
-def train_model(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, seed: int,
-                device: torch.device, checkpoint: Optional[Checkpoint] = None) -> TrainedModel:
-    """Train on the pool records in `mask`, resuming from `checkpoint` when one exists."""
-    with warnings.catch_warnings():
-        for message in _HARMLESS_WARNINGS:
-            warnings.filterwarnings("ignore", message=message)
-        return _train(settings, data, mask, seed, device, checkpoint)
-
-
 def _save_checkpoint(checkpoint: Checkpoint, epoch: int, steps: int, best: float,
-                     resumed_from: list[int], model, optimizer, engine) -> None:
+                     resumed_from: list[int], model, optimizer, accountant, rng: _Rng) -> None:
     state = {
         "epoch": epoch,
         "steps": steps,
@@ -212,16 +311,16 @@ def _save_checkpoint(checkpoint: Checkpoint, epoch: int, steps: int, best: float
         "resumed_from": list(resumed_from),
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
-        "accountant": engine.accountant.state_dict() if engine is not None else None,
-        "torch_rng": torch.get_rng_state(),
+        "accountant": accountant.state_dict() if accountant is not None else None,
+        "rng": rng.state(),
     }
     buffer = io.BytesIO()
     torch.save(state, buffer)
     checkpoint.save(buffer.getvalue())
 
 
-def _resume(checkpoint: Optional[Checkpoint], model, optimizer,
-            engine) -> tuple[int, int, float, list[int]]:
+def _resume(checkpoint: Optional[Checkpoint], model, optimizer, accountant,
+            rng: _Rng) -> tuple[int, int, float, list[int]]:
     """(epochs done, steps done, best test accuracy so far, epochs resumed from), restoring every
     state it saved; without a (readable) checkpoint, a fresh start."""
     payload = checkpoint.load() if checkpoint is not None else None
@@ -230,9 +329,9 @@ def _resume(checkpoint: Optional[Checkpoint], model, optimizer,
     state = torch.load(io.BytesIO(payload), weights_only=True)
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
-    if engine is not None and state["accountant"] is not None:
-        engine.accountant.load_state_dict(state["accountant"])
-    torch.set_rng_state(state["torch_rng"])
+    if accountant is not None and state["accountant"] is not None:
+        accountant.load_state_dict(state["accountant"])
+    rng.restore(state["rng"])
     epoch = int(state["epoch"])
     return epoch, int(state["steps"]), float(state["best_test_accuracy"]), \
         [*state["resumed_from"], epoch]

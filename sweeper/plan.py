@@ -200,6 +200,7 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
             model=cfg.model.name, epochs=cfg.train.epochs, batch_size=cfg.train.batch_size,
             lr=cfg.train.lr, momentum=cfg.train.momentum, max_grad_norm=cfg.train.max_grad_norm,
             accountant=cfg.train.accountant, optimizer=cfg.train.optimizer,
+            eval_every=cfg.train.eval_every,
             epsilon=epsilon, delta=delta if math.isfinite(epsilon) else None,
         )
         shadows = tuple(

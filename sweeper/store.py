@@ -157,6 +157,27 @@ class StoredCheckpoint:
         self._files.delete(self._rel)
 
 
+class StoredNoiseCache:
+    """Calibrated noise multipliers, shared by every training task of a store
+    (`jobs.training.NoiseCache`): a sweep searches each (ε, δ, q, epochs, accountant) once."""
+
+    def __init__(self, files):
+        self._files = files
+
+    def _entry(self, key: str) -> StoredCheckpoint:
+        return StoredCheckpoint(self._files, f"calibration/{_sha256(key.encode())}.json")
+
+    def get(self, key: str) -> Optional[float]:
+        payload = self._entry(key).load()
+        if payload is None:
+            return None
+        entry = json.loads(payload)
+        return float(entry["noise_multiplier"]) if entry.get("key") == key else None
+
+    def put(self, key: str, value: float) -> None:
+        self._entry(key).save(json.dumps({"key": key, "noise_multiplier": value}).encode())
+
+
 class ArtifactStore:
     def __init__(self, root: str | Path):
         root = str(root)
@@ -203,6 +224,9 @@ class ArtifactStore:
 
     def checkpoint(self, key: str) -> StoredCheckpoint:
         return StoredCheckpoint(self.files, f"checkpoints/{key}.pt")
+
+    def noise_cache(self) -> StoredNoiseCache:
+        return StoredNoiseCache(self.files)
 
     def write_model(self, key: str, state_dict: dict[str, torch.Tensor], pool_logits: np.ndarray,
                     mask: np.ndarray, meta: dict[str, Any]) -> None:

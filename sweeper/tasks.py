@@ -50,7 +50,8 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
         extra["mechanism"] = describe(mechanism)
     else:
         trained = train_model(spec.train, data, mask, seed=int(key[:8], 16),
-                              device=resolve_device(device), checkpoint=store.checkpoint(key))
+                              device=resolve_device(device), checkpoint=store.checkpoint(key),
+                              noise_cache=store.noise_cache())
     meta = {**extra,
         "key": key, "role": spec.role, "label": spec.label, "sample_rate": spec.sample_rate,
         "test_accuracy": trained.test_accuracy, "train_accuracy": trained.train_accuracy,

@@ -1,0 +1,297 @@
+"""Per-sample gradient clipping in one backward pass, with a rule chosen per layer.
+
+DP-SGD needs Σ_i clip(∇ℓ_i) over a batch: each record's gradient scaled to norm ≤ C, then
+summed.  Opacus's default materialises every record's gradient of every weight (B × params
+floats), which for a wide MLP costs 37–69× a plain step.  This engine never does that where a
+cheaper route exists:
+
+* the **norm** of record i's gradient is computed per layer from what the layer saw: for a
+  linear layer on a vector input it is ‖a_i‖·‖g_i‖ (the "ghost norm": a_i the layer's input,
+  g_i the gradient at its output); for a sequence or a convolution either the ghost form
+  Σ_{t,t'} (a_t·a_t')(g_t·g_t') or the record's materialised gradient, whichever is cheaper
+  (T² against the layer's parameter count); normalisation layers' gradients are small and
+  are materialised;
+* the **clipped sum** is then one weighted gradient per layer, Σ_i c_i·a_iᵀg_i, taken from the
+  same stored activations and output gradients (book-keeping, Bu et al. 2023), so there is no
+  second backward pass; and autograd is asked only for the gradients at the layers' outputs,
+  so it never computes the unclipped weight gradients at all.
+
+The mechanism is exactly Opacus's: clip factor min(1, C / (‖∇ℓ_i‖ + 1e-6)) on the gradient of
+each record's own loss, so `jobs.training` can add the same Gaussian noise and the accountant's
+ε is unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+#: Largest number of floats one chunk of a per-sample computation may hold (≈ 256 MB):
+#: convolutions are processed a slice of the batch at a time below it.
+CHUNK_FLOATS = 1 << 26
+
+#: Added to each norm before dividing, as Opacus does, so the two engines clip identically.
+NORM_EPSILON = 1e-6
+
+
+@dataclass
+class _Seen:
+    """What one layer saw in the forward pass: its input and its output (still in the graph)."""
+
+    module: nn.Module
+    input: torch.Tensor
+    output: torch.Tensor
+
+
+class _Rule:
+    """Per-sample squared gradient norms and the clipped gradient sum of one layer type."""
+
+    def norms(self, seen: _Seen, grad: torch.Tensor) -> torch.Tensor:  # (B,)
+        raise NotImplementedError
+
+    def accumulate(self, seen: _Seen, grad: torch.Tensor, factors: torch.Tensor) -> None:
+        """Write Σ_i factors_i·∇ℓ_i into each trainable parameter's `.grad`."""
+        raise NotImplementedError
+
+
+def _sequence(tensor: torch.Tensor) -> torch.Tensor:
+    """(B, …, F) as (B, T, F): every middle axis is a position the weights are shared over."""
+    return tensor.reshape(tensor.shape[0], -1, tensor.shape[-1])
+
+
+def _set_grad(parameter: Optional[nn.Parameter], value: torch.Tensor) -> None:
+    if parameter is not None and parameter.requires_grad:
+        parameter.grad = value.reshape(parameter.shape).to(parameter.dtype)
+
+
+def _trainable(parameter: Optional[nn.Parameter]) -> bool:
+    return parameter is not None and parameter.requires_grad
+
+
+class _LinearRule(_Rule):
+    def norms(self, seen: _Seen, grad: torch.Tensor) -> torch.Tensor:
+        module: nn.Linear = seen.module
+        a, g = seen.input, grad
+        total = torch.zeros(a.shape[0], device=a.device, dtype=torch.float32)
+        if a.dim() == 2:  # one position: the ghost norm is exact and costs B·(in + out)
+            g_sq = g.float().pow(2).sum(1)
+            if _trainable(module.weight):
+                total += g_sq * a.float().pow(2).sum(1)
+            if _trainable(module.bias):
+                total += g_sq
+            return total
+        a, g = _sequence(a).float(), _sequence(g).float()
+        positions = a.shape[1]
+        if _trainable(module.weight):
+            if positions * positions <= module.in_features * module.out_features:
+                total += (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
+            else:
+                total += torch.bmm(g.transpose(1, 2), a).pow(2).sum((1, 2))
+        if _trainable(module.bias):
+            total += g.sum(1).pow(2).sum(1)
+        return total
+
+    def accumulate(self, seen: _Seen, grad: torch.Tensor, factors: torch.Tensor) -> None:
+        module: nn.Linear = seen.module
+        a, g = _sequence(seen.input), _sequence(grad)
+        weighted = g * factors.to(g.dtype)[:, None, None]
+        _set_grad(module.weight, weighted.flatten(0, 1).T @ a.flatten(0, 1))
+        _set_grad(module.bias, weighted.sum((0, 1)))
+
+
+class _Conv2dRule(_Rule):
+    """Norms either from L×L Gram matrices of the unfolded input and the output gradient (the
+    ghost form, for small feature maps) or from each record's weight gradient, computed for a
+    slice of the batch at once as one convolution with one group per record (measured faster
+    on a CPU than unfold + batched matmul for every conv of the shipped models)."""
+
+    @staticmethod
+    def _ghost(module: nn.Conv2d, positions: int) -> bool:
+        fan_in = module.in_channels * math.prod(module.kernel_size)
+        return positions * (module.out_channels + fan_in) < module.out_channels * fan_in
+
+    @staticmethod
+    def _gram_norms(module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        u = F.unfold(a, module.kernel_size, dilation=module.dilation, padding=module.padding,
+                     stride=module.stride).float()  # (b, C_in·kh·kw, L)
+        return (torch.bmm(u.transpose(1, 2), u) * torch.bmm(g.transpose(1, 2), g)).sum((1, 2))
+
+    @staticmethod
+    def _grouped_norms(module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor,
+                       out_shape: torch.Size) -> torch.Tensor:
+        records = a.shape[0]
+        per_record = torch.nn.grad.conv2d_weight(
+            a.reshape(1, -1, *a.shape[2:]),
+            (records * module.out_channels, module.in_channels, *module.kernel_size),
+            g.reshape(1, -1, *out_shape), stride=module.stride, padding=module.padding,
+            dilation=module.dilation, groups=records)
+        return per_record.reshape(records, -1).float().pow(2).sum(1)
+
+    def norms(self, seen: _Seen, grad: torch.Tensor) -> torch.Tensor:
+        module: nn.Conv2d = seen.module
+        batch, out_shape = grad.shape[0], grad.shape[2:]
+        g = grad.reshape(batch, module.out_channels, -1)  # (B, C_out, L)
+        positions = g.shape[2]
+        fan_in = module.in_channels * math.prod(module.kernel_size)
+        ghost = self._ghost(module, positions)
+        per_record = fan_in * positions + (positions * positions if ghost
+                                           else module.out_channels * fan_in)
+        step = max(1, CHUNK_FLOATS // per_record)
+        total = torch.zeros(batch, device=grad.device, dtype=torch.float32)
+        if _trainable(module.weight):
+            for start in range(0, batch, step):
+                a, gc = seen.input[start:start + step], g[start:start + step]
+                total[start:start + step] += (
+                    self._gram_norms(module, a, gc.float()) if ghost
+                    else self._grouped_norms(module, a, gc, out_shape))
+        if _trainable(module.bias):
+            total += g.float().sum(2).pow(2).sum(1)
+        return total
+
+    def accumulate(self, seen: _Seen, grad: torch.Tensor, factors: torch.Tensor) -> None:
+        module: nn.Conv2d = seen.module
+        weighted = grad * factors.to(grad.dtype).view(-1, 1, 1, 1)
+        if _trainable(module.weight):  # the plain weight gradient of the re-weighted outputs
+            _set_grad(module.weight, torch.nn.grad.conv2d_weight(
+                seen.input, module.weight.shape, weighted, stride=module.stride,
+                padding=module.padding, dilation=module.dilation, groups=module.groups))
+        _set_grad(module.bias, weighted.sum((0, 2, 3)))
+
+
+class _NormRule(_Rule):
+    """GroupNorm and LayerNorm: the affine weight's gradient is Σ g·x̂ over the positions."""
+
+    @staticmethod
+    def _normalized(module: nn.Module, a: torch.Tensor) -> torch.Tensor:
+        if isinstance(module, nn.GroupNorm):
+            return F.group_norm(a, module.num_groups, eps=module.eps)
+        return F.layer_norm(a, module.normalized_shape, eps=module.eps)
+
+    @staticmethod
+    def _per_record(module: nn.Module, values: torch.Tensor) -> torch.Tensor:
+        """Sum a (B, …) tensor over the positions the affine parameters are shared across."""
+        if isinstance(module, nn.GroupNorm):  # (B, C, *spatial) → (B, C)
+            return values.reshape(values.shape[0], values.shape[1], -1).sum(2)
+        shape = module.normalized_shape  # (B, *, *normalized_shape) → (B, *normalized_shape)
+        return values.reshape(values.shape[0], -1, *shape).sum(1)
+
+    def _gradients(self, seen: _Seen, grad: torch.Tensor) -> list[tuple[nn.Parameter, torch.Tensor]]:
+        module = seen.module
+        out = []
+        if _trainable(module.weight):
+            out.append((module.weight, self._per_record(module, grad * self._normalized(module, seen.input))))
+        if _trainable(module.bias):
+            out.append((module.bias, self._per_record(module, grad)))
+        return out
+
+    def norms(self, seen: _Seen, grad: torch.Tensor) -> torch.Tensor:
+        total = torch.zeros(grad.shape[0], device=grad.device, dtype=torch.float32)
+        for _, per_record in self._gradients(seen, grad):
+            total += per_record.float().pow(2).reshape(grad.shape[0], -1).sum(1)
+        return total
+
+    def accumulate(self, seen: _Seen, grad: torch.Tensor, factors: torch.Tensor) -> None:
+        for parameter, per_record in self._gradients(seen, grad):
+            _set_grad(parameter, torch.einsum("b,b...->...", factors.to(per_record.dtype), per_record))
+
+
+#: The layer types the engine can clip, by class.  A model with trainable parameters anywhere
+#: else is refused (`check_supported`), never silently clipped wrong.
+RULES: dict[type, _Rule] = {
+    nn.Linear: _LinearRule(),
+    nn.Conv2d: _Conv2dRule(),
+    nn.GroupNorm: _NormRule(),
+    nn.LayerNorm: _NormRule(),
+}
+
+
+def _rule_for(module: nn.Module) -> Optional[_Rule]:
+    return RULES.get(type(module))
+
+
+def check_supported(model: nn.Module) -> list[str]:
+    """Why the engine cannot clip `model` (empty when it can): one line per offending layer."""
+    problems = []
+    for name, module in model.named_modules():
+        own = [p for p in module.parameters(recurse=False) if p.requires_grad]
+        if not own:
+            continue
+        if _rule_for(module) is None:
+            supported = ", ".join(cls.__name__ for cls in RULES)
+            problems.append(f"layer {name or '(root)'} ({type(module).__name__}) has trainable "
+                            f"parameters but no per-sample rule (supported: {supported})")
+        elif isinstance(module, nn.Conv2d) and (module.groups != 1 or module.padding_mode != "zeros"
+                                                or isinstance(module.padding, str)):
+            problems.append(f"layer {name} (Conv2d): only groups=1, zero padding given as numbers "
+                            "are supported")
+    return problems
+
+
+class PerSampleClipper:
+    """Clips each record's gradient of one model to `max_grad_norm` and sums them.
+
+    Use as::
+
+        with clipper.watch():
+            logits = model(x)
+        norms = clipper.clip_and_sum(loss_sum)   # loss_sum = Σ_i ℓ_i, reduction "sum"
+
+    after which every trainable parameter's `.grad` holds Σ_i min(1, C/(‖∇ℓ_i‖+1e-6))·∇ℓ_i.
+    """
+
+    def __init__(self, model: nn.Module, max_grad_norm: float):
+        problems = check_supported(model)
+        if problems:
+            raise ValueError("cannot clip per sample: " + "; ".join(problems))
+        self.model = model
+        self.max_grad_norm = float(max_grad_norm)
+        self._layers = [m for m in model.modules() if _rule_for(m) is not None
+                        and any(p.requires_grad for p in m.parameters(recurse=False))]
+        self._seen: list[_Seen] = []
+
+    @contextmanager
+    def watch(self) -> Iterator[None]:
+        """Record each layer's input and output during one forward pass."""
+        self._seen = []
+
+        def record(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+            self._seen.append(_Seen(module, inputs[0].detach(), output))
+
+        handles = [layer.register_forward_hook(record) for layer in self._layers]
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    def clip_and_sum(self, loss_sum: torch.Tensor) -> torch.Tensor:
+        """Set each parameter's `.grad` to the clipped sum; return the per-sample norms (B,)."""
+        seen, self._seen = self._seen, []
+        if len({id(s.module) for s in seen}) != len(seen):
+            raise ValueError("a layer ran twice in one forward pass: per-sample norms of shared "
+                             "weights are not supported")
+        grads = torch.autograd.grad(loss_sum, [s.output for s in seen])
+        squared = sum(_rule_for(s.module).norms(s, g) for s, g in zip(seen, grads))
+        norms = squared.sqrt()
+        factors = clip_factors(norms, self.max_grad_norm)
+        for s, g in zip(seen, grads):
+            _rule_for(s.module).accumulate(s, g, factors)
+        return norms
+
+    def zero_sum(self) -> None:
+        """An empty Poisson batch: the clipped sum is zero (the noise is added all the same)."""
+        for layer in self._layers:
+            for parameter in layer.parameters(recurse=False):
+                if parameter.requires_grad:
+                    parameter.grad = torch.zeros_like(parameter)
+
+
+def clip_factors(norms: torch.Tensor, max_grad_norm: float) -> torch.Tensor:
+    """Opacus's clip factor min(1, C / (‖g‖ + 1e-6))."""
+    return (max_grad_norm / (norms + NORM_EPSILON)).clamp(max=1.0)

@@ -1,0 +1,201 @@
+"""The per-sample clipping engine against Opacus's own answer, and its DP step against σ·C.
+
+The reference for the clipped sum is Opacus's `GradSampleModule` (hooks mode): it materialises
+every record's gradient, and Opacus's `DPOptimizer.clip_and_accumulate` rule is applied to
+those here, written out in the test.  The engine never materialises most of them, so equality
+to 1e-5 is evidence that each layer's rule (ghost norms, grouped convolutions, book-keeping)
+computes the same thing.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from opacus import GradSampleModule
+from scipy.stats import chi2
+from torch import nn
+
+import jobs.training as training
+from jobs.clipping import PerSampleClipper, check_supported
+from jobs.data import load_dataset
+from jobs.models import ARCHITECTURES, build_model
+from jobs.training import PoissonSchedule, TrainSettings, train_model
+
+CPU = torch.device("cpu")
+SHAPES = {"mnist_cnn": (1, 28, 28), "cifar10_cnn": (3, 32, 32), "relu_mlp256x2": (60,),
+          "tanh_mlp64": (107,), "logistic_regression": (107,)}
+
+
+class _Toy(nn.Module):
+    """conv → GroupNorm → a linear layer over a sequence → LayerNorm → linear: every rule,
+    including the ghost-norm branch of sequences (T² ≤ the layer's parameters)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = nn.GroupNorm(2, 8)
+        self.seq = nn.Linear(8, 16)        # over 36 positions: T² = 1296 > 128 → materialised
+        self.small = nn.Linear(16, 40)     # over 4 positions:  T² = 16 ≤ 640 → ghost
+        self.layer_norm = nn.LayerNorm(40)
+        self.head = nn.Linear(160, 5)
+
+    def forward(self, x):
+        h = torch.tanh(self.norm(self.conv(x)))                    # (B, 8, 6, 6)
+        h = torch.tanh(self.seq(h.flatten(2).transpose(1, 2)))     # (B, 36, 16)
+        h = h.reshape(len(x), 4, 9, 16).mean(2)                    # (B, 4, 16)
+        h = self.layer_norm(torch.tanh(self.small(h)))             # (B, 4, 40)
+        return self.head(h.flatten(1))
+
+
+def _opacus_clipped_sum(model: nn.Module, x, y, max_grad_norm: float):
+    """Opacus's rule: per-sample gradients by hooks, norms over all parameters, factor
+    min(1, C/(‖g‖ + 1e-6)), Σ_i factor_i·g_i."""
+    module = GradSampleModule(copy.deepcopy(model), loss_reduction="sum")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nn.functional.cross_entropy(module(x), y, reduction="sum").backward()
+    samples = [p.grad_sample for p in module.parameters() if p.requires_grad]
+    norms = torch.stack([g.reshape(len(x), -1).norm(dim=1) for g in samples], 1).norm(dim=1)
+    factors = (max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+    return norms, [torch.einsum("i,i...", factors, g) for g in samples]
+
+
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES) + ["toy"])
+def test_clipped_sum_equals_opacus_per_sample_reference(name):
+    torch.manual_seed(0)
+    if name == "toy":
+        model, x = _Toy(), torch.randn(9, 3, 6, 6)
+    else:
+        model, x = build_model(name, SHAPES[name], 10), torch.rand(9, *SHAPES[name])
+    y = torch.randint(0, 5 if name == "toy" else 10, (len(x),))
+    # A clip norm between the records' norms, so some are clipped and some are not.
+    reference_norms, reference = _opacus_clipped_sum(model, x, y, 1.0)
+    max_grad_norm = float(reference_norms.median())
+    _, reference = _opacus_clipped_sum(model, x, y, max_grad_norm)
+
+    clipper = PerSampleClipper(model, max_grad_norm)
+    with clipper.watch():
+        logits = model(x)
+    norms = clipper.clip_and_sum(nn.functional.cross_entropy(logits, y, reduction="sum"))
+
+    torch.testing.assert_close(norms, reference_norms, rtol=1e-5, atol=1e-6)
+    clipped = (norms > max_grad_norm).sum().item()
+    assert 0 < clipped < len(x)
+    for parameter, expected in zip([p for p in model.parameters() if p.requires_grad], reference):
+        scale = expected.abs().max().item()
+        assert (parameter.grad - expected).abs().max().item() <= 1e-5 * max(scale, 1.0)
+
+
+def test_layers_without_a_rule_are_refused_by_name():
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.PReLU())
+    problems = check_supported(model)
+    assert len(problems) == 2
+    assert "BatchNorm1d" in problems[0] and "PReLU" in problems[1]
+    with pytest.raises(ValueError, match="no per-sample rule"):
+        PerSampleClipper(model, 1.0)
+    frozen = nn.Sequential(nn.Linear(4, 4), nn.PReLU())
+    frozen[1].weight.requires_grad_(False)  # a frozen layer needs no rule
+    assert check_supported(frozen) == []
+
+
+def test_noise_has_standard_deviation_sigma_times_c():
+    """An empty Poisson batch leaves only the noise: with plain SGD at lr 1, each weight moves
+    by −N(0, σ²C²)/B_expected.  The sample variance of the n coordinates is tested against
+    σ²C² with a two-sided χ² interval whose false-failure rate is 1e-6."""
+    torch.manual_seed(0)
+    model = build_model("mnist_cnn", (1, 28, 28), 10)
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    sigma, clip, expected_batch = 1.3, 0.7, 37
+    rng = training._Rng(seed=5, device=CPU)
+    empty_x, empty_y = torch.zeros(0, 1, 28, 28), torch.zeros(0, dtype=torch.long)
+    training._dp_step(model, PerSampleClipper(model, clip), optimizer, empty_x, empty_y,
+                      sigma * clip, expected_batch, rng)
+    noise = torch.cat([((b - p.detach()) * expected_batch).flatten()
+                       for b, p in zip(before, model.parameters())]).double().numpy()
+    n = noise.size
+    statistic = (noise ** 2).sum() / (sigma * clip) ** 2  # mean is 0 by construction: n d.o.f.
+    assert chi2.ppf(5e-7, n) < statistic < chi2.ppf(1 - 5e-7, n)
+    assert abs(noise.mean()) < 5.3 * sigma * clip / math.sqrt(n)  # |z| < 5.3: p ≈ 1e-7
+
+
+def test_poisson_batches_follow_opacus_schedule():
+    """q = 1/⌈|D|/batch⌉, 1/q steps an epoch, divisor int(|D|·q) (Opacus's make_private), and
+    each record in each batch independently with probability q."""
+    schedule = PoissonSchedule(size=1000, batch_size=128)
+    assert schedule.steps_per_epoch == 8 and schedule.sample_rate == 1 / 8
+    assert schedule.expected_batch_size == 125
+    rng = training._Rng(seed=1, device=CPU)
+    counts = np.zeros(1000)
+    epochs = 50
+    for _ in range(epochs):
+        for batch in training._batches(rng, 1000, 128, schedule, CPU):
+            counts[batch.numpy()] += 1
+    draws = epochs * schedule.steps_per_epoch  # each record's count is Binomial(400, 1/8)
+    assert abs(counts.mean() - draws / 8) < 5 * math.sqrt(draws / 8 * 7 / 8 / 1000)
+    assert counts.var() == pytest.approx(draws / 8 * 7 / 8, rel=0.15)
+
+
+def test_noise_calibration_is_cached_and_read_back():
+    class Cache(dict):
+        def put(self, key, value):
+            self[key] = value
+
+    settings = TrainSettings(model="tanh_mlp64", epochs=3, batch_size=50, lr=0.1, momentum=0.0,
+                             max_grad_norm=1.0, accountant="rdp", epsilon=2.0, delta=1e-5)
+    cache = Cache()
+    sigma = training.calibrate_noise(settings, 0.1, cache)
+    assert list(cache.values()) == [sigma]
+    key = next(iter(cache))
+    cache[key] = 123.0  # a stored answer wins over searching again
+    assert training.calibrate_noise(settings, 0.1, cache) == 123.0
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    return load_dataset("digits", tmp_path_factory.mktemp("data"), False, test_size=400)
+
+
+def _opacus_accuracy(settings: TrainSettings, data, mask, seed: int) -> float:
+    """The same recipe trained by Opacus's own PrivacyEngine (Poisson loader, hooks mode)."""
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(seed)
+    model = build_model(settings.model, data.input_shape, data.num_classes)
+    optimizer = torch.optim.SGD(model.parameters(), lr=settings.lr, momentum=settings.momentum)
+    loader = DataLoader(TensorDataset(torch.tensor(data.pool_x[mask]), torch.tensor(data.pool_y[mask])),
+                        batch_size=settings.batch_size)
+    sigma = training.calibrate_noise(settings, 1 / len(loader))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, optimizer, loader = PrivacyEngine(accountant="rdp").make_private(
+            module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=sigma,
+            max_grad_norm=settings.max_grad_norm, poisson_sampling=True)
+        for _ in range(settings.epochs):
+            for x, y in loader:
+                optimizer.zero_grad()
+                nn.functional.cross_entropy(model(x), y).backward()
+                optimizer.step()
+    with torch.no_grad():
+        predicted = model(torch.tensor(data.test_x)).argmax(1).numpy()
+    return float((predicted == data.test_y).mean())
+
+
+def test_engine_and_opacus_reach_the_same_accuracy(digits):
+    """Six seeds each on scikit-learn's digits at ε = 2: the two mean test accuracies differ by
+    less than 4 standard errors of their difference (plus 1 point for the finite seeds)."""
+    settings = TrainSettings(model="tanh_mlp64", epochs=8, batch_size=64, lr=0.5, momentum=0.9,
+                             max_grad_norm=1.0, accountant="rdp", epsilon=2.0, delta=1e-5,
+                             eval_every=0)
+    mask = np.random.default_rng(0).random(len(digits.pool_y)) < 0.8
+    ours = [train_model(settings, digits, mask, seed, CPU).test_accuracy for seed in range(6)]
+    theirs = [_opacus_accuracy(settings, digits, mask, seed) for seed in range(6)]
+    assert min(ours) > 0.5 and min(theirs) > 0.5  # both learn (chance is 0.1)
+    spread = math.sqrt(np.var(ours, ddof=1) / 6 + np.var(theirs, ddof=1) / 6)
+    assert abs(np.mean(ours) - np.mean(theirs)) < 4 * spread + 0.01
