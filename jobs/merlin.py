@@ -19,6 +19,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from jobs.metrics import reaches_min_tpr
+
 #: Candidate loss thresholds (holdout quantiles) and Merlin thresholds for Morgan's search; 101
 #: covers every ratio k/100 of the default T = 100 exactly.
 LOSS_GRID = 64
@@ -124,7 +126,8 @@ def morgan_thresholds(holdout_loss: np.ndarray, holdout_merlin: np.ndarray,
     boxes by TPR/FPR at every p, so p changes the PPV, never the choice.  Max PPV favours small
     pure boxes: that is the paper's goal (expose a few members with near-certainty), not TPR.
     `min_tpr` asks a box to find at least that share of the holdout members: on a small holdout
-    the purest box is often one or two records, a choice that does not carry over to the target.
+    the purest box is often one or two records, a choice that does not carry over to the target
+    (the same guard as the `calibrated` policy's, `jobs.metrics.reaches_min_tpr`).
     With no such box, ACCEPT_NOBODY.  Arrays may be (models, n); a NaN never counts as accepted.
     The target's membership is not a parameter, so it cannot leak into the choice.
     """
@@ -154,7 +157,7 @@ def morgan_thresholds(holdout_loss: np.ndarray, holdout_merlin: np.ndarray,
     tpr = in_box(members.astype(np.float64)) / member_count
     false_rate = in_box((~members).astype(np.float64)) / non_member_count
     i, j, k = np.indices(tpr.shape)
-    feasible = (i <= j) & (tpr > 0) & (tpr >= min_tpr - 1e-12) & (false_rate <= fpr + 1e-12)
+    feasible = (i <= j) & reaches_min_tpr(tpr, min_tpr) & (false_rate <= fpr + 1e-12)
     if not feasible.any():
         return ACCEPT_NOBODY
     tpr, false_rate, i, j, k = (a[feasible] for a in (tpr, false_rate, i, j, k))

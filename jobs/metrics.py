@@ -6,8 +6,10 @@ TP, FP and an exact (Clopper–Pearson) interval, and the violation test uses th
 end.  TPR at a fixed low FPR and ROC AUC need no threshold choice at all, so they show an
 attack's strength independently of the threshold policy.
 
-Convention: a higher score means "more likely a member"; a NaN score never counts as a member
-(it is ranked below every real score).
+Convention: a higher score means "more likely a member"; a NaN score means "non-member" at every
+threshold, the 100 % cut included (Thudi et al., footnote 4; SPEC §5): it is never accepted, and
+AUC ranks it below every real score.  No threshold is ever taken from a NaN, so "accept the top
+100 %" accepts every *scored* record, not the unscored ones.
 """
 
 from __future__ import annotations
@@ -63,6 +65,30 @@ def clopper_pearson_lower(successes: int, trials: int, alpha: float) -> float:
     return 0.0 if successes == 0 else float(beta_distribution.ppf(alpha, successes, trials - successes + 1))
 
 
+def clopper_pearson_upper(successes: int, trials: int, alpha: float) -> float:
+    """One-sided exact upper confidence bound: P(Bin(trials, bound) ≤ successes) = alpha.
+
+    NaN with no trials; 1 when every trial succeeded (nothing rules out a rate of 1).
+    """
+    if trials == 0:
+        return math.nan
+    return 1.0 if successes == trials else float(
+        beta_distribution.ppf(1.0 - alpha, successes + 1, trials - successes))
+
+
+def reaches_min_tpr(tpr: np.ndarray, min_tpr: float) -> np.ndarray:
+    """Which thresholds a holdout calibration may choose: those finding at least `min_tpr` of the
+    holdout members (and at least one).
+
+    Shared by the `calibrated` policy's PPV objective and Morgan's box search: both maximise a
+    holdout PPV, whose maximum on a small holdout is often a pure cut of one or two records, a
+    choice that accepts nobody on the target.  The 1e-12 slack keeps a rate computed as k/n from
+    missing a floor of exactly k/n.
+    """
+    tpr = np.asarray(tpr, dtype=np.float64)
+    return (tpr > 0) & (tpr >= min_tpr - 1e-12)
+
+
 def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
     """Exact binomial interval for successes/trials: the Beta quantiles of Clopper & Pearson.
 
@@ -71,10 +97,7 @@ def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tu
     if trials == 0:
         return math.nan, math.nan
     tail = (1.0 - confidence) / 2.0
-    low = clopper_pearson_lower(successes, trials, tail)
-    high = 1.0 if successes == trials else float(
-        beta_distribution.ppf(1.0 - tail, successes + 1, trials - successes))
-    return low, high
+    return clopper_pearson_lower(successes, trials, tail), clopper_pearson_upper(successes, trials, tail)
 
 
 def _clean(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -82,14 +105,17 @@ def _clean(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndar
     members = np.asarray(members, dtype=bool)
     if scores.shape != members.shape or scores.ndim != 1:
         raise ValueError(f"scores {scores.shape} and members {members.shape} must be equal 1-D shapes")
-    return np.where(np.isnan(scores), -np.inf, scores), members
+    return scores, members
 
 
 def operating_point(scores: np.ndarray, members: np.ndarray, threshold: float,
                     confidence: float = 0.95) -> OperatingPoint:
-    """Count TP and FP of "member iff score ≥ threshold" and the precision's exact interval."""
+    """Count TP and FP of "member iff score ≥ threshold" and the precision's exact interval.
+
+    A NaN score fails every comparison, so it is never accepted, whatever the threshold.
+    """
     scores, members = _clean(scores, members)
-    accepted = scores >= threshold
+    accepted = scores >= threshold  # NaN ≥ t is False
     tp = int(np.sum(accepted & members))
     fp = int(np.sum(accepted & ~members))
     low, high = clopper_pearson(tp, tp + fp, confidence)
@@ -108,12 +134,15 @@ def quantile_thresholds(scores: np.ndarray) -> np.ndarray:
     records.  A threshold cannot split a tie, so a tie at the cut stays out: a decision attack
     (scores 0 and 1) that says "member" for 2 of 200 records is then measured on those 2, not
     drowned in the 198 it rejected.  A cut inside a tie at the very top has no threshold and is
-    skipped.  NaN scores sort last.
+    skipped.  The cuts count every record, NaN ones included, but thresholds come from real scores
+    only: a cut reaching into the NaN records accepts every scored record and no NaN one.
     """
-    scores = np.where(np.isnan(scores), -np.inf, np.asarray(scores, dtype=np.float64))
-    ordered = np.sort(scores)[::-1]
+    scores = np.asarray(scores, dtype=np.float64)
+    ordered = np.sort(scores[~np.isnan(scores)])[::-1]
+    if len(ordered) == 0:
+        return ordered
     fractions = QUANTILE_STEP * np.arange(1, QUANTILE_COUNT + 1)
-    counts = np.clip(np.ceil(np.round(fractions * len(ordered), 9)).astype(int), 1, len(ordered))
+    counts = np.clip(np.ceil(np.round(fractions * len(scores), 9)).astype(int), 1, max(len(scores), 1))
     # How many records each distinct threshold accepts: the ends of the runs of equal scores.
     accepts = np.flatnonzero(np.r_[ordered[1:] != ordered[:-1], True]) + 1
     largest = np.searchsorted(accepts, counts, side="right") - 1  # the last run end ≤ count
@@ -125,11 +154,14 @@ def quantile_max(scores: np.ndarray, members: np.ndarray, confidence: float = 0.
 
     It picks the threshold *using the evaluation labels*, so it is an oracle: an upper estimate
     of what the attack could reach, which is what a check against an upper bound wants.  Ties in
-    precision go to the threshold with more true positives (more evidence).
+    precision go to the threshold with more true positives (more evidence).  With no real score
+    at all (every score NaN) nobody is accepted and the precision is NaN.
     """
     if len(np.asarray(scores)) == 0:
         raise ValueError("no records to evaluate")
     thresholds = np.unique(quantile_thresholds(scores))
+    if len(thresholds) == 0:
+        return operating_point(scores, members, math.inf, confidence)
     points = [operating_point(scores, members, t, confidence) for t in thresholds]
     scored = [p for p in points if not math.isnan(p.precision)]
     best = max(scored, key=lambda p: (p.precision, p.tp))
@@ -137,10 +169,12 @@ def quantile_max(scores: np.ndarray, members: np.ndarray, confidence: float = 0.
 
 
 def roc_curve(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(FPR, TPR) of "score ≥ t" for every distinct score t, from accepting nobody to everybody."""
+    """(FPR, TPR) of "score ≥ t" for every distinct real score t, from accepting nobody to every
+    scored record: records with a NaN score are in the denominators, never accepted."""
     scores, members = _clean(scores, members)
-    order = np.argsort(-scores, kind="stable")
-    sorted_scores, sorted_members = scores[order], members[order]
+    scored = ~np.isnan(scores)
+    order = np.argsort(-scores[scored], kind="stable")
+    sorted_scores, sorted_members = scores[scored][order], members[scored][order]
     # The last index of each run of equal scores: a threshold accepts whole ties.
     ends = np.flatnonzero(np.r_[sorted_scores[1:] != sorted_scores[:-1], True])
     tp = np.cumsum(sorted_members)[ends]
@@ -155,11 +189,30 @@ def tpr_at_fpr(scores: np.ndarray, members: np.ndarray, fpr: float) -> float:
     return float(true_rates[false_rates <= fpr + 1e-12].max())
 
 
+def max_advantage(scores: np.ndarray, members: np.ndarray) -> float:
+    """Yeom et al.'s membership advantage, max over thresholds of TPR − FPR (Jayaraman et al. use
+    the same): a figure of the scores alone, like AUC, whatever threshold a policy picks.
+
+    Accepting nobody is a threshold too, so it is never below 0.  NaN without members or
+    without non-members.
+    """
+    scores, members = _clean(scores, members)
+    if members.all() or not members.any():
+        return math.nan
+    false_rates, true_rates = roc_curve(scores, members)
+    return float(np.max(true_rates - false_rates))
+
+
 def roc_auc(scores: np.ndarray, members: np.ndarray) -> float:
-    """P(a member outscores a non-member), ties counting one half (the Mann–Whitney statistic)."""
+    """P(a member outscores a non-member), ties counting one half (the Mann–Whitney statistic).
+
+    A NaN score is outscored by every real one (−∞ included) and ties with the other NaNs.
+    """
     scores, members = _clean(scores, members)
     positives, negatives = int(members.sum()), int((~members).sum())
     if positives == 0 or negatives == 0:
         return math.nan
-    ranks = rankdata(scores)
+    unscored = np.isnan(scores)
+    ranks = np.full(len(scores), (unscored.sum() + 1) / 2.0)  # the NaNs share the lowest ranks
+    ranks[~unscored] = rankdata(scores[~unscored]) + unscored.sum()
     return float((ranks[members].sum() - positives * (positives + 1) / 2) / (positives * negatives))

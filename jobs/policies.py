@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jobs.metrics import OperatingPoint, operating_point, quantile_max
+from jobs.metrics import OperatingPoint, operating_point, quantile_max, reaches_min_tpr
 
 POLICIES = ("quantile_max", "calibrated")
 OBJECTIVES = ("fpr", "ppv")
@@ -25,9 +25,13 @@ OBJECTIVES = ("fpr", "ppv")
 class CalibrationSettings:
     """What `calibrated` optimizes on the holdout models (config `calibration.*`)."""
 
-    # "fpr": the highest TPR whose FPR is at most `fpr`; "ppv": the highest PPV at the cell's p.
+    # "fpr": the highest TPR whose FPR is at most `fpr`; "ppv": the highest PPV at the cell's p,
+    # ties to the higher TPR (Jayaraman et al.: then "maximize the number of members identified").
     objective: str = "fpr"
     fpr: float = 0.01
+    # "ppv" only: the chosen threshold must find at least this share of the holdout members (the
+    # guard Morgan's search uses too, `jobs.metrics.reaches_min_tpr`); none does: accept nobody.
+    min_tpr: float = 0.01
     # One threshold per class label (the label is public; membership is not).
     per_class: bool = False
 
@@ -38,12 +42,17 @@ def _best_threshold(scores: np.ndarray, members: np.ndarray, prior: float,
 
     PPV is taken at the target's prior p from the holdout rates, p·TPR / (p·TPR + (1−p)·FPR), not
     from the holdout models' own member share (they were trained at p = 0.5).  It ranks
-    thresholds by TPR/FPR at every prior, so p changes the PPV, never the choice.  +∞ (accept
-    nobody) when no threshold meets the FPR limit.
+    thresholds by TPR/FPR at every prior, so p changes the PPV, never the choice.  Among
+    thresholds tied at the best PPV the loosest wins (the highest TPR): the strictest would keep
+    one pure holdout record when the top scores are all members, and accept nobody on the
+    target; `settings.min_tpr` guards against the same for a pure cut that is merely small.
+    Thresholds are real scores only; a NaN holdout score counts in the rates' denominators and
+    is never accepted.  +∞ (accept nobody) when no threshold meets the FPR limit or the
+    minimum TPR.
     """
-    scores = np.where(np.isnan(scores), -np.inf, scores)
-    order = np.argsort(-scores, kind="stable")
-    ordered, is_member = scores[order], members[order]
+    scored = ~np.isnan(scores)
+    order = np.argsort(-scores[scored], kind="stable")
+    ordered, is_member = scores[scored][order], members[scored][order]
     ends = np.flatnonzero(np.r_[ordered[1:] != ordered[:-1], True])  # whole ties per threshold
     tpr = np.cumsum(is_member)[ends] / max(int(members.sum()), 1)
     fpr = np.cumsum(~is_member)[ends] / max(int((~members).sum()), 1)
@@ -51,10 +60,13 @@ def _best_threshold(scores: np.ndarray, members: np.ndarray, prior: float,
     if settings.objective == "fpr":
         allowed = np.flatnonzero(fpr <= settings.fpr + 1e-12)
         return float(thresholds[allowed[-1]]) if len(allowed) else np.inf
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ppv = prior * tpr / (prior * tpr + (1.0 - prior) * fpr)
-    ppv = np.where(np.isnan(ppv), -np.inf, ppv)
-    return float(thresholds[np.argmax(ppv)])  # ties: the first, i.e. the strictest threshold
+    allowed = np.flatnonzero(reaches_min_tpr(tpr, settings.min_tpr))
+    if not len(allowed):
+        return np.inf
+    tpr, fpr = tpr[allowed], fpr[allowed]
+    ppv = prior * tpr / (prior * tpr + (1.0 - prior) * fpr)  # tpr > 0: never 0/0
+    best = np.flatnonzero(ppv >= ppv.max() * (1.0 - 1e-12))  # equal PPVs, up to rounding
+    return float(thresholds[allowed[best[np.argmax(tpr[best])]]])
 
 
 def calibrated_thresholds(holdout_scores: np.ndarray, holdout_members: np.ndarray,
@@ -82,10 +94,14 @@ def calibrated_thresholds(holdout_scores: np.ndarray, holdout_members: np.ndarra
 
 def calibrated_point(scores: np.ndarray, members: np.ndarray, labels: np.ndarray,
                      thresholds: np.ndarray) -> OperatingPoint:
-    """The target's figures at thresholds fixed beforehand: members are only counted, never used."""
-    margin = np.asarray(scores, dtype=np.float64) - thresholds[labels]
-    margin = np.where(np.isinf(thresholds[labels]), -np.inf, margin)  # "accept nobody" stays so
-    point = operating_point(margin, members, 0.0)
+    """The target's figures at thresholds fixed beforehand: members are only counted, never used.
+
+    A record is accepted iff its score is at least its class's threshold; a NaN score never is,
+    and a +∞ threshold ("none met the objective") accepts nobody.
+    """
+    scores, cut = np.asarray(scores, dtype=np.float64), thresholds[labels]
+    accepted = (scores >= cut) & (cut != np.inf)  # NaN ≥ t is False
+    point = operating_point(accepted.astype(np.float64), members, 1.0)
     shared = float(thresholds[0]) if np.all(thresholds == thresholds[0]) else np.nan
     return dataclasses.replace(point, threshold=shared)  # NaN: one threshold per class
 

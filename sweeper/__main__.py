@@ -49,8 +49,9 @@ def _report(result) -> None:
     print(f"MLflow:            mlflow ui --backend-store-uri {result.tracking_uri} --host 127.0.0.1")
     violations = int(result.results["violation"].sum()) if not result.results.empty else 0
     if violations:
-        print(f"WARNING: {violations} cell(s) measured a precision above the bound: "
-              "a bug in training or accounting.", file=sys.stderr)
+        print(f"WARNING: {violations} cell(s) prove a precision above the bound or an ε above the "
+              "claimed one (column violation_reason): a bug in training or accounting.",
+              file=sys.stderr)
     for label, reason in result.failures:
         print(f"FAILED {label}: {reason}", file=sys.stderr)
 

@@ -118,8 +118,11 @@ class MetricsConfig:
     # The bound's δ-term: "derived" (valid for every p; see README) or "printed" (as in the paper).
     bound_form: str = "derived"
     # A cell is flagged as a violation when the data prove, at this level (one-sided, corrected
-    # for the thresholds searched), a precision above the bound.
+    # for the thresholds searched), a precision above the bound or an ε above the claimed one.
     violation_alpha: float = 0.001
+    # epsilon_audit and epsilon_audit_rates are one-sided claims at this level, corrected for
+    # the thresholds searched: an attack at exactly ε proves more than ε at most this often.
+    audit_alpha: float = 0.05
 
 
 @dataclass
@@ -345,6 +348,8 @@ def _check_policy_and_metrics(cfg: SweepConfig, check: Check) -> None:
     check(cfg.calibration.objective in OBJECTIVES,
           _unknown("calibration.objective", cfg.calibration.objective, OBJECTIVES, "objectives"))
     check(0 < cfg.calibration.fpr < 1, f"calibration.fpr={cfg.calibration.fpr}: must be in (0, 1)")
+    check(0 <= cfg.calibration.min_tpr < 1,
+          f"calibration.min_tpr={cfg.calibration.min_tpr}: must be in [0, 1)")
     if "calibrated" in cfg.grid.policy:
         lira = [a for a in cfg.grid.attack if a.startswith("lira")]
         check(not lira or cfg.shadow.count >= 4,
@@ -352,6 +357,8 @@ def _check_policy_and_metrics(cfg: SweepConfig, check: Check) -> None:
               f"the others, so {lira} need at least 4 shadows")
     check(0 < cfg.metrics.violation_alpha < 1,
           f"metrics.violation_alpha={cfg.metrics.violation_alpha}: must be in (0, 1)")
+    check(0 < cfg.metrics.audit_alpha < 1,
+          f"metrics.audit_alpha={cfg.metrics.audit_alpha}: must be in (0, 1)")
     check(cfg.metrics.bound_form in BOUND_FORMS,
           _unknown("metrics.bound_form", cfg.metrics.bound_form, BOUND_FORMS, "forms"))
 

@@ -63,7 +63,7 @@ def format_table(frame: pd.DataFrame) -> str:
     for row in frame.to_dict("records"):
         interval = (f"{row['precision']:.3f} [{row['precision_ci_low']:.3f}, "
                     f"{row['precision_ci_high']:.3f}]")
-        flag = "VIOLATION" if row["violation"] else ""
+        flag = f"VIOLATION ({row.get('violation_reason') or 'precision'})" if row["violation"] else ""
         tail = (f"{row['precision_exact']:>6.3f} {row['bound_tight']:>8.3f} " if exact else
                 f"{row['tpr_at_fpr_0.01']:>6.3f} {row['auc']:>5.3f} {row['test_accuracy']:>8.3f} ")
         lines.append(
@@ -192,8 +192,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"report: {path}", file=notes)
     violations = int(frame["violation"].sum()) if not frame.empty else 0
     if violations:
-        print(f"WARNING: {violations} cell(s) prove a precision above the bound: a bug in "
-              "training or accounting.", file=sys.stderr)
+        print(f"WARNING: {violations} cell(s) prove a precision above the bound or an ε above the "
+              "claimed one (column violation_reason): a bug in training or accounting.",
+              file=sys.stderr)
     failures = store.read_failures(name, store.read_manifest(name)["cells"])
     for failure in failures:
         print(f"FAILED {failure['cell']}: {failure['reason']}", file=sys.stderr)

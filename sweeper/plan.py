@@ -129,13 +129,14 @@ class Cell:
     bound_form: str
     violation_alpha: float
     calibration: tuple[tuple[str, Any], ...]  # CalibrationSettings items; empty unless calibrated
+    audit_alpha: float = 0.05  # level of the one-sided epsilon_audit* claims (metrics.audit_alpha)
 
     @property
     def key(self) -> str:
         return content_key("cell", {
             "scores": self.scores.key, "policy": self.policy, "tpr_floor": self.tpr_floor,
             "bound_form": self.bound_form, "violation_alpha": self.violation_alpha,
-            "calibration": self.calibration,
+            "audit_alpha": self.audit_alpha, "calibration": self.calibration,
             "epsilon": self.epsilon, "delta": self.delta, "p": self.p,
             "target_precision": self.target_precision,
         })
@@ -234,6 +235,7 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
                             tpr_floor=cfg.metrics.tpr_floor, bound_form=cfg.metrics.bound_form,
                             violation_alpha=cfg.metrics.violation_alpha,
                             calibration=calibration if policy == "calibrated" else (),
+                            audit_alpha=cfg.metrics.audit_alpha,
                         ))
     return SweepPlan(cfg, models, queries, attacks, tuple(cells))
 

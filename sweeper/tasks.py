@@ -18,7 +18,8 @@ from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, holdout_scores
 from jobs.data import ArrayDataset
 from jobs.mechanisms import describe, from_description, mechanism_for, precision_at, \
     release_membership, tightest_bound
-from jobs.metrics import OperatingPoint, clopper_pearson, clopper_pearson_lower, roc_auc, tpr_at_fpr
+from jobs.metrics import OperatingPoint, clopper_pearson_lower, clopper_pearson_upper, max_advantage, \
+    roc_auc, tpr_at_fpr
 from jobs.models import MEMBERSHIP_MECHANISM, build_model
 from jobs.pdtp import DTP_THRESHOLD, pdtp_table
 from jobs.policies import CalibrationSettings, apply_policy, calibrated_thresholds
@@ -131,7 +132,7 @@ def cell_row(cell: Cell, point: OperatingPoint, scores: np.ndarray, members: np.
     """Everything the frontier shows for one cell: measured precision next to the bound.
 
     `point` is the attack at the threshold the cell's policy chose; the threshold-free figures
-    (TPR at low FPR, AUC) come from all the scores.
+    (TPR at low FPR, AUC, the advantage) come from all the scores.
     """
     floor, form = cell.tpr_floor, cell.bound_form
     bound = precision_bound(cell.epsilon, cell.p, cell.delta, floor, form=form)
@@ -155,9 +156,11 @@ def cell_row(cell: Cell, point: OperatingPoint, scores: np.ndarray, members: np.
         "tpr_at_fpr_0.001": tpr_at_fpr(scores, members, 0.001),
         "tpr_at_fpr_0.01": tpr_at_fpr(scores, members, 0.01),
         "auc": roc_auc(scores, members),
-        # Yeom et al.'s membership advantage at the chosen threshold, and the precision the same
-        # rates give with γ = (1 − p)/p non-members per member (Jayaraman et al.'s PPV).
-        "advantage": point.tpr - point.fpr,
+        # Yeom et al.'s membership advantage (max over thresholds of TPR − FPR), the same at the
+        # chosen threshold, and the precision the chosen rates give with γ = (1 − p)/p
+        # non-members per member (Jayaraman et al.'s PPV).
+        "advantage": max_advantage(scores, members),
+        "advantage_at_threshold": point.tpr - point.fpr,
         "gamma": (1.0 - cell.p) / cell.p,
         "ppv_at_gamma": ppv_at_gamma(point.tpr, point.fpr, (1.0 - cell.p) / cell.p),
         "tpr_floor": floor,
@@ -165,8 +168,9 @@ def cell_row(cell: Cell, point: OperatingPoint, scores: np.ndarray, members: np.
         "bound": float(bound),
         "bound_at_tpr": float(bound_at_tpr),
         "bound_lower": float(precision_lower_bound(cell.epsilon, cell.p)),
-        "epsilon_audit": float(epsilon_from_precision(point.precision_ci_low, cell.p)),
-        "epsilon_audit_rates": audit_from_rates(point, cell.delta),
+        "audit_alpha": cell.audit_alpha,
+        "epsilon_audit": audit_from_precision(point, cell.p, cell.audit_alpha),
+        "epsilon_audit_rates": audit_from_rates(point, cell.delta, cell.audit_alpha),
         **violation_test(point, cell),
         **exact_figures(target_meta, cell, point.threshold),
         **_model_columns(cell, target_meta),
@@ -220,14 +224,29 @@ def ppv_at_gamma(tpr: float, fpr: float, gamma: float) -> float:
     return tpr / accepted if accepted > 0 else math.nan
 
 
-def audit_from_rates(point: OperatingPoint, delta: float) -> float:
-    """The ε the attack's (TPR, FPR) prove with 95 % confidence: the TPR's lower and the FPR's
-    upper Clopper–Pearson ends, so chance alone rarely proves more than the truth."""
+def audit_from_precision(point: OperatingPoint, p: float, alpha: float) -> float:
+    """The ε the precision proves (δ = 0) with confidence 1 − alpha, whichever threshold the
+    policy picked: its one-sided exact lower end at alpha/candidates (Bonferroni over the
+    thresholds searched), so chance makes it exceed the true ε in at most a fraction alpha of
+    sweeps.  NaN when nobody was accepted."""
+    low = clopper_pearson_lower(point.tp, point.tp + point.fp, alpha / point.candidates)
+    return float(epsilon_from_precision(low, p))
+
+
+def audit_from_rates(point: OperatingPoint, delta: float, alpha: float) -> float:
+    """The ε the attack's (TPR, FPR) prove with confidence 1 − alpha: the TPR's lower and the
+    FPR's upper one-sided exact ends, each at alpha/(2·candidates) (Bonferroni over the two ends
+    and the thresholds searched); both terms of `epsilon_from_rates` only fall as the TPR falls
+    and the FPR rises, so these ends make the claim hold.  NaN without members or non-members."""
     if point.members == 0 or point.non_members == 0:
         return math.nan
-    tpr_low, _ = clopper_pearson(point.tp, point.members)
-    _, fpr_high = clopper_pearson(point.fp, point.non_members)
-    return float(epsilon_from_rates(tpr_low, fpr_high, delta))
+    return float(epsilon_from_rates(*rate_ends(point, alpha / (2 * point.candidates)), delta))
+
+
+def rate_ends(point: OperatingPoint, alpha: float) -> tuple[float, float]:
+    """The TPR's one-sided lower and the FPR's one-sided upper exact end, each at level alpha."""
+    return (clopper_pearson_lower(point.tp, point.members, alpha),
+            clopper_pearson_upper(point.fp, point.non_members, alpha))
 
 
 def floored(tpr: float, floor: float) -> float:
@@ -236,24 +255,42 @@ def floored(tpr: float, floor: float) -> float:
     return floor if math.isnan(tpr) else max(tpr, floor)
 
 
-def violation_test(point: OperatingPoint, cell: Cell) -> dict[str, Any]:
-    """Do the data *prove*, at level `cell.violation_alpha`, a precision the bound forbids?
+#: `violation_reason` values: which test proved the claimed (ε, δ) wrong ("" when none did).
+VIOLATION_REASONS = ("", "precision", "rates", "precision+rates")
 
-    A flag must mean a bug, so it is a one-sided exact test, not the 95 % display interval: the
-    precision's lower confidence end against the bound at the TPR's lower confidence end (a
-    lower TPR only raises U, so this is the loosest bound the data allow), Bonferroni-corrected
-    over both ends and over every threshold the policy searched.  An attack that meets the
-    bound exactly is then flagged at most a fraction α of the time.
+
+def violation_test(point: OperatingPoint, cell: Cell) -> dict[str, Any]:
+    """Do the data *prove*, at level `cell.violation_alpha`, that training was not (ε, δ)-DP?
+
+    Two tests, either of which flags the cell (SPEC §4; `violation_reason` says which fired):
+
+    - precision: the precision's one-sided exact lower end against the bound at the TPR's lower
+      end (a lower TPR only raises U, so this is the loosest bound the data allow);
+    - rates: the ε that the TPR's lower and the FPR's upper one-sided ends prove
+      (`epsilon_from_rates`, with the cell's δ) against the claimed ε.  It catches attacks the
+      precision test cannot: at p = 0.5, ε = 1, TP 499 of 500 and FP 250 of 500 have precision
+      0.666 < U = 0.731, yet 1 − FPR ≤ e^ε·(1 − TPR) + δ fails by far.
+
+    A flag must mean a bug, so each test is a one-sided exact test, not the 95 % display
+    interval, with each of its two ends at α/(2·candidates): Bonferroni over both ends and over
+    every threshold the policy searched.  An attack that meets the guarantee exactly is then
+    flagged by each test at most a fraction α of the time (2α for the two together).
     """
     alpha = cell.violation_alpha / (2 * point.candidates)
     precision_proven = clopper_pearson_lower(point.tp, point.tp + point.fp, alpha)
-    tpr_low = clopper_pearson_lower(point.tp, point.members, alpha)
+    tpr_low, fpr_high = rate_ends(point, alpha)
     bound_at_tpr_low = float(precision_bound(cell.epsilon, cell.p, cell.delta,
                                              floored(tpr_low, cell.tpr_floor), form=cell.bound_form))
+    epsilon_proven = (math.nan if math.isnan(tpr_low) or math.isnan(fpr_high)
+                      else float(epsilon_from_rates(tpr_low, fpr_high, cell.delta)))
+    fired = [name for name, proven in (("precision", precision_proven > bound_at_tpr_low),
+                                       ("rates", epsilon_proven > cell.epsilon)) if proven]
     return {
         "precision_proven": precision_proven,
         "bound_at_tpr_low": bound_at_tpr_low,
-        "violation": bool(precision_proven > bound_at_tpr_low),
+        "epsilon_proven_rates": epsilon_proven,
+        "violation": bool(fired),
+        "violation_reason": "+".join(fired),
     }
 
 

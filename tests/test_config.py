@@ -29,10 +29,13 @@ def test_the_default_config_is_valid():
 @pytest.mark.parametrize("changes, fragment", [
     ({"calibration__objective": "auc"}, "calibration.objective='auc'"),
     ({"calibration__fpr": 0.0}, "calibration.fpr=0.0"),
+    ({"calibration__min_tpr": 1.0}, "calibration.min_tpr=1.0"),
+    ({"calibration__min_tpr": -0.1}, "calibration.min_tpr=-0.1"),
     ({"grid__policy": ["calibrated"], "shadow__count": 2}, "need at least 4 shadows"),
     ({"grid__policy": ["oracle"]}, "'oracle' is unknown"),
     ({"metrics__bound_form": "paper"}, "metrics.bound_form='paper'"),
     ({"metrics__violation_alpha": 1.0}, "metrics.violation_alpha=1.0"),
+    ({"metrics__audit_alpha": 0.0}, "metrics.audit_alpha=0.0"),
     ({"model__name": "membership_mechanism"}, "goes with the 'membership_bits' dataset"),
     ({"grid__attack": ["output_threshold"]}, "only attack 'membership_mechanism'"),
     ({"dataset__name": "digits", "dataset__input_shape": [1, 8, 8]}, "does not fit dataset.name='digits'"),

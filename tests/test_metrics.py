@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from jobs.metrics import clopper_pearson, clopper_pearson_lower, operating_point, quantile_max, quantile_thresholds, \
-    roc_auc, tpr_at_fpr
+from jobs.metrics import clopper_pearson, clopper_pearson_lower, clopper_pearson_upper, max_advantage, \
+    operating_point, quantile_max, quantile_thresholds, roc_auc, roc_curve, tpr_at_fpr
 
 
 def binomial_tail_at_least(x: int, n: int, rate: float) -> float:
@@ -142,3 +142,61 @@ def test_ppv_at_gamma_by_hand():
     # TPR 0.5, FPR 0.1, nine non-members per member: 0.5 / (0.5 + 9 · 0.1) = 0.5 / 1.4.
     assert ppv_at_gamma(0.5, 0.1, 9.0) == pytest.approx(5 / 14)
     assert math.isnan(ppv_at_gamma(0.0, 0.0, 1.0))  # nobody accepted: no PPV
+
+
+def test_nan_scores_are_non_members_even_at_the_hundred_percent_cut():
+    # The example: 30 members without a score (NaN), 10 scored non-members.  Every cut,
+    # the top 100 % included, accepts only scored records, so precision is 0/k at each: 0.
+    # (NaN as −∞ made the last cut "score ≥ −∞" accept all 40: precision 30/40 = 0.75.)
+    scores = np.r_[np.full(30, np.nan), np.linspace(1.0, 10.0, 10)]
+    members = np.r_[np.ones(30, bool), np.zeros(10, bool)]
+    point = quantile_max(scores, members)
+    assert point.tp == 0 and point.fp > 0 and point.precision == 0.0
+    assert not np.isnan(quantile_thresholds(scores)).any()
+    assert quantile_thresholds(scores).min() == 1.0  # the lowest real score, never −∞
+    assert operating_point(scores, members, -np.inf).tp == 0
+    # The ROC never reaches TPR > 0 and TPR at any FPR is 0; AUC: every member is outscored.
+    false_rates, true_rates = roc_curve(scores, members)
+    assert true_rates.max() == 0.0 and false_rates.max() == 1.0
+    assert tpr_at_fpr(scores, members, 0.5) == 0.0
+    assert roc_auc(scores, members) == 0.0
+    # Nothing scored at all: nobody is accepted, so there is no precision.
+    nothing = quantile_max(np.full(4, np.nan), np.array([True, False, True, False]))
+    assert (nothing.tp, nothing.fp) == (0, 0) and math.isnan(nothing.precision)
+
+
+def test_nan_scores_rank_below_minus_infinity_in_the_auc():
+    # Members: −∞ and 1; non-members: NaN and 0.  Pairs (−∞ vs NaN: member wins, −∞ vs 0: loses,
+    # 1 vs NaN: wins, 1 vs 0: wins) → 3/4.  As −∞, the NaN would tie the first pair: 2.5/4.
+    scores = np.array([-np.inf, 1.0, np.nan, 0.0])
+    assert roc_auc(scores, np.array([1, 1, 0, 0], dtype=bool)) == pytest.approx(0.75)
+    # Two NaNs tie: one member and one non-member, both unscored → 1/2.
+    assert roc_auc(np.array([np.nan, np.nan]), np.array([True, False])) == pytest.approx(0.5)
+
+
+def test_advantage_is_the_best_threshold_not_the_chosen_one():
+    # Scores 6…1, members 6, 5, 3 (3 members, 3 non-members).  TPR − FPR per threshold:
+    # 6 → 1/3, 5 → 2/3, 4 → 2/3 − 1/3, 3 → 1 − 1/3, 2 → 1 − 2/3, 1 → 0; the best is 2/3, at 5
+    # (and 3), while quantile_max's best precision (1, at 6 and 5) ties to 5 here, and the
+    # strictest threshold (6) would give 1/3.
+    scores = np.arange(6.0, 0.0, -1.0)
+    members = np.array([1, 1, 0, 1, 0, 0], dtype=bool)
+    assert max_advantage(scores, members) == pytest.approx(2 / 3)
+    at_six = operating_point(scores, members, 6.0)
+    assert at_six.tpr - at_six.fpr == pytest.approx(1 / 3)
+    # Worse than chance everywhere: accepting nobody (TPR = FPR = 0) is still a threshold.
+    assert max_advantage(-scores, members) == pytest.approx(0.0)
+    assert math.isnan(max_advantage(scores, np.ones(6, dtype=bool)))
+    # NaN members are rejected at every threshold: 1 member scored 2, 1 NaN, non-members 1 and 3.
+    assert max_advantage(np.array([2.0, np.nan, 1.0, 3.0]),
+                         np.array([True, True, False, False])) == pytest.approx(0.0)
+
+
+def test_one_sided_upper_bound_is_the_exact_lower_tail():
+    # P(Bin(50, U) ≤ 20) = 0.001 defines the one-sided 99.9 % upper bound U.
+    high = clopper_pearson_upper(20, 50, 0.001)
+    assert 1 - binomial_tail_at_least(21, 50, high) == pytest.approx(0.001, abs=1e-12)
+    # 0 of 10 at 0.025 is the closed form 1 − 0.025^(1/10); 10 of 10 is 1; no trials is NaN.
+    assert clopper_pearson_upper(0, 10, 0.025) == pytest.approx(1 - 0.025 ** 0.1)
+    assert clopper_pearson_upper(10, 10, 0.001) == 1.0
+    assert math.isnan(clopper_pearson_upper(0, 0, 0.001))
