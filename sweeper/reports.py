@@ -33,6 +33,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from scipy.stats import t as student_t
 
+from jobs.pdtp import TABLE_COLUMNS as PDTP_TABLE_COLUMNS
 from sweeper.bounds import jayaraman_ppv_bound, precision_bound
 from sweeper.figures import format_epsilon, save_figure
 from sweeper.store import ArtifactStore
@@ -46,6 +47,7 @@ __all__ = [
     "pdtp_report",
     "generalization_report",
     "load_scores",
+    "load_pdtp_values",
     "improvement_interval",
     "per_record_accuracy",
 ]
@@ -560,6 +562,7 @@ def ppv_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
 
 PDTP_FRAME_COLUMNS = ["model_key", "attack", "policy", "epsilon", "delta", "p", "threshold"]
 SCORES_COLUMNS = ["record_id", "score", "member", "model_key", "attack"]
+PDTP_VALUES_COLUMNS = ["model_key", "record_id", "pdtp_seed_mean"]
 
 
 def load_scores(frame: pd.DataFrame, store_root: str | Path) -> pd.DataFrame:
@@ -629,26 +632,58 @@ def _correlations(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(pearsonr(x, y)[0]), float(spearmanr(x, y)[0])
 
 
+def load_pdtp_values(frame: pd.DataFrame, store_root: str | Path) -> pd.DataFrame:
+    """Long et al.'s per-record PDTP (the mean over seeds of per-seed PDTP values), per target.
+
+    The pdtp attack's per-record score is our seed-averaged PDTP; the paper's estimator is only
+    in the stored query answer (`jobs.pdtp.pdtp_table`), which each pdtp row names in
+    `pdtp_query_key`.  Returns model_key, record_id, pdtp_seed_mean.
+    """
+    _require(frame, ["attack", "model_key", "pdtp_query_key"], "pdtp")
+    store = ArtifactStore(store_root)
+    rows = frame.loc[frame["attack"] == PDTP_ATTACK, ["model_key", "pdtp_query_key"]]
+    parts = []
+    for model_key, query_key in rows.dropna().drop_duplicates().itertuples(index=False):
+        try:
+            table = pd.DataFrame(store.read_query(query_key), columns=list(PDTP_TABLE_COLUMNS))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"pdtp report: the PDTP table {query_key} is missing from "
+                                    f"{store.uri}/queries") from None
+        parts.append(pd.DataFrame({"model_key": model_key,
+                                   "record_id": table["record_id"].astype(np.int64),
+                                   "pdtp_seed_mean": table["seed_mean"]}))
+    if not parts:
+        return pd.DataFrame(columns=PDTP_VALUES_COLUMNS)
+    return pd.concat(parts, ignore_index=True)
+
+
 def pdtp_report(frame: pd.DataFrame, out_dir: Path, *, scores: Optional[pd.DataFrame] = None,
+                pdtp_values: Optional[pd.DataFrame] = None,
                 store_root: Optional[str | Path] = None) -> list[Path]:
     """Long et al.: do records that move the model most (high PDTP) fall to attacks most often?
 
     Records are compared within a *group* — one training distribution: (dataset, model, ε, δ, p)
     — across that group's targets (trials), as Long et al. compare a record across their repeated
-    partitions.  A record's PDTP is its seed-averaged PDTP (the pdtp cells' per-record `score`),
-    averaged over the targets in which it was measured; its attack accuracy is
-    `per_record_accuracy`, per (attack, policy).  Only records with a PDTP appear (measured
-    members).  One panel per (group, attack, policy), Pearson r and Spearman ρ in its title and
-    in both CSVs.  `scores` are the sweep's per-record rows (see `load_scores`); without them
-    they are read from `store_root`.
+    partitions.  A record's PDTP, as the paper measures it, is the mean of its PDTP measurements:
+    per target, the mean over seeds of per-seed PDTP (`pdtp_values`, see `load_pdtp_values`),
+    then the mean over the targets in which it was measured (`pdtp_seed_mean`).  That is the y
+    axis, the DTP-1 line (PDTP = 1) is drawn against it, and `pearson`/`spearman` are taken on
+    it, so the figure compares with the paper's.  Our seed-averaged PDTP (the pdtp cells'
+    per-record `score`, which relates to ε) is drawn beside it in grey, with its own
+    correlations (`*_seed_averaged`).  Its attack accuracy is `per_record_accuracy`, per
+    (attack, policy).  Only records with a PDTP appear (measured members).  One panel per
+    (group, attack, policy).  `scores` and `pdtp_values` are read from `store_root` when not given.
     """
     _require(frame, PDTP_FRAME_COLUMNS, "pdtp")
-    if scores is None:
+    if scores is None or pdtp_values is None:
         if store_root is None:
-            raise ValueError("pdtp report: needs the per-record scores: pass scores= (see "
-                             "load_scores) or store_root=")
-        scores = load_scores(frame, store_root)
+            raise ValueError("pdtp report: needs the per-record scores and PDTP tables: pass "
+                             "scores= (see load_scores) and pdtp_values= (see load_pdtp_values), "
+                             "or store_root=")
+        scores = load_scores(frame, store_root) if scores is None else scores
+        pdtp_values = load_pdtp_values(frame, store_root) if pdtp_values is None else pdtp_values
     _require(scores, SCORES_COLUMNS, "pdtp", what="scores table")
+    _require(pdtp_values, PDTP_VALUES_COLUMNS, "pdtp", what="per-record PDTP table")
     out_dir = Path(out_dir)
     joined = _cell_scores(frame, scores)
     group = [c for c in ("dataset", "model") if c in joined.columns] + ["epsilon", "delta", "p"]
@@ -656,11 +691,15 @@ def pdtp_report(frame: pd.DataFrame, out_dir: Path, *, scores: Optional[pd.DataF
     if measured.empty:
         raise ValueError("pdtp report: no per-record PDTP scores (no pdtp cells in the sweep)")
     measured = measured.drop_duplicates(subset=["model_key", "record_id"])  # one per target
-    pdtp = (measured.groupby(group + ["record_id"], sort=True)["score"]
-            .agg(pdtp="mean", pdtp_measurements="count").reset_index())
+    ours = (measured.groupby(group + ["record_id"], sort=True)["score"]
+            .agg(pdtp_seed_averaged="mean", pdtp_measurements="count").reset_index())
+    targets = measured[group + ["model_key"]].drop_duplicates()
+    papers = (pdtp_values.merge(targets, on="model_key", how="inner")
+              .groupby(group + ["record_id"], sort=True)["pdtp_seed_mean"].mean().reset_index())
     attacked = joined[~joined["attack"].isin(NOT_TESTS)]
     accuracy = per_record_accuracy(attacked, group + ["attack", "policy"])
-    points = accuracy.merge(pdtp, on=group + ["record_id"], how="inner")
+    points = (accuracy.merge(papers, on=group + ["record_id"], how="inner")
+              .merge(ours, on=group + ["record_id"], how="inner"))
     if points.empty:
         raise ValueError("pdtp report: no record has both a PDTP and an attack decision "
                          "(are the attacks' thresholds all NaN?)")
@@ -668,9 +707,15 @@ def pdtp_report(frame: pd.DataFrame, out_dir: Path, *, scores: Optional[pd.DataF
     oracle = {pol: _is_oracle(frame[frame["policy"] == pol]) for pol in points["policy"].unique()}
     summaries = []
     for key, rows in _groups(points, panel_keys):
-        r, rho = _correlations(rows["accuracy"].to_numpy(float), rows["pdtp"].to_numpy(float))
+        accuracy_values = rows["accuracy"].to_numpy(float)
+        r, rho = _correlations(accuracy_values, rows["pdtp_seed_mean"].to_numpy(float))
+        r_ours, rho_ours = _correlations(accuracy_values, rows["pdtp_seed_averaged"].to_numpy(float))
         summaries.append({**dict(zip(panel_keys, key)), "records": len(rows), "pearson": r,
-                          "spearman": rho})
+                          "spearman": rho,
+                          "dtp1_share_seed_mean": float((rows["pdtp_seed_mean"] > 1.0).mean()),
+                          "pearson_seed_averaged": r_ours, "spearman_seed_averaged": rho_ours,
+                          "dtp1_share_seed_averaged":
+                              float((rows["pdtp_seed_averaged"] > 1.0).mean())})
     summary = pd.DataFrame(summaries)
     points = points.merge(summary[panel_keys + ["pearson", "spearman"]], on=panel_keys, how="left")
 
@@ -678,9 +723,12 @@ def pdtp_report(frame: pd.DataFrame, out_dir: Path, *, scores: Optional[pd.DataF
     for ax, summary_row in zip(axes, summary.to_dict("records")):
         match = (points[panel_keys] == pd.Series({k: summary_row[k] for k in panel_keys})).all(axis=1)
         rows = points[match]
-        ax.scatter(rows["accuracy"], rows["pdtp"], s=14, alpha=0.7, color="C0",
-                   label="one record")
-        ax.axhline(1.0, color="red", lw=0.8, ls="--", label="DTP-1 threshold (PDTP = 1)")
+        ax.scatter(rows["accuracy"], rows["pdtp_seed_averaged"], s=14, facecolors="none",
+                   edgecolors="grey", label="seed-averaged PDTP (ours: relates to ε)")
+        ax.scatter(rows["accuracy"], rows["pdtp_seed_mean"], s=14, alpha=0.7, color="C0",
+                   label="mean of per-seed PDTP (Long et al.)")
+        ax.axhline(1.0, color="red", lw=0.8, ls="--",
+                   label="DTP-1 threshold (Long et al.'s PDTP = 1)")
         where = " · ".join(str(summary_row[c]) for c in group if c in ("dataset", "model"))
         head = (f"{summary_row['attack']}, "
                 f"{_policy_label(summary_row['policy'], oracle[summary_row['policy']])}\n"
@@ -689,10 +737,10 @@ def pdtp_report(frame: pd.DataFrame, out_dir: Path, *, scores: Optional[pd.DataF
                 + f"\nPearson r={summary_row['pearson']:.3f}, Spearman ρ={summary_row['spearman']:.3f}"
                   f", n={summary_row['records']}")
         ax.set(title=head, xlabel="per-record attack accuracy (share of targets right)",
-               ylabel="PDTP (seed-averaged, mean over targets)", xlim=(-0.02, 1.02))
+               ylabel="PDTP (mean over seeds and targets)", xlim=(-0.02, 1.02))
         ax.title.set_fontsize(8)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=6, loc="upper left")
     fig.suptitle("Per-record PDTP against per-record attack accuracy\n(Long et al.)",
                  fontsize=10)
     return [save_figure(fig, out_dir / "pdtp_vs_accuracy.png"),
