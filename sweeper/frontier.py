@@ -11,6 +11,7 @@ Command line: `python -m sweeper.frontier --help`.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -78,16 +79,19 @@ def format_table(frame: pd.DataFrame) -> str:
 
 
 def _format_pdtp(frame: pd.DataFrame) -> str:
-    """Long et al.'s PDTP per cell: single-model and seed-averaged, with the DTP-1 share (> 1)."""
+    """Long et al.'s PDTP per cell, with the DTP-1 share (> 1): single-model, seed-averaged (avg,
+    ours) and the paper's mean of per-seed PDTP (seed-mean; NaN in tables older than it)."""
     header = (f"{'PDTP':<16} {'ε':>5} {'δ':>7} {'p':>5} {'trial':>5} {'records':>7} "
-              f"{'mean single':>11} {'mean avg':>8} {'max avg':>7} {'DTP-1 single':>12} {'DTP-1 avg':>9}")
+              f"{'mean single':>11} {'mean avg':>8} {'max avg':>7} {'mean seed-mean':>14} "
+              f"{'DTP-1 single':>12} {'DTP-1 avg':>9} {'DTP-1 seed-mean':>15}")
     lines = [header, "-" * len(header)]
     for row in frame.to_dict("records"):
         lines.append(
             f"{row['attack']:<16} {format_epsilon(row['epsilon']):>5} {row['delta']:>7.0e} {row['p']:>5.2f} "
             f"{row['trial']:>5} {row['pdtp_records']:>7.0f} {row['pdtp_mean_single']:>11.3f} "
             f"{row['pdtp_mean_averaged']:>8.3f} {row['pdtp_max_averaged']:>7.3f} "
-            f"{row['dtp1_share_single']:>12.2f} {row['dtp1_share_averaged']:>9.2f}")
+            f"{row.get('pdtp_seed_mean', math.nan):>14.3f} {row['dtp1_share_single']:>12.2f} "
+            f"{row['dtp1_share_averaged']:>9.2f} {row.get('dtp1_share_seed_mean', math.nan):>15.2f}")
     return "\n".join(lines)
 
 

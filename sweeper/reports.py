@@ -10,7 +10,8 @@ needs that figure, axes and all:
 - ``fixed_bound``: their Figures 5–6 (best and final test accuracy against p at a fixed U);
 - ``ppv``: Jayaraman et al. (PPV against γ = non-members per member, per attack);
 - ``pdtp``: Long et al. (per-record PDTP against per-record attack accuracy, with correlations);
-- ``generalization``: Yeom et al. (the loss attack's advantage against the generalization gap).
+- ``generalization``: Yeom et al. (the loss attack's advantage at Yeom's threshold and at the best
+  one against the 0–1 generalization gap; Adversary 1 against its Theorem 2 line).
 
 Every report writes PNGs and, next to each, a CSV with exactly the numbers drawn (long format: a
 ``series`` column says which line a row belongs to), so a figure can be checked or redrawn
@@ -33,6 +34,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from scipy.stats import t as student_t
 
+from jobs.pdtp import TABLE_COLUMNS as PDTP_TABLE_COLUMNS
 from sweeper.bounds import jayaraman_ppv_bound, precision_bound
 from sweeper.figures import format_epsilon, save_figure
 from sweeper.store import ArtifactStore
@@ -46,6 +48,8 @@ __all__ = [
     "pdtp_report",
     "generalization_report",
     "load_scores",
+    "load_target_scores",
+    "load_pdtp_values",
     "improvement_interval",
     "per_record_accuracy",
 ]
@@ -560,6 +564,7 @@ def ppv_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
 
 PDTP_FRAME_COLUMNS = ["model_key", "attack", "policy", "epsilon", "delta", "p", "threshold"]
 SCORES_COLUMNS = ["record_id", "score", "member", "model_key", "attack"]
+PDTP_VALUES_COLUMNS = ["model_key", "record_id", "pdtp_seed_mean"]
 
 
 def load_scores(frame: pd.DataFrame, store_root: str | Path) -> pd.DataFrame:
@@ -629,26 +634,58 @@ def _correlations(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(pearsonr(x, y)[0]), float(spearmanr(x, y)[0])
 
 
+def load_pdtp_values(frame: pd.DataFrame, store_root: str | Path) -> pd.DataFrame:
+    """Long et al.'s per-record PDTP (the mean over seeds of per-seed PDTP values), per target.
+
+    The pdtp attack's per-record score is our seed-averaged PDTP; the paper's estimator is only
+    in the stored query answer (`jobs.pdtp.pdtp_table`), which each pdtp row names in
+    `pdtp_query_key`.  Returns model_key, record_id, pdtp_seed_mean.
+    """
+    _require(frame, ["attack", "model_key", "pdtp_query_key"], "pdtp")
+    store = ArtifactStore(store_root)
+    rows = frame.loc[frame["attack"] == PDTP_ATTACK, ["model_key", "pdtp_query_key"]]
+    parts = []
+    for model_key, query_key in rows.dropna().drop_duplicates().itertuples(index=False):
+        try:
+            table = pd.DataFrame(store.read_query(query_key), columns=list(PDTP_TABLE_COLUMNS))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"pdtp report: the PDTP table {query_key} is missing from "
+                                    f"{store.uri}/queries") from None
+        parts.append(pd.DataFrame({"model_key": model_key,
+                                   "record_id": table["record_id"].astype(np.int64),
+                                   "pdtp_seed_mean": table["seed_mean"]}))
+    if not parts:
+        return pd.DataFrame(columns=PDTP_VALUES_COLUMNS)
+    return pd.concat(parts, ignore_index=True)
+
+
 def pdtp_report(frame: pd.DataFrame, out_dir: Path, *, scores: Optional[pd.DataFrame] = None,
+                pdtp_values: Optional[pd.DataFrame] = None,
                 store_root: Optional[str | Path] = None) -> list[Path]:
     """Long et al.: do records that move the model most (high PDTP) fall to attacks most often?
 
     Records are compared within a *group* — one training distribution: (dataset, model, ε, δ, p)
     — across that group's targets (trials), as Long et al. compare a record across their repeated
-    partitions.  A record's PDTP is its seed-averaged PDTP (the pdtp cells' per-record `score`),
-    averaged over the targets in which it was measured; its attack accuracy is
-    `per_record_accuracy`, per (attack, policy).  Only records with a PDTP appear (measured
-    members).  One panel per (group, attack, policy), Pearson r and Spearman ρ in its title and
-    in both CSVs.  `scores` are the sweep's per-record rows (see `load_scores`); without them
-    they are read from `store_root`.
+    partitions.  A record's PDTP, as the paper measures it, is the mean of its PDTP measurements:
+    per target, the mean over seeds of per-seed PDTP (`pdtp_values`, see `load_pdtp_values`),
+    then the mean over the targets in which it was measured (`pdtp_seed_mean`).  That is the y
+    axis, the DTP-1 line (PDTP = 1) is drawn against it, and `pearson`/`spearman` are taken on
+    it, so the figure compares with the paper's.  Our seed-averaged PDTP (the pdtp cells'
+    per-record `score`, which relates to ε) is drawn beside it in grey, with its own
+    correlations (`*_seed_averaged`).  Its attack accuracy is `per_record_accuracy`, per
+    (attack, policy).  Only records with a PDTP appear (measured members).  One panel per
+    (group, attack, policy).  `scores` and `pdtp_values` are read from `store_root` when not given.
     """
     _require(frame, PDTP_FRAME_COLUMNS, "pdtp")
-    if scores is None:
+    if scores is None or pdtp_values is None:
         if store_root is None:
-            raise ValueError("pdtp report: needs the per-record scores: pass scores= (see "
-                             "load_scores) or store_root=")
-        scores = load_scores(frame, store_root)
+            raise ValueError("pdtp report: needs the per-record scores and PDTP tables: pass "
+                             "scores= (see load_scores) and pdtp_values= (see load_pdtp_values), "
+                             "or store_root=")
+        scores = load_scores(frame, store_root) if scores is None else scores
+        pdtp_values = load_pdtp_values(frame, store_root) if pdtp_values is None else pdtp_values
     _require(scores, SCORES_COLUMNS, "pdtp", what="scores table")
+    _require(pdtp_values, PDTP_VALUES_COLUMNS, "pdtp", what="per-record PDTP table")
     out_dir = Path(out_dir)
     joined = _cell_scores(frame, scores)
     group = [c for c in ("dataset", "model") if c in joined.columns] + ["epsilon", "delta", "p"]
@@ -656,11 +693,15 @@ def pdtp_report(frame: pd.DataFrame, out_dir: Path, *, scores: Optional[pd.DataF
     if measured.empty:
         raise ValueError("pdtp report: no per-record PDTP scores (no pdtp cells in the sweep)")
     measured = measured.drop_duplicates(subset=["model_key", "record_id"])  # one per target
-    pdtp = (measured.groupby(group + ["record_id"], sort=True)["score"]
-            .agg(pdtp="mean", pdtp_measurements="count").reset_index())
+    ours = (measured.groupby(group + ["record_id"], sort=True)["score"]
+            .agg(pdtp_seed_averaged="mean", pdtp_measurements="count").reset_index())
+    targets = measured[group + ["model_key"]].drop_duplicates()
+    papers = (pdtp_values.merge(targets, on="model_key", how="inner")
+              .groupby(group + ["record_id"], sort=True)["pdtp_seed_mean"].mean().reset_index())
     attacked = joined[~joined["attack"].isin(NOT_TESTS)]
     accuracy = per_record_accuracy(attacked, group + ["attack", "policy"])
-    points = accuracy.merge(pdtp, on=group + ["record_id"], how="inner")
+    points = (accuracy.merge(papers, on=group + ["record_id"], how="inner")
+              .merge(ours, on=group + ["record_id"], how="inner"))
     if points.empty:
         raise ValueError("pdtp report: no record has both a PDTP and an attack decision "
                          "(are the attacks' thresholds all NaN?)")
@@ -668,9 +709,15 @@ def pdtp_report(frame: pd.DataFrame, out_dir: Path, *, scores: Optional[pd.DataF
     oracle = {pol: _is_oracle(frame[frame["policy"] == pol]) for pol in points["policy"].unique()}
     summaries = []
     for key, rows in _groups(points, panel_keys):
-        r, rho = _correlations(rows["accuracy"].to_numpy(float), rows["pdtp"].to_numpy(float))
+        accuracy_values = rows["accuracy"].to_numpy(float)
+        r, rho = _correlations(accuracy_values, rows["pdtp_seed_mean"].to_numpy(float))
+        r_ours, rho_ours = _correlations(accuracy_values, rows["pdtp_seed_averaged"].to_numpy(float))
         summaries.append({**dict(zip(panel_keys, key)), "records": len(rows), "pearson": r,
-                          "spearman": rho})
+                          "spearman": rho,
+                          "dtp1_share_seed_mean": float((rows["pdtp_seed_mean"] > 1.0).mean()),
+                          "pearson_seed_averaged": r_ours, "spearman_seed_averaged": rho_ours,
+                          "dtp1_share_seed_averaged":
+                              float((rows["pdtp_seed_averaged"] > 1.0).mean())})
     summary = pd.DataFrame(summaries)
     points = points.merge(summary[panel_keys + ["pearson", "spearman"]], on=panel_keys, how="left")
 
@@ -678,9 +725,12 @@ def pdtp_report(frame: pd.DataFrame, out_dir: Path, *, scores: Optional[pd.DataF
     for ax, summary_row in zip(axes, summary.to_dict("records")):
         match = (points[panel_keys] == pd.Series({k: summary_row[k] for k in panel_keys})).all(axis=1)
         rows = points[match]
-        ax.scatter(rows["accuracy"], rows["pdtp"], s=14, alpha=0.7, color="C0",
-                   label="one record")
-        ax.axhline(1.0, color="red", lw=0.8, ls="--", label="DTP-1 threshold (PDTP = 1)")
+        ax.scatter(rows["accuracy"], rows["pdtp_seed_averaged"], s=14, facecolors="none",
+                   edgecolors="grey", label="seed-averaged PDTP (ours: relates to ε)")
+        ax.scatter(rows["accuracy"], rows["pdtp_seed_mean"], s=14, alpha=0.7, color="C0",
+                   label="mean of per-seed PDTP (Long et al.)")
+        ax.axhline(1.0, color="red", lw=0.8, ls="--",
+                   label="DTP-1 threshold (Long et al.'s PDTP = 1)")
         where = " · ".join(str(summary_row[c]) for c in group if c in ("dataset", "model"))
         head = (f"{summary_row['attack']}, "
                 f"{_policy_label(summary_row['policy'], oracle[summary_row['policy']])}\n"
@@ -689,10 +739,10 @@ def pdtp_report(frame: pd.DataFrame, out_dir: Path, *, scores: Optional[pd.DataF
                 + f"\nPearson r={summary_row['pearson']:.3f}, Spearman ρ={summary_row['spearman']:.3f}"
                   f", n={summary_row['records']}")
         ax.set(title=head, xlabel="per-record attack accuracy (share of targets right)",
-               ylabel="PDTP (seed-averaged, mean over targets)", xlim=(-0.02, 1.02))
+               ylabel="PDTP (mean over seeds and targets)", xlim=(-0.02, 1.02))
         ax.title.set_fontsize(8)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=6, loc="upper left")
     fig.suptitle("Per-record PDTP against per-record attack accuracy\n(Long et al.)",
                  fontsize=10)
     return [save_figure(fig, out_dir / "pdtp_vs_accuracy.png"),
@@ -703,66 +753,207 @@ def pdtp_report(frame: pd.DataFrame, out_dir: Path, *, scores: Optional[pd.DataF
 # --------------------------------------------------------------------------- Yeom et al.
 
 
-GENERALIZATION_COLUMNS = ["attack", "epsilon", "advantage", "train_accuracy", "test_accuracy"]
+GENERALIZATION_COLUMNS = ["attack", "epsilon", "model_key", "scores_key", "train_accuracy",
+                          "test_accuracy"]
+LOSS_RANDOMIZED_ATTACK = "loss_randomized"
+#: The CSV's series: what each plotted point is.
+YEOM_SERIES = "loss: Yeom's threshold (mean training loss)"
+BEST_SERIES = "loss: best threshold (max TPR − FPR)"
+RANDOMIZED_SERIES = "loss_randomized: Adversary 1"
 
 
-def generalization_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
+def advantage(decisions: np.ndarray, member: np.ndarray) -> float:
+    """Yeom et al.'s membership advantage of yes/no decisions: TPR − FPR (NaN without both kinds)."""
+    decisions, member = np.asarray(decisions, bool), np.asarray(member, bool)
+    if member.all() or not member.any():
+        return math.nan
+    return float(decisions[member].mean() - decisions[~member].mean())
+
+
+def best_advantage(scores: np.ndarray, member: np.ndarray) -> float:
+    """max over thresholds t of TPR − FPR for "member iff score ≥ t" (accepting none gives 0).
+
+    The threshold-free advantage (SPEC §4; Yeom's and Jayaraman's meaning): an upper envelope no
+    single rule fixed in advance is promised.  A NaN score is "non-member" at every threshold.
+    """
+    scores, member = np.asarray(scores, float), np.asarray(member, bool)
+    if member.all() or not member.any():
+        return math.nan
+    finite = ~np.isnan(scores)
+    if not finite.any():
+        return 0.0
+    order = np.argsort(-scores[finite], kind="stable")
+    ranked, is_member = scores[finite][order], member[finite][order]
+    tpr = np.cumsum(is_member) / member.sum()
+    fpr = np.cumsum(~is_member) / (~member).sum()
+    last_of_tie = np.r_[ranked[1:] != ranked[:-1], True]  # a threshold accepts all its ties
+    return float(max(0.0, (tpr - fpr)[last_of_tie].max(initial=0.0)))
+
+
+def yeom_threshold(scores: np.ndarray, member: np.ndarray) -> tuple[float, float]:
+    """Yeom et al.'s threshold rule for the loss attack: (mean training loss, its advantage).
+
+    The adversary is told the model's average training loss (Yeom et al. §3.3 set the threshold
+    at the published training error; Jayaraman et al.'s reference implementation says "member"
+    iff per-record loss ≤ the training loss).  `scores` are the loss attack's, −loss with p_y
+    clamped; the training loss is estimated by the evaluated members' mean loss (finite scores).
+    A NaN score is "non-member".
+    """
+    loss, member = -np.asarray(scores, float), np.asarray(member, bool)
+    known = member & ~np.isnan(loss)
+    if not known.any():
+        return math.nan, math.nan
+    threshold = float(loss[known].mean())
+    return threshold, advantage(loss <= threshold, member)
+
+
+def expected_loss_gap(scores: np.ndarray, member: np.ndarray, bound: float) -> float:
+    """Yeom et al.'s Theorem 2 line for Adversary 1: (E_non-member[ℓ] − E_member[ℓ]) / B.
+
+    ℓ = min(loss, B), the loss Adversary 1 reads (`jobs.attacks.loss_randomized`), from the loss
+    attack's scores (−loss) of the same target over the same evaluated records, so Adversary 1's
+    expected advantage on these records is exactly this value.
+    """
+    loss = np.minimum(-np.asarray(scores, float), bound)
+    member = np.asarray(member, bool)
+    keep = ~np.isnan(loss)
+    if not (keep & member).any() or not (keep & ~member).any():
+        return math.nan
+    return float((loss[keep & ~member].mean() - loss[keep & member].mean()) / bound)
+
+
+def default_loss_bound() -> float:
+    """B when the sweep sets no `attack.loss_bound`: −ln(loss_clamp), the largest clamped loss."""
+    from jobs.attacks import AttackSettings
+
+    defaults = AttackSettings()
+    return defaults.loss_bound if defaults.loss_bound is not None else -math.log(defaults.loss_clamp)
+
+
+def load_target_scores(frame: pd.DataFrame, store_root: str | Path,
+                       attacks: Sequence[str]) -> pd.DataFrame:
+    """The per-record scores of `attacks` on each target, each stored table read once."""
+    _require(frame, ["attack", "scores_key"], "generalization")
+    store = ArtifactStore(store_root)
+    keys = frame.loc[frame["attack"].isin(attacks), "scores_key"].dropna().unique()
+    parts = []
+    for key in keys:
+        try:
+            parts.append(store.read_scores(key))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"generalization report: per-record scores {key} are missing "
+                                    f"from {store.uri}/scores") from None
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SCORES_COLUMNS)
+
+
+def _generalization_table(frame: pd.DataFrame, scores: pd.DataFrame, bound: float) -> pd.DataFrame:
+    """One row per (target, series): x, y and what they were computed from (long format)."""
+    keep = [c for c in ("dataset", "model", "epsilon", "delta", "p", "trial") if c in frame.columns]
+    targets = (frame[frame["attack"].isin([LOSS_ATTACK, LOSS_RANDOMIZED_ATTACK])]
+               .drop_duplicates(subset="model_key"))
+    by_key = {key: rows for key, rows in scores.groupby(["model_key", "attack"], sort=False)}
+    out = []
+    for target in targets.to_dict("records"):
+        key = target["model_key"]
+        loss = by_key.get((key, LOSS_ATTACK))
+        if loss is None:
+            raise ValueError(f"generalization report: target {key} has no per-record scores of "
+                             f"the {LOSS_ATTACK!r} attack (both figures read its losses)")
+        loss = loss.sort_values("record_id")
+        base = {c: target[c] for c in keep} | {"model_key": key}
+        gap = float(target["train_accuracy"]) - float(target["test_accuracy"])
+        threshold, yeom = yeom_threshold(loss["score"], loss["member"])
+        out.append({**base, "series": YEOM_SERIES, "x": gap, "y": yeom,
+                    "x_is": "0–1 gap: train − test accuracy", "yeom_threshold_loss": threshold})
+        out.append({**base, "series": BEST_SERIES, "x": gap,
+                    "y": best_advantage(loss["score"], loss["member"]),
+                    "x_is": "0–1 gap: train − test accuracy"})
+        randomized = by_key.get((key, LOSS_RANDOMIZED_ATTACK))
+        if randomized is not None:
+            decisions = randomized.sort_values("record_id")
+            if not np.array_equal(decisions["record_id"].to_numpy(), loss["record_id"].to_numpy()):
+                raise ValueError(f"generalization report: target {key}'s loss and "
+                                 "loss_randomized scores cover different records")
+            out.append({**base, "series": RANDOMIZED_SERIES,
+                        "x": expected_loss_gap(loss["score"], loss["member"], bound),
+                        "y": advantage(decisions["score"].to_numpy(float) >= 0.5,
+                                       decisions["member"]),
+                        "x_is": "expected loss gap / B", "loss_bound": bound})
+    return pd.DataFrame(out)
+
+
+def generalization_report(frame: pd.DataFrame, out_dir: Path, *,
+                          scores: Optional[pd.DataFrame] = None,
+                          store_root: Optional[str | Path] = None,
+                          loss_bound: Optional[float] = None) -> list[Path]:
     """Yeom et al.: membership advantage grows with overfitting, whatever ε says.
 
-    x is the generalization gap in 0–1 loss, train accuracy − test accuracy (= R_gen/B with
-    B = 1); y is the loss-threshold attack's advantage TPR − FPR at its cell's threshold.  The
-    line advantage = gap is Yeom et al.'s Theorem 2: with 0–1 loss, their bounded-loss adversary
-    (say "member" iff the model classifies the record correctly) has exactly that advantage in
-    expectation.  Our attack thresholds the cross-entropy instead, so it may sit above the line
-    (it sees more than right/wrong) or below it (a threshold chosen for precision, not
-    advantage).  One point per cell, coloured by ε; one panel per policy.
+    Every figure is computed per target from the stored per-record scores, never from a cell's
+    policy threshold: a policy such as `quantile_max` picks the best-*precision* cut (accepting
+    2.5 % of records), whose TPR − FPR is far below what Yeom et al. analyse and would seem to
+    refute them.  Left panel, against the 0–1 generalization gap (train − test accuracy):
+    Yeom's own threshold rule for the loss attack (member iff loss ≤ the mean training loss,
+    `yeom_threshold`) and, labelled apart, the best threshold's advantage (`best_advantage`),
+    with the line advantage = gap (Theorem 2 with the 0–1 loss, B = 1; the cross-entropy
+    threshold may sit on either side of it).  Right panel, `loss_randomized` (Adversary 1, the
+    theorem's own adversary) against its own Theorem 2 line: advantage = expected loss gap / B
+    (`expected_loss_gap`, on the same cross-entropy Adversary 1 reads), where B is `loss_bound`
+    (default: the attack's default, −ln(loss_clamp)).  One point per target, coloured by ε.
     """
     _require(frame, GENERALIZATION_COLUMNS, "generalization")
-    rows = frame[(frame["attack"] == LOSS_ATTACK) & frame["advantage"].notna()]
-    if rows.empty:
+    if not (frame["attack"] == LOSS_ATTACK).any():
         raise ValueError(f"generalization report: no rows of the {LOSS_ATTACK!r} attack")
+    if scores is None:
+        if store_root is None:
+            raise ValueError("generalization report: needs the per-record scores: pass scores= "
+                             "(see load_target_scores) or store_root=")
+        scores = load_target_scores(frame, store_root, [LOSS_ATTACK, LOSS_RANDOMIZED_ATTACK])
+    _require(scores, SCORES_COLUMNS, "generalization", what="scores table")
+    bound = default_loss_bound() if loss_bound is None else float(loss_bound)
     out_dir = Path(out_dir)
-    keep = [c for c in ("dataset", "model", "policy", "epsilon", "delta", "p", "trial")
-            if c in rows.columns]
-    table = rows[keep].copy()
-    table["gap"] = rows["train_accuracy"].to_numpy(float) - rows["test_accuracy"].to_numpy(float)
-    table["advantage"] = rows["advantage"].to_numpy(float)
-    panels = _panel_columns(rows, ["policy"])
+    table = _generalization_table(frame, scores, bound)
+    panels = _panel_columns(table, [])
     groups = _groups(table, panels)
+    randomized = (table["series"] == RANDOMIZED_SERIES).any()
     epsilons = sorted(table["epsilon"].unique())
     colour = dict(zip(epsilons, _colours(len(epsilons))))
-    fig, axes = _panel_grid(len(groups), width=5.0)
-    for (key, panel_rows), ax in zip(groups, axes):
-        for eps in epsilons:
-            pts = panel_rows[panel_rows["epsilon"] == eps]
-            if not pts.empty:
-                ax.scatter(pts["gap"], pts["advantage"], color=colour[eps], s=28,
-                           label=f"ε={format_epsilon(eps)}")
-        values = table[["gap", "advantage"]].to_numpy(float)
-        low = min(0.0, float(np.nanmin(values)))
-        high = max(0.05, float(np.nanmax(values)) * 1.1)
-        ax.plot([low, high], [low, high], "--", color="black", lw=1,
-                label="advantage = gap (Yeom et al., Thm 2, 0–1 loss)")
-        panel = dict(zip(panels, key))
-        title = " · ".join(str(panel[c]) for c in panels if c != "policy")
-        if "policy" in panel:
-            policy_rows = rows[rows["policy"] == panel["policy"]]
-            label = _policy_label(panel["policy"], _is_oracle(policy_rows))
-            title = f"{title}\n{label}" if title else label
-        ax.set(title=title or None, xlabel="generalization gap: train accuracy − test accuracy",
-               ylabel="loss-attack advantage (TPR − FPR)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.suptitle("Loss-threshold attack advantage against the generalization gap\n"
-                 "(Yeom et al.)", fontsize=10)
+    fig, axes = _panel_grid(len(groups) * (2 if randomized else 1), width=5.0,
+                            columns=2 if randomized else 3)
+    styles = {YEOM_SERIES: dict(marker="o", s=30), BEST_SERIES: dict(marker="x", s=30),
+              RANDOMIZED_SERIES: dict(marker="s", s=26)}
+    for index, (key, panel_rows) in enumerate(groups):
+        head = " · ".join(str(v) for v in key)
+        pairs = [(axes[index * (2 if randomized else 1)], (YEOM_SERIES, BEST_SERIES),
+                  "generalization gap (0–1 loss): train − test accuracy",
+                  "advantage = gap (Yeom et al., Thm 2 with 0–1 loss, B = 1)")]
+        if randomized:
+            pairs.append((axes[index * 2 + 1], (RANDOMIZED_SERIES,),
+                          f"expected loss gap / B (cross-entropy, B = {bound:.3g})",
+                          "advantage = E[loss gap]/B (Yeom et al., Thm 2)"))
+        for ax, series, xlabel, line in pairs:
+            shown = panel_rows[panel_rows["series"].isin(series)]
+            for name in series:
+                for eps in epsilons:
+                    pts = shown[(shown["series"] == name) & (shown["epsilon"] == eps)]
+                    if not pts.empty:
+                        ax.scatter(pts["x"], pts["y"], color=colour[eps],
+                                   label=f"{name}, ε={format_epsilon(eps)}", **styles[name])
+            values = shown[["x", "y"]].to_numpy(float)
+            low = min(0.0, float(np.nanmin(values))) if len(values) else 0.0
+            high = max(0.05, float(np.nanmax(values)) * 1.1) if len(values) else 1.0
+            ax.plot([low, high], [low, high], "--", color="black", lw=1, label=line)
+            ax.set(title=head or None, xlabel=xlabel, ylabel="membership advantage (TPR − FPR)")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=6)
+    fig.suptitle("Membership advantage against the generalization gap (Yeom et al.)",
+                 fontsize=10)
     return [save_figure(fig, out_dir / "generalization.png"),
             _write_csv(table, out_dir / "generalization.csv")]
 
 
-#: Report name → function(results table, output folder[, scores=…]) → paths written.  Only
-#: "pdtp" needs more than the table: its per-record scores (keyword `scores` or `store_root`).
+#: Report name → function(results table, output folder[, …]) → paths written.
 #: Reports that read the per-record scores tables too (pass them `store_root=`).
-READS_SCORES = ("pdtp",)
+READS_SCORES = ("pdtp", "generalization")
 
 REPORTS: dict[str, Callable[..., list[Path]]] = {
     "frontier": frontier_report,

@@ -98,3 +98,9 @@ def test_pdtp_cells_report_both_estimates_and_their_per_record_scores(ray_local,
     assert measured.score.mean() == pytest.approx(row.pdtp_mean_averaged)
     table = format_table(result.results)
     assert "PDTP" in table and "DTP-1 avg" in table and "loss" in table
+    # Long et al.'s estimator beside ours, its per-record table named for the PDTP report.
+    assert 0.0 <= row.pdtp_seed_mean <= math.log(199) + 1e-9
+    assert 0.0 <= row.dtp1_share_seed_mean <= 1.0
+    stored = ArtifactStore(cfg.store.root).read_query(row.pdtp_query_key)
+    assert stored.shape == (3, 4) and stored[:, 3].mean() == pytest.approx(row.pdtp_seed_mean)
+    assert "DTP-1 seed-mean" in table

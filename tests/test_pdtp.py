@@ -207,3 +207,75 @@ def test_leave_one_out_refuses_more_records_than_members():
     mask[:3] = True
     with pytest.raises(ValueError, match="only 3 members"):
         leave_one_out(lr_settings(math.inf), synthetic(), mask, records=4, seeds=[0], device=CPU)
+
+
+# --- the three estimates on a hand probability table (issue 12, item 6) ----------------------
+
+#: (seeds, records, classes): two seeds, two measured records.  Record 0's seed noise swaps the
+#: full and leave-one-out outputs between the seeds; record 1 moves a little, under seed 1 only.
+FULL = np.array([[[0.9, 0.1], [0.3, 0.7]],
+                 [[0.5, 0.5], [0.2, 0.8]]])
+LOO = np.array([[[0.5, 0.5], [0.3, 0.7]],
+                [[0.9, 0.1], [0.1, 0.9]]])
+
+
+def hand_estimates():
+    """By hand, on bin centres (0.9 → .905, 0.1 → .105, 0.5 → .505, 0.2 → .205, …).
+
+    Record 0, seed 0: [.905, .105] vs [.505, .505]: max(ln 905/505, ln 505/105) = ln(101/21).
+    Seed 1 is the same pair swapped: ln(101/21) again.  Mean over seeds (the paper's): ln(101/21)
+    ≈ 1.571 > 1, flagged.  Seed-averaged probabilities: [0.7, 0.3] both → PDTP 0, not flagged.
+    Record 1, seed 0: equal → 0.  Seed 1: [.205, .805] vs [.105, .905]: max(ln 205/105,
+    ln 905/805) = ln(41/21) ≈ 0.669.  Mean over seeds: ln(41/21)/2 ≈ 0.334.  Seed-averaged:
+    [0.25, 0.75] vs [0.2, 0.8] → [.255, .755] vs [.205, .805]: max(ln 255/205, ln 805/755) =
+    ln(51/41) ≈ 0.218.  Single (seed 0): [ln(101/21), 0].
+    """
+    single = [math.log(101 / 21), 0.0]
+    averaged = [0.0, math.log(51 / 41)]
+    seed_mean = [math.log(101 / 21), math.log(41 / 21) / 2]
+    return single, averaged, seed_mean
+
+
+def test_estimates_on_a_hand_probability_table():
+    single, averaged, seed_mean = pdtp_module.estimates(FULL, LOO)
+    want_single, want_averaged, want_seed_mean = hand_estimates()
+    np.testing.assert_allclose(single, want_single, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(averaged, want_averaged, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(seed_mean, want_seed_mean, rtol=0, atol=1e-12)
+    # Before issue 12 only `averaged` existed: DTP-1 share 0 of 2 where the paper's estimator
+    # flags 1 of 2 (the seed noise the paper's average keeps in).
+    print(f"\nPDTP per record: seed-averaged (ours) {np.round(averaged, 3).tolist()}, "
+          f"mean over seeds (Long et al.) {np.round(seed_mean, 3).tolist()}; DTP-1 share "
+          f"{(averaged > 1).mean():.2f} vs {(seed_mean > 1).mean():.2f}")
+
+
+def test_pdtp_row_reports_the_papers_estimator_beside_ours():
+    from sweeper.plan import AttackSpec, Cell
+    from sweeper.tasks import pdtp_row
+
+    want_single, want_averaged, want_seed_mean = hand_estimates()
+    table = np.column_stack([[4, 7], want_single, want_averaged, want_seed_mean])
+    spec = AttackSpec("pdtp", "target-key", (), 10, (), queries=("pdtp-query-key",))
+    cell = Cell("adult", "tanh_mlp64", math.inf, 1e-5, 0.5, math.nan, "pdtp", "quantile_max", 0,
+                spec, 0.01, "derived", 0.05, ())
+    meta = dict(test_accuracy=0.8, best_test_accuracy=0.8, train_accuracy=0.9, epsilon_spent=math.inf,
+                noise_multiplier=0.0, steps=10, train_size=5)
+    row = pdtp_row(cell, table, meta)
+    assert row["pdtp_seed_mean"] == pytest.approx((math.log(101 / 21) + math.log(41 / 21) / 2) / 2)
+    assert row["dtp1_share_seed_mean"] == 0.5  # record 0 only (1.571 > 1; 0.334 is not)
+    assert row["pdtp_mean_averaged"] == pytest.approx(math.log(51 / 41) / 2)
+    assert row["dtp1_share_averaged"] == 0.0
+    assert row["pdtp_query_key"] == "pdtp-query-key"
+
+
+def test_pdtp_table_carries_the_three_estimates():
+    # The query answer's layout, which pdtp_row and the PDTP report read by position.
+    settings = dataclasses.replace(lr_settings(math.inf), epochs=3)
+    data, mask = synthetic(), member_mask()
+    table = pdtp_module.pdtp_table(settings, data, mask, records=2, seeds=2, device=CPU)
+    result = leave_one_out(settings, data, mask, records=2, seeds=[0, 1], device=CPU)
+    assert table.shape == (2, 4)
+    np.testing.assert_array_equal(table[:, 0], result.record_ids)
+    np.testing.assert_allclose(table[:, 1:], np.column_stack(
+        [result.single, result.averaged, result.seed_mean]), rtol=0, atol=0)
+    assert (result.flagged_seed_mean == (result.seed_mean > 1)).all()

@@ -213,22 +213,29 @@ def test_ppv_against_gamma_with_both_bounds(tmp_path):
     assert jay["value"].item() == pytest.approx((1 - f) / (1 - f + 9 * 0.2))
 
 
+#: Long et al.'s per-record PDTP (mean of per-seed PDTP) of record r on each target it is a
+#: member of; record 4 on target 2 differs, so its value is a mean over targets.
+PAPERS_PDTP = {1: 1.2, 2: 1.6, 3: 0.7, 4: 2.0}
+
+
 def pdtp_inputs():
     """Four targets (trials) of one group, records 0–4 evaluated on each; a loss attack at the
     calibrated threshold 0.5; PDTP measured on each target's members.
 
     Record r is a member of targets 0…r−1 (record 0 of none, record 4 of all four).  The loss
     score is 1 everywhere ("member" at threshold 0.5), except record 3 on target 3: NaN, which
-    must count as "non-member" (and is right: record 3 is not a member of target 3).
+    must count as "non-member" (and is right: record 3 is not a member of target 3).  Returns
+    the results table, the per-record scores (the pdtp score is our seed-averaged PDTP) and the
+    per-record table of the paper's estimator (what `load_pdtp_values` reads from the store).
     """
-    frame_rows, score_rows = [], []
+    frame_rows, score_rows, value_rows = [], [], []
     for trial in range(4):
         key = f"target{trial}"
         common = dict(dataset="adult", model="mlp", epsilon=4.0, delta=DELTA, p=0.5, trial=trial,
                       model_key=key, policy="calibrated", policy_uses_target_labels=False)
         frame_rows.append({**common, "attack": "loss", "threshold": 0.5, "precision": 0.6})
         frame_rows.append({**common, "attack": "pdtp", "threshold": math.nan,
-                           "precision": math.nan})
+                           "precision": math.nan, "pdtp_query_key": f"query{trial}"})
         for record in range(5):
             member = record > trial
             score = math.nan if (record == 3 and trial == 3) else 1.0
@@ -239,82 +246,190 @@ def pdtp_inputs():
                 pdtp = 3.5
             score_rows.append(dict(record_id=record, score=pdtp, member=member, model_key=key,
                                    attack="pdtp"))
-    return pd.DataFrame(frame_rows), pd.DataFrame(score_rows)
+            if member:
+                paper = 4.0 if (record == 4 and trial == 2) else PAPERS_PDTP[record]
+                value_rows.append(dict(model_key=key, record_id=record, pdtp_seed_mean=paper))
+    return pd.DataFrame(frame_rows), pd.DataFrame(score_rows), pd.DataFrame(value_rows)
+
+
+def _pearson(x: np.ndarray, y: np.ndarray) -> float:
+    return ((x - x.mean()) * (y - y.mean())).sum() / math.sqrt(
+        ((x - x.mean()) ** 2).sum() * ((y - y.mean()) ** 2).sum())
 
 
 def test_pdtp_per_record_accuracy_and_correlations(tmp_path):
-    frame, scores = pdtp_inputs()
-    paths = REPORTS["pdtp"](frame, tmp_path, scores=scores)
+    frame, scores, values = pdtp_inputs()
+    paths = REPORTS["pdtp"](frame, tmp_path, scores=scores, pdtp_values=values)
     assert_png(outputs(paths, ".png")[0])
     points = pd.read_csv(tmp_path / "pdtp_vs_accuracy.csv").set_index("record_id")
     assert sorted(points.index) == [1, 2, 3, 4]  # record 0 is never a member: no PDTP
     # Record r is a member of r of the 4 targets (record 4: all four), said "member" on all
     # of them except record 3 on target 3 (NaN score → non-member, right: not a member there).
     want_acc = {1: 1 / 4, 2: 2 / 4, 3: 4 / 4, 4: 4 / 4}
-    want_pdtp = {1: 0.1, 2: 0.4, 3: 0.9, 4: (3.5 + 2.5 + 2.5 + 2.5) / 4}
+    want_ours = {1: 0.1, 2: 0.4, 3: 0.9, 4: (3.5 + 2.5 + 2.5 + 2.5) / 4}
+    want_paper = {1: 1.2, 2: 1.6, 3: 0.7, 4: (2.0 + 2.0 + 4.0 + 2.0) / 4}
     for record in want_acc:
         assert points.loc[record, "accuracy"] == pytest.approx(want_acc[record])
         assert points.loc[record, "evaluations"] == 4
-        assert points.loc[record, "pdtp"] == pytest.approx(want_pdtp[record])
+        assert points.loc[record, "pdtp_seed_averaged"] == pytest.approx(want_ours[record])
+        assert points.loc[record, "pdtp_seed_mean"] == pytest.approx(want_paper[record])
     x = np.array([want_acc[r] for r in (1, 2, 3, 4)])
-    y = np.array([want_pdtp[r] for r in (1, 2, 3, 4)])
-    pearson = ((x - x.mean()) * (y - y.mean())).sum() / math.sqrt(
-        ((x - x.mean()) ** 2).sum() * ((y - y.mean()) ** 2).sum())
+    ours = np.array([want_ours[r] for r in (1, 2, 3, 4)])
+    paper = np.array([want_paper[r] for r in (1, 2, 3, 4)])
     # Spearman by hand: ranks of x (3 and 4 tied → 3.5) against ranks of y.
-    rx, ry = np.array([1, 2, 3.5, 3.5]), np.array([1, 2, 3, 4])
-    spearman = ((rx - rx.mean()) * (ry - ry.mean())).sum() / math.sqrt(
-        ((rx - rx.mean()) ** 2).sum() * ((ry - ry.mean()) ** 2).sum())
+    rx = np.array([1, 2, 3.5, 3.5])
+    spearman_ours = _pearson(rx, np.array([1, 2, 3, 4.0]))
+    spearman_paper = _pearson(rx, np.array([2, 3, 1, 4.0]))  # 1.2, 1.6, 0.7, 2.5
     summary = pd.read_csv(tmp_path / "pdtp_correlations.csv")
-    assert summary["pearson"].item() == pytest.approx(pearson)
-    assert summary["spearman"].item() == pytest.approx(spearman)
+    # The figure's correlations and DTP-1 share are the paper's estimator's ...
+    assert summary["pearson"].item() == pytest.approx(_pearson(x, paper))
+    assert summary["spearman"].item() == pytest.approx(spearman_paper)
+    assert summary["dtp1_share_seed_mean"].item() == 0.75  # 1.2, 1.6, 2.5 > 1; 0.7 is not
+    # ... ours stands beside them.
+    assert summary["pearson_seed_averaged"].item() == pytest.approx(_pearson(x, ours))
+    assert summary["spearman_seed_averaged"].item() == pytest.approx(spearman_ours)
+    assert summary["dtp1_share_seed_averaged"].item() == 0.25  # only 2.75 > 1
     assert summary["records"].item() == 4
-    assert points["pearson"].unique() == pytest.approx([pearson])
+    assert points["pearson"].unique() == pytest.approx([_pearson(x, paper)])
 
 
 def test_pdtp_perfectly_monotone_gives_spearman_one(tmp_path):
-    frame, scores = pdtp_inputs()
+    frame, scores, values = pdtp_inputs()
     # Without record 3's NaN score it is wrong on target 3: accuracies 1/4, 2/4, 3/4, 4/4, all
-    # distinct and rising with the PDTP.
+    # distinct and rising with our PDTP.
     scores.loc[(scores["attack"] == "loss") & scores["score"].isna(), "score"] = 1.0
-    REPORTS["pdtp"](frame, tmp_path, scores=scores)
+    REPORTS["pdtp"](frame, tmp_path, scores=scores, pdtp_values=values)
     summary = pd.read_csv(tmp_path / "pdtp_correlations.csv")
-    assert summary["spearman"].item() == pytest.approx(1.0)
+    assert summary["spearman_seed_averaged"].item() == pytest.approx(1.0)
 
 
-def test_pdtp_reads_scores_from_the_store(tmp_path):
-    frame, scores = pdtp_inputs()
+def test_pdtp_reads_scores_and_pdtp_tables_from_the_store(tmp_path):
+    frame, scores, values = pdtp_inputs()
     frame["scores_key"] = frame["model_key"] + "-" + frame["attack"]
     root = tmp_path / "runs"
     store = ArtifactStore(root)
     for (key, attack), part in scores.groupby(["model_key", "attack"]):
         store.write_scores(f"{key}-{attack}", part.reset_index(drop=True))
+    for trial, part in values.groupby(values["model_key"].str[-1].astype(int)):
+        # The query answer's layout: record id, single, seed-averaged, mean over seeds.
+        ids = part["record_id"].to_numpy(float)
+        store.write_query(f"query{trial}", np.column_stack(
+            [ids, np.zeros_like(ids), np.zeros_like(ids), part["pdtp_seed_mean"].to_numpy()]))
     loaded = load_scores(frame, root)
     assert len(loaded) == len(scores) and {"policy", "trial"} <= set(loaded.columns)
     from_store = REPORTS["pdtp"](frame, tmp_path / "a", store_root=root)
-    direct = REPORTS["pdtp"](frame, tmp_path / "b", scores=scores)
+    direct = REPORTS["pdtp"](frame, tmp_path / "b", scores=scores, pdtp_values=values)
     pd.testing.assert_frame_equal(pd.read_csv(from_store[1]), pd.read_csv(direct[1]))
     with pytest.raises(ValueError, match="scores"):
-        REPORTS["pdtp"](frame, tmp_path / "c")
+        REPORTS["pdtp"](frame, tmp_path / "c", scores=scores)
 
 
-def test_generalization_points_are_gap_advantage_pairs(tmp_path):
-    cells = [  # (ε, trial, train acc, test acc, advantage)
-        (1.0, 0, 0.82, 0.80, 0.01), (1.0, 1, 0.83, 0.80, 0.04),
-        (math.inf, 0, 1.00, 0.70, 0.25), (math.inf, 1, 0.99, 0.72, 0.31),
-    ]
-    rows = [row(attack="loss", epsilon=eps, p=0.5, trial=trial, train_accuracy=train,
-                test_accuracy=test, advantage=adv, policy="calibrated",
-                policy_uses_target_labels=False, precision=0.6, baseline=0.5,
-                precision_ci_low=0.5, precision_ci_high=0.7) for eps, trial, train, test, adv in cells]
-    rows.append(row(attack="lira_online", epsilon=1.0, p=0.5, trial=0, advantage=0.9,
-                    precision=0.6, baseline=0.5, precision_ci_low=0.5, precision_ci_high=0.7))
-    paths = REPORTS["generalization"](pd.DataFrame(rows), tmp_path)
+#: Per target: (ε, train accuracy, test accuracy, member losses, non-member losses, the
+#: loss_randomized decisions of members and of non-members, or None without that attack).
+GENERALIZATION_TARGETS = {
+    "A": (1.0, 0.9, 0.7, [0.1, 0.2, 0.3, 0.6], [0.25, 0.8, 1.5, 2.0], ([1, 1, 1, 0], [1, 0, 0, 0])),
+    "B": (math.inf, 1.0, 0.6, [0.0, 0.0, 0.05, 0.1], [0.9, 1.0, 2.0, 3.0], None),
+}
+
+
+def generalization_inputs():
+    """Rows of two targets (each under two policies, as a sweep has them) and their scores.
+
+    The rows' `advantage` (the operating point of their policy) is deliberately wrong (0.05): the
+    report must compute every figure from the per-record scores.
+    """
+    rows, scores = [], []
+    for key, (eps, train, test, members, others, decisions) in GENERALIZATION_TARGETS.items():
+        attacks = ["loss"] + (["loss_randomized"] if decisions else []) + ["always_member"]
+        for attack in attacks:
+            for policy in ("quantile_max", "calibrated"):
+                rows.append(row(attack=attack, epsilon=eps, p=0.5, trial=0, policy=policy,
+                                model_key=f"target{key}", scores_key=f"target{key}-{attack}",
+                                train_accuracy=train, test_accuracy=test, advantage=0.05,
+                                precision=0.6, baseline=0.5, precision_ci_low=0.5,
+                                precision_ci_high=0.7))
+        member = [True] * len(members) + [False] * len(others)
+        losses = members + others
+        scores += [dict(record_id=i, score=-l, member=m, model_key=f"target{key}", attack="loss")
+                   for i, (l, m) in enumerate(zip(losses, member))]
+        if decisions:
+            scores += [dict(record_id=i, score=float(d), member=m, model_key=f"target{key}",
+                            attack="loss_randomized")
+                       for i, (d, m) in enumerate(zip(decisions[0] + decisions[1], member))]
+    return pd.DataFrame(rows), pd.DataFrame(scores)
+
+
+def test_generalization_figures_on_a_hand_score_table(tmp_path):
+    frame, scores = generalization_inputs()
+    paths = REPORTS["generalization"](frame, tmp_path, scores=scores)
     assert_png(outputs(paths, ".png")[0])
-    table = pd.read_csv(tmp_path / "generalization.csv")
-    got = np.array(sorted(zip(table["gap"], table["advantage"])))
-    want = np.array(sorted((train - test, adv) for _, _, train, test, adv in cells))
-    np.testing.assert_allclose(got, want, atol=1e-12)
+    table = pd.read_csv(tmp_path / "generalization.csv").set_index(["model_key", "series"])
+    got = lambda key, series: table.loc[(f"target{key}", series)]  # noqa: E731
+    yeom, best = "loss: Yeom's threshold (mean training loss)", "loss: best threshold (max TPR − FPR)"
+    # Target A.  Gap 0.9 − 0.7 = 0.2.  Mean training loss (0.1 + 0.2 + 0.3 + 0.6)/4 = 0.3;
+    # loss ≤ 0.3: members 0.1, 0.2, 0.3 (TPR 3/4), non-member 0.25 (FPR 1/4) → 0.5.  Best:
+    # loss ≤ 0.6 accepts every member and 0.25 only → 1 − 1/4 = 0.75.
+    assert got("A", yeom)["x"] == pytest.approx(0.2) and got("A", best)["x"] == pytest.approx(0.2)
+    assert got("A", yeom)["yeom_threshold_loss"] == pytest.approx(0.3)
+    assert got("A", yeom)["y"] == pytest.approx(0.5)
+    assert got("A", best)["y"] == pytest.approx(0.75)
+    # Adversary 1 on A: decisions (1, 1, 1, 0) on members, (1, 0, 0, 0) on non-members → 3/4 − 1/4.
+    # Its line: B = −ln(1e-6) (the default clamp); E[loss] non-members (0.25 + 0.8 + 1.5 + 2)/4
+    # = 1.1375, members 0.3 → 0.8375 / B.
+    randomized = got("A", "loss_randomized: Adversary 1")
+    assert randomized["y"] == pytest.approx(0.5)
+    assert randomized["x"] == pytest.approx(0.8375 / (6 * math.log(10)))
+    # Target B.  Gap 0.4.  Mean training loss (0 + 0 + 0.05 + 0.1)/4 = 0.0375: the two zeros
+    # only → TPR 1/2, FPR 0 → 0.5.  Best: loss ≤ 0.1 → 1 − 0 = 1.  No loss_randomized rows.
+    assert got("B", yeom)["x"] == pytest.approx(0.4)
+    assert got("B", yeom)["y"] == pytest.approx(0.5) and got("B", best)["y"] == pytest.approx(1.0)
+    assert ("targetB", "loss_randomized: Adversary 1") not in table.index
+    assert len(table) == 5  # one point per target and series, whatever the policies
     assert set(table["epsilon"]) == {1.0, math.inf}  # the colour of each point
+
+
+def test_generalization_theorem_2_line_uses_the_loss_bound(tmp_path):
+    frame, scores = generalization_inputs()
+    REPORTS["generalization"](frame, tmp_path, scores=scores, loss_bound=1.0)
+    table = pd.read_csv(tmp_path / "generalization.csv")
+    line = table[table["series"] == "loss_randomized: Adversary 1"]
+    # min(loss, 1): non-members 0.25, 0.8, 1, 1 → 0.7625; members 0.3 → 0.4625 / 1.
+    assert line["x"].item() == pytest.approx(0.4625) and line["loss_bound"].item() == 1.0
+
+
+def test_best_advantage_accepts_ties_together_and_nan_never():
+    from sweeper.reports import best_advantage
+
+    # Scores 1, 1 (two members), 0.5 (a non-member), NaN (a member): at t = 1 both
+    # ties are accepted, TPR 2/3, FPR 0 → 2/3; at t = 0.5 TPR 2/3, FPR 1; the NaN is never accepted.
+    assert best_advantage(np.array([1.0, 1.0, 0.5, math.nan]),
+                          np.array([True, True, False, True])) == pytest.approx(2 / 3)
+    # A tie across a member and a non-member: one threshold takes both (1/2 − 1 < 0) or none (0).
+    assert best_advantage(np.array([1.0, 1.0]), np.array([True, False])) == 0.0
+
+
+def test_generalization_before_and_after_on_a_separable_loss_table(tmp_path):
+    # Issue 12, item 5: 200 members with losses evenly over [0, 0.6], 200 non-members over
+    # [0.3, 2.0].  The old report plotted the loss attack at quantile_max's best-precision cut;
+    # the 10 lowest losses (2.5 % of 400) are all members, precision 1, so that cut has
+    # TPR 10/200, FPR 0: advantage 0.05.  Yeom's rule (mean training loss 0.3): TPR 100/200, FPR
+    # 1/200 (the non-member at exactly 0.3) → 0.495.  Best: loss ≤ 0.6 → TPR 1, FPR =
+    # #{0.3 + 1.7·i/199 ≤ 0.6} / 200 = 36/200 → 0.82.
+    members, others = np.linspace(0, 0.6, 200), np.linspace(0.3, 2.0, 200)
+    frame = pd.DataFrame([row(attack="loss", epsilon=math.inf, p=0.5, trial=0, model_key="t",
+                              scores_key="t-loss", train_accuracy=1.0, test_accuracy=0.665,
+                              advantage=0.05, precision=1.0, baseline=0.5,
+                              precision_ci_low=0.9, precision_ci_high=1.0)])
+    scores = pd.DataFrame({"record_id": np.arange(400), "score": -np.r_[members, others],
+                           "member": np.r_[np.ones(200, bool), np.zeros(200, bool)],
+                           "model_key": "t", "attack": "loss"})
+    REPORTS["generalization"](frame, tmp_path, scores=scores)
+    table = pd.read_csv(tmp_path / "generalization.csv").set_index("series")
+    yeom = table.loc["loss: Yeom's threshold (mean training loss)", "y"]
+    best = table.loc["loss: best threshold (max TPR − FPR)", "y"]
+    print(f"\ngap 0.335: before (quantile_max cut) advantage 0.050; after: Yeom's threshold "
+          f"{yeom:.3f}, best threshold {best:.3f}")
+    assert yeom == pytest.approx(0.495) and best == pytest.approx(0.82)
 
 
 MISSING = {
@@ -323,7 +438,7 @@ MISSING = {
     "fixed_bound": ["target_precision", "best_test_accuracy"],
     "ppv": ["gamma", "fpr"],
     "pdtp": ["threshold"],
-    "generalization": ["train_accuracy", "advantage"],
+    "generalization": ["train_accuracy", "scores_key"],
 }
 
 
@@ -333,12 +448,16 @@ def test_missing_columns_are_named(name, lira_frame, tmp_path):
                               scores_key="s")
     frame = frame.drop(columns=MISSING[name])
     with pytest.raises(ValueError) as error:
-        REPORTS[name](frame, tmp_path, **({"scores": pd.DataFrame()} if name == "pdtp" else {}))
+        REPORTS[name](frame, tmp_path, **({"scores": pd.DataFrame(), "pdtp_values": pd.DataFrame()}
+                                          if name == "pdtp" else {}))
     for column in MISSING[name]:
         assert column in str(error.value)
 
 
 def test_missing_score_columns_are_named(tmp_path):
-    frame, scores = pdtp_inputs()
+    frame, scores, values = pdtp_inputs()
     with pytest.raises(ValueError, match="member.*score table|scores table lacks column\\(s\\) member"):
-        REPORTS["pdtp"](frame, tmp_path, scores=scores.drop(columns=["member"]))
+        REPORTS["pdtp"](frame, tmp_path, scores=scores.drop(columns=["member"]), pdtp_values=values)
+    with pytest.raises(ValueError, match="PDTP table lacks column\\(s\\) pdtp_seed_mean"):
+        REPORTS["pdtp"](frame, tmp_path, scores=scores,
+                        pdtp_values=values.drop(columns=["pdtp_seed_mean"]))

@@ -1,0 +1,182 @@
+"""The noise `jobs.training.calibrate_noise` picks must spend at most the target ε — checked by an
+accountant written here, independently of Opacus: the exact privacy loss distribution (PLD) of
+the Poisson-subsampled Gaussian mechanism, discretized and composed by convolution.
+
+The accountant (Meiser & Mohammadi 2018; Koskela et al. 2020; Google's `dp_accounting` PLD):
+one DP-SGD step with sampling rate q and noise multiplier σ is dominated, under add/remove
+adjacency, by the pair M = (1 − q)·N(0, σ²) + q·N(1, σ²) and N = N(0, σ²), in either order.
+For a pair (P, Q) the privacy loss is L = ln P(x)/Q(x) with x ~ P, losses of independent steps
+add, and the composed curve is δ(ε) = Pr[L = ∞] + E[(1 − e^{ε − L})₊].  L is monotone in x, so
+the mass of each loss bin (ℓ − h, ℓ] comes from the Gaussian CDF at the bin's edges, in closed
+form.  Moving every loss *up* to its bin's right edge can only raise δ(ε) (the pessimistic
+estimate, ε_up ≥ the true ε); moving it *down* can only lower it (ε_down ≤ the true ε).  The two
+differ by at most steps·h, which is the test's whole tolerance: "spent ≤ target" is asserted on
+ε_up − steps·h, i.e. nothing is granted beyond what the discretization itself could explain.
+Tail mass beyond the grid counts as an infinite loss (pessimistic) or as no loss at all
+(optimistic).  The accountant is itself checked against the closed form of the Gaussian
+mechanism (q = 1: Balle & Wang 2018, Thm. 8).
+
+Run with `-s` to print the table of calibrated σ and spent ε (the "before" figure of issue 12,
+item 3, is the gdp row: 1.19 / 4.10 / 9.46 spent at targets 1 / 3 / 8, q = 1/4, 8 steps).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy.signal import fftconvolve
+from scipy.stats import norm
+
+from jobs.training import TrainSettings, calibrate_noise
+
+DELTA = 1e-5
+GRID = 2e-4  # loss-bin width h; the estimate's error is at most steps·h
+TAIL = 1e-13  # Gaussian tail mass per step left off the grid (counted as ∞ loss when pessimistic)
+
+
+def _step_pld(q: float, sigma: float, remove: bool, pessimistic: bool) -> tuple[np.ndarray, float, int]:
+    """One step's loss distribution on the grid ℓ = k·h: (masses, mass at +∞, index of the first bin).
+
+    remove=True: P = M, Q = N, L(x) = ln(1 − q + q·e^{(2x − 1)/(2σ²)}), increasing in x, x ~ M.
+    remove=False: P = N, Q = M, L(x) = −ln(1 − q + q·e^{(2x − 1)/(2σ²)}), decreasing, x ~ N.
+    """
+    def cdf_p(x: np.ndarray) -> np.ndarray:  # CDF of x under P
+        if remove:
+            return (1 - q) * norm.cdf(x / sigma) + q * norm.cdf((x - 1) / sigma)
+        return norm.cdf(x / sigma)
+
+    def loss(x: float) -> float:
+        return float(np.log1p(-q + q * np.exp((2 * x - 1) / (2 * sigma**2)))) if q < 1 else \
+            (2 * x - 1) / (2 * sigma**2)
+
+    z = norm.isf(TAIL)  # x beyond ±(1 + zσ) carries < TAIL of either Gaussian
+    x_low, x_high = -z * sigma, 1 + z * sigma
+    ends = sorted((loss(x_low), loss(x_high)))
+    if not remove:
+        ends = sorted((-ends[1], -ends[0]))
+    first, last = math.floor(ends[0] / GRID) - 1, math.ceil(ends[1] / GRID) + 1
+    edges = np.arange(first, last + 1) * GRID  # bin k covers (edges[k − 1], edges[k]]
+
+    def x_at(l: np.ndarray) -> np.ndarray:  # the x where L(x) = l (inverse of the monotone loss)
+        ll = l if remove else -l
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if q < 1:
+                inner = (np.exp(ll) - (1 - q)) / q
+                x = np.where(inner > 0, sigma**2 * np.log(np.where(inner > 0, inner, 1.0)) + 0.5,
+                             -np.inf)
+            else:
+                x = sigma**2 * ll + 0.5
+        return x
+
+    # Pr_P[L ≤ edge], from the CDF of x (L increasing: x ≤ x(l); decreasing: x ≥ x(l)).
+    below = cdf_p(x_at(edges)) if remove else 1 - cdf_p(x_at(edges))
+    below = np.clip(below, 0.0, 1.0)
+    mass = np.diff(below)  # bin (edges[k], edges[k + 1]]
+    under = below[0]  # loss ≤ first edge
+    over = 1.0 - below[-1]  # loss > last edge
+    mass = np.clip(mass, 0.0, None)
+    if pessimistic:  # each bin to its right edge; the low tail up to the first bin; the top to ∞
+        values = np.r_[under, mass]
+        return values, over, first
+    # Optimistic: each bin to its left edge; the low tail to −∞ (dropped: it adds no δ); the
+    # top tail down to the last edge.
+    values = np.r_[mass, over]
+    return values, 0.0, first
+
+
+def _compose(q: float, sigma: float, steps: int, remove: bool, pessimistic: bool):
+    one, infinite, first = _step_pld(q, sigma, remove, pessimistic)
+    total, offset = np.array([1.0]), 0
+    power, power_offset, k = one, first, steps
+    while k:  # repeated squaring: log2(steps) convolutions
+        if k & 1:
+            total = np.clip(fftconvolve(total, power), 0.0, None)
+            offset += power_offset
+        k >>= 1
+        if k:
+            power = np.clip(fftconvolve(power, power), 0.0, None)
+            power_offset *= 2
+    losses = (np.arange(len(total)) + offset) * GRID
+    return losses, total, 1.0 - (1.0 - infinite) ** steps
+
+
+def _delta(losses: np.ndarray, masses: np.ndarray, infinite: float, eps: float) -> float:
+    above = losses > eps
+    return float(infinite + np.sum(masses[above] * -np.expm1(eps - losses[above])))
+
+
+def pld_epsilon(q: float, sigma: float, steps: int, delta: float, pessimistic: bool = True) -> float:
+    """ε(δ) of `steps` Poisson-subsampled Gaussian steps, max over add and remove adjacency."""
+    best = 0.0
+    for remove in (True, False):
+        losses, masses, infinite = _compose(q, sigma, steps, remove, pessimistic)
+        if _delta(losses, masses, infinite, 0.0) <= delta:
+            continue
+        low, high = 0.0, float(losses[-1])
+        for _ in range(60):  # δ(ε) is decreasing: bisect for δ(ε) = delta
+            mid = (low + high) / 2
+            low, high = (mid, high) if _delta(losses, masses, infinite, mid) > delta else (low, mid)
+        best = max(best, high if pessimistic else low)
+    return best
+
+
+def gaussian_delta(mu: float, eps: float) -> float:
+    """Balle & Wang (2018), Thm. 8: the exact δ(ε) of a Gaussian mechanism with μ = Δ/σ."""
+    return float(norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2))
+
+
+def test_the_accountant_here_matches_the_closed_form_gaussian():
+    # q = 1: 8 steps at σ = 2 are one Gaussian mechanism with μ = √8/2; its exact ε at δ = 1e-5
+    # solves gaussian_delta(μ, ε) = 1e-5, and the two discretizations must bracket it.
+    mu = math.sqrt(8) / 2
+    low, high = 0.0, 50.0
+    for _ in range(100):
+        mid = (low + high) / 2
+        low, high = (mid, high) if gaussian_delta(mu, mid) > DELTA else (low, mid)
+    exact = (low + high) / 2
+    upper = pld_epsilon(1.0, 2.0, 8, DELTA, pessimistic=True)
+    lower = pld_epsilon(1.0, 2.0, 8, DELTA, pessimistic=False)
+    assert lower <= exact <= upper
+    assert upper - lower <= 8 * GRID + 1e-6
+
+
+#: (target ε, q, steps): the issue's three at q = 1/4 over 8 steps, and two longer, sparser runs.
+CASES = [(1.0, 0.25, 8), (3.0, 0.25, 8), (8.0, 0.25, 8), (2.0, 0.1, 20), (0.5, 0.05, 40)]
+
+
+def _calibrated(accountant: str, eps: float, q: float, steps: int) -> float:
+    # calibrate_noise runs `epochs / sample_rate` steps: epochs = steps·q.
+    settings = TrainSettings(model="logistic_regression", epochs=round(steps * q), batch_size=1,
+                             lr=0.1, momentum=0.0, max_grad_norm=1.0, accountant=accountant,
+                             epsilon=eps, delta=DELTA)
+    assert round(steps * q) / q == steps
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Opacus's notice that GDP is experimental
+        return calibrate_noise(settings, sample_rate=q)
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "prv"])
+@pytest.mark.parametrize("eps,q,steps", CASES)
+def test_calibrated_noise_spends_at_most_the_target(accountant, eps, q, steps):
+    sigma = _calibrated(accountant, eps, q, steps)
+    spent = pld_epsilon(q, sigma, steps, DELTA)  # pessimistic: ≥ the true ε
+    print(f"\n{accountant}: target ε={eps:g}, q={q:g}, {steps} steps → σ={sigma:.4f}, "
+          f"spent (exact PLD, upper) ε={spent:.4f}")
+    # Tolerance: the discretization alone (steps·h, ≤ 0.008) and nothing more.
+    assert spent <= eps + steps * GRID
+
+
+@pytest.mark.parametrize("eps", [1.0, 3.0, 8.0])
+def test_gdp_calibrated_noise_overspends(eps):
+    # The reason `train.accountant=gdp` is refused: noise calibrated by GDP for ε spends more.
+    # (Measured here: 1.19, 4.10, 9.46, as Opacus's own PRV accountant also finds; the issue
+    # quoted 1.03, 4.09, 9.13.)
+    sigma = _calibrated("gdp", eps, 0.25, 8)
+    spent_low = pld_epsilon(0.25, sigma, 8, DELTA, pessimistic=False)  # ≤ the true ε
+    spent_high = pld_epsilon(0.25, sigma, 8, DELTA, pessimistic=True)
+    print(f"\ngdp (before, refused now): target ε={eps:g}, q=1/4, 8 steps → σ={sigma:.4f}, "
+          f"spent ε ∈ [{spent_low:.4f}, {spent_high:.4f}]")
+    assert spent_low > eps  # proven overspending, not a discretization artefact
