@@ -34,6 +34,15 @@ class AttackInputs:
     # (augmented logits: (augmentations, n, classes); Merlin: (n,)) and stacked for the shadows.
     target_query: Optional[np.ndarray] = None
     shadow_query: Optional[np.ndarray] = None
+    # Labels of the records the shadows were asked about, when those are not the target's:
+    # disjoint shadow data (`shadow.disjoint_data`), where shadows answer on their own records.
+    # None: the shadows' records are the target's, `labels`.
+    shadow_labels: Optional[np.ndarray] = None
+
+    @property
+    def holdout_labels(self) -> np.ndarray:
+        """Labels of the shadows' records: what calibration on the shadows sees."""
+        return self.labels if self.shadow_labels is None else self.shadow_labels
 
 
 @dataclass
@@ -79,13 +88,11 @@ def logit_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     the rows of a (classes, n) copy is a few contiguous vector operations (about 7× faster at
     64 shadows × 2 augmentations × 50 000 records × 10 classes, `python -m bench`).
     """
-    logits = np.asarray(logits)
-    labels = np.asarray(labels)
-    slices = logits.reshape((-1,) + logits.shape[-2:])
-    phi = np.empty(slices.shape[:-1])
-    for index, part in enumerate(slices):
-        phi[index] = _class_first_confidence(part, labels)
-    return phi.reshape(logits.shape[:-1])
+    logits, labels = np.asarray(logits), np.asarray(labels)
+    phi = np.empty(logits.shape[:-1])
+    for index in np.ndindex(*logits.shape[:-2]):  # no reshape: it would copy a strided batch
+        phi[index] = _class_first_confidence(logits[index], labels)
+    return phi
 
 
 def _class_first_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -116,6 +123,9 @@ def _confidences(inputs: AttackInputs) -> tuple[np.ndarray, np.ndarray]:
     """
     if inputs.shadow_logits is None or inputs.shadow_members is None:
         raise ValueError("LiRA needs shadow models")
+    if inputs.shadow_labels is not None:
+        raise ValueError("LiRA fits IN/OUT shadows on the target's own records; disjoint shadow "
+                         "data (shadow.disjoint_data) has none")
     if inputs.target_query is not None and inputs.shadow_query is not None:
         return (logit_confidence(inputs.target_query, inputs.labels),
                 logit_confidence(inputs.shadow_query, inputs.labels))
@@ -244,7 +254,7 @@ def morgan(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
     """
     if inputs.shadow_logits is None or inputs.shadow_query is None or inputs.target_query is None:
         raise ValueError("Morgan needs shadow models and the merlin query of target and shadows")
-    shadow_loss = -np.stack([loss_threshold(AttackInputs(logits, inputs.labels), settings)
+    shadow_loss = -np.stack([loss_threshold(AttackInputs(logits, inputs.holdout_labels), settings)
                              for logits in inputs.shadow_logits])
     thresholds = morgan_thresholds(shadow_loss, inputs.shadow_query, inputs.shadow_members,
                                    fpr=settings.morgan_fpr, min_tpr=settings.morgan_min_tpr)
@@ -343,7 +353,8 @@ def holdout_scores(attack: Attack, inputs: AttackInputs, settings: AttackSetting
     """The attack's scores with each shadow model in turn in the target's place: (shadows, n).
 
     These are the labelled scores the `calibrated` policy picks its threshold on.  An attack that
-    uses shadow models gets the *other* shadows, so no model ever scores against itself.
+    uses shadow models gets the *other* shadows, so no model ever scores against itself.  With
+    disjoint shadow data they are scores on the shadows' own records (`holdout_labels`).
     """
     if inputs.shadow_logits is None or inputs.shadow_members is None:
         raise ValueError("holdout scores need shadow models")
@@ -353,7 +364,7 @@ def holdout_scores(attack: Attack, inputs: AttackInputs, settings: AttackSetting
         others = np.arange(count) != index
         asked = inputs.shadow_query
         rows.append(attack.score(AttackInputs(
-            inputs.shadow_logits[index], inputs.labels,
+            inputs.shadow_logits[index], inputs.holdout_labels,
             inputs.shadow_logits[others] if attack.needs_shadows else None,
             inputs.shadow_members[others] if attack.needs_shadows else None,
             target_query=asked[index] if asked is not None else None,

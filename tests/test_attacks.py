@@ -156,3 +156,18 @@ def test_lira_ranks_members_first_on_separable_shadows():
 def test_always_member_scores_everyone_alike():
     scores = always_member(AttackInputs(np.zeros((5, 3)), np.zeros(5, dtype=int)), AttackSettings())
     assert len(set(scores)) == 1 and len(scores) == 5
+
+
+def test_holdout_scores_on_disjoint_shadow_data_use_the_shadows_own_labels():
+    from jobs.attacks import ATTACKS, holdout_scores
+
+    # Two shadows answer on two records of their own, labelled 1 and 0; the target on one record
+    # labelled 0.  Logits (ln 3, 0): p = 3/4 for label 0, 1/4 for label 1.  The loss attack's
+    # holdout score is log p of each shadow record's own label: [log 1/4, log 3/4] per shadow.
+    shadow_logits = np.tile([[math.log(3.0), 0.0]], (2, 2, 1))
+    inputs = AttackInputs(np.array([[0.0, 0.0]]), np.array([0]), shadow_logits,
+                          np.array([[True, False], [False, True]]), shadow_labels=np.array([1, 0]))
+    expected = [math.log(0.25), math.log(0.75)]
+    assert np.allclose(holdout_scores(ATTACKS["loss"], inputs, AttackSettings()), [expected] * 2)
+    with pytest.raises(ValueError, match="disjoint shadow data"):
+        lira_online(inputs, AttackSettings())
