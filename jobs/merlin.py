@@ -34,7 +34,7 @@ def _record_seed(seed: int, index: int) -> int:
 
 def merlin_ratio(model: torch.nn.Module, x: np.ndarray, y: np.ndarray, *,
                  perturbations: int = 100, sigma: float = 0.01, seed: int = 0,
-                 device: torch.device = torch.device("cpu"),
+                 loss_clamp: float = 1e-6, device: torch.device = torch.device("cpu"),
                  batch_records: int = 256) -> np.ndarray:
     """Per record, the share of `perturbations` Gaussian perturbations that strictly raise the
     cross-entropy loss (Algorithm 1; ties count as "no", as in the paper's step 5).
@@ -44,7 +44,16 @@ def merlin_ratio(model: torch.nn.Module, x: np.ndarray, y: np.ndarray, *,
     The unperturbed copy rides in the same forward pass as its perturbations, so a batch-size
     dependent rounding difference cannot pass for a loss change.  Noise is reproducible per
     (seed, record index, device kind); CPU and CUDA generators give different streams.
+
+    The loss is −log max(p_y, `loss_clamp`), as in the authors' code (bargavj/EvaluatingDPML,
+    `log_loss` with SMALL_VALUE = 1e-6): where the record and its perturbations all have
+    p_y < loss_clamp every loss is the same, nothing is "raised", and the ratio is 0 — the
+    paper's very-high-loss non-members scoring 0 — where the unclamped loss would still rise
+    for about half of the perturbations.
     """
+    if not 0.0 < loss_clamp < 1.0:
+        raise ValueError(f"loss_clamp must lie in (0, 1), got {loss_clamp}")
+    largest_loss = -math.log(loss_clamp)
     x_all = torch.as_tensor(np.asarray(x, dtype=np.float32))
     y_all = torch.as_tensor(np.asarray(y, dtype=np.int64))
     count, shape, draws = x_all.shape[0], tuple(x_all.shape[1:]), int(perturbations)
@@ -68,6 +77,7 @@ def merlin_ratio(model: torch.nn.Module, x: np.ndarray, y: np.ndarray, *,
                 logits = model(batch.reshape((size * (draws + 1),) + shape))
                 loss = F.cross_entropy(logits, labels.repeat_interleave(draws + 1),
                                        reduction="none").view(size, draws + 1)
+                loss = loss.clamp(max=largest_loss)  # −log max(p_y, clamp)
                 raised = (loss[:, 1:] > loss[:, :1]).sum(dim=1)
                 ratios[start:start + size] = raised.cpu().numpy() / draws
     finally:

@@ -22,36 +22,35 @@ QUERY_KINDS = ("augmented_logits", "merlin", "pdtp")
 
 
 def image_augmentations(x: np.ndarray, flip: bool, shift: int) -> list[np.ndarray]:
-    """The record itself, then its mirror image, then shifts by ±`shift` pixels (zero fill).
+    """Carlini et al.'s query views: the record (and, with `flip`, its mirror), each translated
+    by every (dy, dx) in [−shift, shift]², the border filled by reflection.
 
-    Carlini et al. query the mirror and small translations, the same augmentations the models
-    could have been trained with; each shift is applied to the original and, with `flip`, to the
-    mirror.  x is (n, channels, height, width).
+    As the authors' inference script (tensorflow/privacy research/mi_lira_2021) does: each base
+    image is padded by `shift` pixels on both sides of height and width in "reflect" mode (the
+    edge pixel is not repeated) and every window of the original size is cut out, row offset
+    outer, column offset inner — (1 + flip)·(2·shift + 1)² views, the record itself being the
+    centre window of the first base (index shift·(2·shift + 1) + shift), not view 0.  The
+    mirror flips the width axis.  x is (n, channels, height, width).
     """
     if x.ndim != 4:
         raise ValueError(f"image augmentations need (n, channels, height, width) inputs; got {x.shape}")
+    height, width = x.shape[-2:]
+    if shift < 0 or shift >= min(height, width):
+        raise ValueError(f"augment shift {shift} must lie in [0, {min(height, width) - 1}] for "
+                         f"{height}×{width} images (reflection padding needs shift < the image size)")
     bases = [x, x[..., ::-1]] if flip else [x]
-    views = list(bases)
-    if shift > 0:
-        for base in bases:
-            for axis, step in ((-1, shift), (-1, -shift), (-2, shift), (-2, -shift)):
-                views.append(_shifted(base, axis, step))
+    views = []
+    for base in bases:
+        padded = np.pad(base, ((0, 0), (0, 0), (shift, shift), (shift, shift)), mode="reflect")
+        for row in range(2 * shift + 1):
+            for column in range(2 * shift + 1):
+                views.append(padded[..., row:row + height, column:column + width])
     return [np.ascontiguousarray(view) for view in views]
-
-
-def _shifted(x: np.ndarray, axis: int, step: int) -> np.ndarray:
-    out = np.zeros_like(x)
-    source = [slice(None)] * x.ndim
-    target = [slice(None)] * x.ndim
-    source[axis] = slice(0, -step) if step > 0 else slice(-step, None)
-    target[axis] = slice(step, None) if step > 0 else slice(0, step)
-    out[tuple(target)] = x[tuple(source)]
-    return out
 
 
 def augmented_logits(model: torch.nn.Module, x: np.ndarray, flip: bool, shift: int,
                      device: torch.device) -> np.ndarray:
-    """(augmentations, n, classes) logits; the first augmentation is the record itself."""
+    """(augmentations, n, classes) logits, in the order of `image_augmentations`."""
     return np.stack([predict_logits(model, view, device) for view in image_augmentations(x, flip, shift)])
 
 
@@ -62,7 +61,8 @@ def answer(kind: str, settings: dict[str, Any], model: torch.nn.Module, x: np.nd
         values = augmented_logits(model, x, settings["flip"], settings["shift"], device)
     elif kind == "merlin":
         values = merlin_ratio(model, x, y, perturbations=settings["perturbations"],
-                              sigma=settings["sigma"], seed=settings["seed"], device=device)
+                              sigma=settings["sigma"], seed=settings["seed"],
+                              loss_clamp=settings["loss_clamp"], device=device)
     else:
         raise ValueError(f"unknown query kind {kind!r}; known: {list(QUERY_KINDS)}")
     return np.asarray(values, dtype=np.float32)

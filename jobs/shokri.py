@@ -15,8 +15,11 @@ where the paper leaves room:
 * At most ``ROW_CAP`` (shadow, record) rows per classifier (half IN, half OUT), drawn with a
   fixed seed: beyond that the ~11 parameters are already pinned down, and the fit stays fast at
   64 shadows × 50 000 records.
-* A class whose shadow rows are all IN or all OUT cannot train its own classifier; its records
-  are scored by one pooled classifier trained on the rows of all classes.
+* A class whose shadow rows are all IN or all OUT (or, with disjoint shadow data, that no
+  shadow record has) cannot train its own classifier; its records are scored by one pooled
+  classifier trained on the rows of all classes.
+* The shadows' records are the target's, or with disjoint shadow data their own records
+  (`AttackInputs.shadow_labels`), as in the paper, whose shadows never see the target's data.
 """
 
 from __future__ import annotations
@@ -100,27 +103,28 @@ def _validate(inputs: AttackInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     if shadow_logits.ndim != 3 or len(shadow_logits) == 0:
         raise ValueError("the Shokri attack needs at least one shadow model, "
                          f"got shadow_logits of shape {shadow_logits.shape}")
-    if shadow_logits.shape[1:] != target.shape or members.shape != shadow_logits.shape[:2]:
+    if shadow_logits.shape[2:] != target.shape[1:] or members.shape != shadow_logits.shape[:2] \
+            or shadow_logits.shape[1] != len(inputs.holdout_labels):
         raise ValueError(f"shadow_logits {shadow_logits.shape} and shadow_members {members.shape} "
-                         f"do not match target_logits {target.shape}")
+                         f"do not match target_logits {target.shape} and the shadows' labels")
     return target, shadow_logits, members
 
 
 def shokri(inputs: AttackInputs, settings: AttackSettings, *, log_features: bool = True) -> np.ndarray:
     """Score = log-odds of "member" from the attack classifier of the record's class."""
     target, shadow_logits, members = _validate(inputs)
-    labels = np.asarray(inputs.labels)
+    labels, shadow_labels = np.asarray(inputs.labels), np.asarray(inputs.holdout_labels)
     features = _features(target, log_features)
     scores = np.empty(len(labels))
     pooled: _Logistic | None = None
     for y in np.unique(labels):
         records = np.flatnonzero(labels == y)
         # Seeded per class, so a class's sample does not depend on which other classes exist.
-        x, member = _training_rows(shadow_logits, members, records, [SEED, 0, int(y)],
-                                   log_features)
+        x, member = _training_rows(shadow_logits, members, np.flatnonzero(shadow_labels == y),
+                                   [SEED, 0, int(y)], log_features)
         if member.all() or not member.any():
             if pooled is None:
-                everyone = np.arange(len(labels))
+                everyone = np.arange(len(shadow_labels))
                 x_all, member_all = _training_rows(shadow_logits, members, everyone, [SEED, 1],
                                                    log_features)
                 if member_all.all() or not member_all.any():

@@ -45,6 +45,7 @@ OPTIMIZERS = ("sgd", "adam")
 SCALES = ("full", "smoke")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 LIRA_VARIANCES = ("auto", "global", "per_record")
+LIRA_OFFLINE_COMBINES = ("log_cdf", "zscore")
 #: Where the store may live besides a local path (pyarrow file systems).
 STORE_SCHEMES = ("file", "s3", "gs")
 #: The keys `ray.init(runtime_env=...)` understands (Ray 2.60's RuntimeEnv fields and plugins).
@@ -117,6 +118,12 @@ class ShadowConfig:
     # is IN for exactly half of them (Carlini et al.'s balanced design). Must be even.
     count: int = 8
     p: float = 0.5
+    # false: shadows draw from the target's pool, so the attack knows the population the target
+    # was sampled from (Carlini et al.'s LiRA setting, the stronger adversary).  true: shadows
+    # train on records past every target's pool, records no target can ever see (Jayaraman et
+    # al.'s disjoint shadow data); calibration and Shokri/Morgan then learn from the shadows'
+    # outputs on their own records.  Needs dataset.members or dataset.pool_size; not for LiRA.
+    disjoint_data: bool = False
 
 
 @dataclass
@@ -325,9 +332,19 @@ def _check_shadow_and_attack(cfg: SweepConfig, check: Check) -> None:
     check(cfg.shadow.count >= 2 and cfg.shadow.count % 2 == 0,
           f"shadow.count={cfg.shadow.count}: must be an even number ≥ 2 (complementary mask pairs)")
     check(0 < cfg.shadow.p < 1, f"shadow.p={cfg.shadow.p}: must be in (0, 1)")
+    if cfg.shadow.disjoint_data:
+        check(cfg.dataset.members is not None or cfg.dataset.pool_size is not None,
+              "shadow.disjoint_data=true: set dataset.members or dataset.pool_size, so that records "
+              "remain past every target's pool for the shadows")
+        lira = [a for a in cfg.grid.attack if a.startswith("lira")]
+        check(not lira, f"shadow.disjoint_data=true: {lira} fit IN/OUT shadows on the target's own "
+                        "records, which disjoint shadows never see; use shadow.disjoint_data=false")
     attack = cfg.attack
     check(attack.lira_variance in LIRA_VARIANCES,
           _unknown("attack.lira_variance", attack.lira_variance, LIRA_VARIANCES, "variances"))
+    check(attack.lira_offline_combine in LIRA_OFFLINE_COMBINES,
+          _unknown("attack.lira_offline_combine", attack.lira_offline_combine,
+                   LIRA_OFFLINE_COMBINES, "combinations"))
     augmenting = attack.augment_flip or attack.augment_shift != 0
     check(attack.augment_shift >= 0,
           f"attack.augment_shift={attack.augment_shift}: must be ≥ 0 (pixels)")

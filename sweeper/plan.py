@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from jobs.attacks import ATTACKS
+from jobs.data import ArrayDataset
 from jobs.training import TrainSettings
 from sweeper.bounds import epsilon_for_precision
 from sweeper.config import SweepConfig, sampling_rates
@@ -44,7 +45,9 @@ class DataSpec:
     """The settings that decide which records a model can see (not where the files live).
 
     Synthetic stand-in data (`dataset.synthetic`) are other records than the real dataset's, so
-    they carry their shape and classes into the key and never share artifacts with it.
+    they carry their shape and classes into the key and never share artifacts with it.  A model
+    draws from `pool_size` records starting at record `offset` of the sweep's pool: 0 for every
+    target, past every target's records for disjoint shadows (`shadow.disjoint_data`).
     """
 
     name: str
@@ -53,6 +56,30 @@ class DataSpec:
     synthetic: bool = False
     input_shape: tuple[int, ...] = ()
     num_classes: int = 0
+    offset: int = 0
+
+    @property
+    def records_needed(self) -> Optional[int]:
+        """How many of the sweep's pool records this model's pool reaches (None: all)."""
+        return None if self.pool_size is None else self.offset + self.pool_size
+
+    def pool_of(self, data: ArrayDataset) -> ArrayDataset:
+        """This model's pool within the sweep's data: `pool_size` records from `offset` on."""
+        if self.offset == 0:
+            return data.first_records(self.pool_size)
+        end = self.records_needed
+        if end is None or end > len(data.pool_y):
+            raise ValueError(f"the pool holds {len(data.pool_y)} records; a model drawing from "
+                             f"records {self.offset}..{end} does not fit")
+        return dataclasses.replace(data, pool_x=data.pool_x[self.offset:end],
+                                   pool_y=data.pool_y[self.offset:end])
+
+
+def _without_default_offsets(settings: dict[str, Any]) -> dict[str, Any]:
+    """Key settings with `offset` left out where it is 0, so shared-pool keys stay as they were."""
+    if settings["data"]["offset"] == 0:
+        del settings["data"]["offset"]
+    return settings
 
 
 @dataclass(frozen=True)
@@ -67,7 +94,7 @@ class ModelSpec:
 
     @property
     def key(self) -> str:
-        settings = dataclasses.asdict(self)
+        settings = _without_default_offsets(dataclasses.asdict(self))
         del settings["role"], settings["index"]
         return content_key("model", settings)
 
@@ -105,10 +132,16 @@ class AttackSpec:
     eval_records: int
     settings: tuple[tuple[str, Any], ...]  # only the attack settings this attack reads
     queries: tuple[str, ...] = ()  # query keys for the target, then each shadow (or none)
+    # Where the shadows' evaluation records start in the sweep's pool: 0 when they are the
+    # target's; past every target's pool with disjoint shadow data (their own records).
+    shadow_records_from: int = 0
 
     @property
     def key(self) -> str:
-        return content_key("scores", dataclasses.asdict(self))
+        settings = dataclasses.asdict(self)
+        if settings["shadow_records_from"] == 0:  # shared-pool keys stay as they were
+            del settings["shadow_records_from"]
+        return content_key("scores", settings)
 
 
 @dataclass(frozen=True)
@@ -168,12 +201,12 @@ def _fmt(value: float) -> str:
 
 
 def build_plan(cfg: SweepConfig) -> SweepPlan:
-    def data_for(rate: float) -> DataSpec:
+    def data_for(rate: float, offset: int = 0) -> DataSpec:
         pool = pool_size_for(cfg, rate)
         if not cfg.dataset.synthetic:
-            return DataSpec(cfg.dataset.name, cfg.dataset.test_size, pool)
+            return DataSpec(cfg.dataset.name, cfg.dataset.test_size, pool, offset=offset)
         return DataSpec(cfg.dataset.name, cfg.dataset.test_size, pool or STAND_IN_POOL, True,
-                        tuple(cfg.dataset.input_shape), cfg.dataset.num_classes)
+                        tuple(cfg.dataset.input_shape), cfg.dataset.num_classes, offset)
 
     models: dict[str, ModelSpec] = {}
     queries: dict[str, QuerySpec] = {}
@@ -196,6 +229,7 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
     by_privacy: dict[tuple[float, float], list[tuple[float, float]]] = defaultdict(list)
     for epsilon, delta, p, target in operating_points(cfg):
         by_privacy[(epsilon, delta)].append((p, target))
+    shadow_offset = disjoint_shadow_offset(cfg, data_for)
     for (epsilon, delta), settings in by_privacy.items():
         train = TrainSettings(
             model=cfg.model.name, epochs=cfg.train.epochs, batch_size=cfg.train.batch_size,
@@ -205,7 +239,7 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
             epsilon=epsilon, delta=delta if math.isfinite(epsilon) else None,
         )
         shadows = tuple(
-            add(ModelSpec("shadow", data_for(cfg.shadow.p), train, cfg.shadow.p,
+            add(ModelSpec("shadow", data_for(cfg.shadow.p, shadow_offset), train, cfg.shadow.p,
                           mask_seed=seed_from(cfg.seed, "shadow-pair", index // 2),
                           mask_complement=index % 2 == 1, index=index))
             for index in range(cfg.shadow.count if needs_shadows else 0)
@@ -225,6 +259,7 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
                         queries=ask_models(ATTACKS[attack].query(cfg.attack),
                                            (target, *with_shadows),
                                            cfg.dataset.eval_records, queries),
+                        shadow_records_from=shadow_offset if with_shadows else 0,
                     )
                     attacks.setdefault(spec.key, spec)
                     for policy in cfg.grid.policy:
@@ -238,6 +273,19 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
                             audit_alpha=cfg.metrics.audit_alpha,
                         ))
     return SweepPlan(cfg, models, queries, attacks, tuple(cells))
+
+
+def disjoint_shadow_offset(cfg: SweepConfig, data_for) -> int:
+    """Where shadow pools start: 0 (the target's pool, LiRA's setting), or with
+    `shadow.disjoint_data` the first record past every target's pool, so shadows train on
+    records no target can ever see (Jayaraman et al.'s disjoint shadow data)."""
+    if not cfg.shadow.disjoint_data:
+        return 0
+    ends = [data_for(p).records_needed for _, _, p, _ in operating_points(cfg)]
+    if not ends or None in ends:
+        raise ValueError("shadow.disjoint_data needs dataset.members or dataset.pool_size: "
+                         "a target drawing from the whole pool leaves no records for shadows")
+    return max(ends)
 
 
 def pool_size_for(cfg: SweepConfig, rate: float) -> Optional[int]:

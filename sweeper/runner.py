@@ -194,7 +194,7 @@ def sweep_data(plan: SweepPlan, data_dir: Path):
     Refuses (before Ray starts) a plan whose models need more pool records than the data holds.
     """
     cfg, data = plan.config, plan.config.dataset
-    sizes = [spec.data.pool_size for spec in plan.models.values()]
+    sizes = [spec.data.records_needed for spec in plan.models.values()]
     needed = None if None in sizes or not sizes else max(sizes)
     if data.synthetic:  # the plan gives synthetic models a pool size
         return synthetic_dataset(data.name, data.input_shape, data.num_classes, needed,
@@ -202,7 +202,8 @@ def sweep_data(plan: SweepPlan, data_dir: Path):
     loaded = load_dataset(data.name, data_dir, data.download, data.test_size)
     if needed is not None and needed > len(loaded.pool_y):
         raise ConfigError([f"dataset {data.name!r} has {len(loaded.pool_y)} pool records, but the "
-                           f"grid needs {needed} (dataset.pool_size / dataset.members ÷ the smallest p)"])
+                           f"grid needs {needed} (dataset.pool_size / dataset.members ÷ the smallest "
+                           "p, plus the shadows' pool past it with shadow.disjoint_data)"])
     return loaded.first_records(needed)
 
 

@@ -35,14 +35,14 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
                num_threads: int) -> dict[str, Any]:
     """Train the model `spec` describes (resuming from its checkpoint) and store it.
 
-    `data` is the sweep's whole pool; the model draws from its first `spec.data.pool_size` records.
+    `data` is the sweep's whole pool; the model draws from its own part (`DataSpec.pool_of`).
     """
     torch.set_num_threads(max(1, num_threads))
     store = ArtifactStore(store_root)
     key = spec.key
     if store.has_model(key):  # a retry after the artifact landed, or a concurrent duplicate
         return store.read_model_meta(key)
-    data = data.first_records(spec.data.pool_size)
+    data = spec.data.pool_of(data)
     mask = draw_mask(len(data.pool_y), spec.sample_rate, spec.mask_seed, spec.mask_complement)
     extra: dict[str, Any] = {}
     if spec.train.model == MEMBERSHIP_MECHANISM:
@@ -74,7 +74,7 @@ def query_task(spec: QuerySpec, model_spec: ModelSpec, data: ArrayDataset, store
     if store.has_query(spec.key):
         return
     settings, n = dict(spec.settings), spec.eval_records
-    data = data.first_records(model_spec.data.pool_size)
+    data = model_spec.data.pool_of(data)
     if spec.kind == "pdtp":
         _, mask = store.read_model_outputs(spec.model)
         values = pdtp_table(model_spec.train, data, mask, settings["records"], settings["seeds"],
@@ -91,7 +91,8 @@ def attack_task(spec: AttackSpec, cells: list[Cell], labels: np.ndarray,
                 store_root: str) -> list[dict[str, Any]]:
     """Score one attack on one target, store per-record scores, and return its cells' rows."""
     store = ArtifactStore(store_root)
-    n = spec.eval_records
+    n, start = spec.eval_records, spec.shadow_records_from
+    shadow_labels = labels[start:start + n] if start else None  # disjoint shadows' own records
     labels = labels[:n]
     target_logits, target_mask = store.read_model_outputs(spec.target)
     members = target_mask[:n]
@@ -103,7 +104,8 @@ def attack_task(spec: AttackSpec, cells: list[Cell], labels: np.ndarray,
     answers = [store.read_query(key) for key in spec.queries]
     inputs = AttackInputs(target_logits[:n], labels, shadow_logits, shadow_members,
                           target_query=answers[0] if answers else None,
-                          shadow_query=np.stack(answers[1:]) if len(answers) > 1 else None)
+                          shadow_query=np.stack(answers[1:]) if len(answers) > 1 else None,
+                          shadow_labels=shadow_labels)
     attack, settings = ATTACKS[spec.attack], AttackSettings(**dict(spec.settings))
     scores = attack.score(inputs, settings)
     store.write_scores(spec.key, pd.DataFrame({
@@ -119,7 +121,7 @@ def attack_task(spec: AttackSpec, cells: list[Cell], labels: np.ndarray,
     for cell in cells:
         thresholds = None
         if cell.policy == "calibrated":  # chosen on the shadows: the target's mask is not passed
-            thresholds = calibrated_thresholds(holdout, shadow_members, labels, cell.p,
+            thresholds = calibrated_thresholds(holdout, shadow_members, inputs.holdout_labels, cell.p,
                                                target_logits.shape[1],
                                                CalibrationSettings(**dict(cell.calibration)))
         point = apply_policy(cell.policy, scores, members, labels, thresholds)

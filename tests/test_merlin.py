@@ -90,6 +90,25 @@ def test_a_linear_loss_rises_for_about_half_the_perturbations():
     assert np.all(np.abs(ratios - 0.5) < 0.056)
 
 
+def test_merlin_loss_is_clamped_at_p_y_one_in_a_million_as_the_reference():
+    # The authors' rule (bargavj/EvaluatingDPML): loss = −log max(p_y, 1e-6), counted when the
+    # perturbed loss is strictly larger.  Logits (w·x, 30), label 0: p_y = 1/(1 + e^(30 − w·x))
+    # with |w·x| ≤ 1.2 here, so p_y < e^-28.8 ≈ 3e-13 < 1e-6 for the record and every
+    # perturbation: all losses are −log 1e-6, none is larger, the ratio is 0.  Unclamped the loss
+    # is linear in w·δ and rises for about half of them (the test above).
+    model = torch.nn.Linear(12, 2)
+    with torch.no_grad():
+        model.weight.copy_(torch.stack([torch.linspace(-0.1, 0.1, 12), torch.zeros(12)]))
+        model.bias.copy_(torch.tensor([0.0, 30.0]))
+    x, _ = records(4)
+    y = np.zeros(4, dtype=np.int64)
+    assert merlin_ratio(model, x, y, perturbations=200).tolist() == [0.0] * 4
+    unclamped = merlin_ratio(model, x, y, perturbations=200, loss_clamp=1e-30)
+    assert np.all(np.abs(unclamped - 0.5) < 0.18)
+    with pytest.raises(ValueError, match="loss_clamp"):
+        merlin_ratio(model, x, y, loss_clamp=0.0)
+
+
 def test_same_seed_same_ratios_and_another_seed_other_ratios():
     model, (x, y) = mlp(), records(30)
     first = merlin_ratio(model, x, y, perturbations=40, seed=3)

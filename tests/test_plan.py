@@ -100,3 +100,65 @@ def test_pdtp_queries_do_not_depend_on_how_many_records_are_evaluated():
         cfg.dataset.eval_records = records
         plans.append(build_plan(cfg))
     assert set(plans[0].queries) == set(plans[1].queries)
+
+
+def ppv_config(disjoint: bool) -> SweepConfig:
+    """Jayaraman et al.'s shape: a fixed member count, pools of members/p records."""
+    cfg = grid_config(epsilon=[1.0], p=[], gamma=[1.0, 3.0], attack=["loss", "shokri", "morgan"],
+                      policy=["calibrated"])
+    cfg.dataset.members, cfg.dataset.eval_records = 1000, 500
+    cfg.shadow.count, cfg.shadow.disjoint_data = 4, disjoint
+    return cfg
+
+
+def test_disjoint_shadow_data_trains_shadows_past_every_target_pool():
+    shared, disjoint = build_plan(ppv_config(False)), build_plan(ppv_config(True))
+    targets = roles(disjoint, "target")
+    # γ = 1, 3 → p = 1/2, 1/4 → pools of 2000 and 4000 records from record 0.
+    assert sorted((m.data.offset, m.data.pool_size) for m in targets) == [(0, 2000), (0, 4000)]
+    # Shadows (p = 0.5 → 2000 records) start past the largest: records 4000..5999.
+    assert {(m.data.offset, m.data.pool_size) for m in roles(disjoint, "shadow")} == {(4000, 2000)}
+    assert {(m.data.offset, m.data.pool_size) for m in roles(shared, "shadow")} == {(0, 2000)}
+    # The setting changes the shadows' keys (other records), not the targets'.
+    assert set(m.key for m in targets) == set(m.key for m in roles(shared, "target"))
+    assert not {m.key for m in roles(disjoint, "shadow")} & {m.key for m in roles(shared, "shadow")}
+    # Scores read the shadows' own evaluation records; their keys differ too.
+    assert {spec.shadow_records_from for spec in disjoint.attacks.values()} == {4000}
+    assert {spec.shadow_records_from for spec in shared.attacks.values()} == {0}
+    assert not set(disjoint.attacks) & set(shared.attacks)
+
+
+def test_shared_pool_keys_are_those_of_before_the_offset_existed():
+    # The key of a model on the target's pool is the hash of its settings without `offset`, as
+    # it was before disjoint shadow data existed: stores keep their artifacts.
+    import dataclasses
+
+    from sweeper.plan import content_key
+
+    plan = build_plan(grid_config(epsilon=[1.0], p=[0.5], attack=["lira_online"]))
+    for model in plan.models.values():
+        settings = dataclasses.asdict(model)
+        del settings["role"], settings["index"], settings["data"]["offset"]
+        assert model.key == content_key("model", settings)
+    for spec in plan.attacks.values():
+        settings = dataclasses.asdict(spec)
+        del settings["shadow_records_from"]
+        assert spec.key == content_key("scores", settings)
+
+
+def test_disjoint_shadow_data_is_refused_without_room_or_with_lira():
+    import pytest
+
+    from sweeper.config import ConfigError, validate
+
+    no_room = grid_config(epsilon=[1.0], p=[0.5], attack=["loss"], policy=["calibrated"])
+    no_room.shadow.disjoint_data = True
+    lira = ppv_config(True)
+    lira.grid.attack = ["lira_online", "loss"]
+    with pytest.raises(ConfigError) as refused:
+        validate(no_room)
+    assert "dataset.members or dataset.pool_size" in str(refused.value)
+    with pytest.raises(ConfigError) as refused:
+        validate(lira)
+    assert "['lira_online']" in str(refused.value)
+    validate(ppv_config(True))

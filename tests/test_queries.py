@@ -11,21 +11,33 @@ from jobs.attacks import AttackInputs, AttackSettings, lira_online, loss_randomi
 from jobs.queries import image_augmentations
 
 
-def test_augmentations_are_the_image_its_mirror_and_zero_filled_shifts():
-    image = np.arange(6.0).reshape(1, 1, 2, 3)  # rows [0 1 2], [3 4 5]
+def test_augmentations_are_the_reference_grid_of_reflect_padded_shifts():
+    # The rule of Carlini et al.'s inference script: pad height and width by `shift` in
+    # "reflect" mode (the edge is not repeated), then cut every 3×3 window, row offset outer,
+    # column offset inner, for the image and then its mirror.  By hand for shift 1:
+    #   rows 0..2 = [0 1 2], [3 4 5], [6 7 8]; reflected rows: r1 r0 r1 r2 r1; in each row
+    #   [a b c] → [b a b c b].  Padded: [4 3 4 5 4] / [1 0 1 2 1] / [4 3 4 5 4] / [7 6 7 8 7] /
+    #   [4 3 4 5 4].
+    image = np.arange(9.0).reshape(1, 1, 3, 3)
     views = image_augmentations(image, flip=True, shift=1)
-    assert len(views) == 2 * 5  # (original, mirror) × (itself + 4 shifts)
-    assert views[0].tolist() == [[[[0, 1, 2], [3, 4, 5]]]]
-    assert views[1].tolist() == [[[[2, 1, 0], [5, 4, 3]]]]
-    # Shifts of the original: right, left, down, up by one pixel, the gap filled with 0.
-    assert views[2].tolist() == [[[[0, 0, 1], [0, 3, 4]]]]
-    assert views[3].tolist() == [[[[1, 2, 0], [4, 5, 0]]]]
-    assert views[4].tolist() == [[[[0, 0, 0], [0, 1, 2]]]]
-    assert views[5].tolist() == [[[[3, 4, 5], [0, 0, 0]]]]
-    assert views[6].tolist() == [[[[0, 2, 1], [0, 5, 4]]]]  # the mirror, shifted right
-    assert len(image_augmentations(image, flip=False, shift=0)) == 1
+    assert len(views) == 2 * 3 * 3
+    assert views[0].tolist() == [[[[4, 3, 4], [1, 0, 1], [4, 3, 4]]]]  # offset (0, 0)
+    assert views[1].tolist() == [[[[3, 4, 5], [0, 1, 2], [3, 4, 5]]]]  # (0, 1): one row down
+    assert views[4].tolist() == [[[[0, 1, 2], [3, 4, 5], [6, 7, 8]]]]  # (1, 1): the image
+    assert views[5].tolist() == [[[[1, 2, 1], [4, 5, 4], [7, 8, 7]]]]  # (1, 2): one column left
+    assert views[8].tolist() == [[[[4, 5, 4], [7, 8, 7], [4, 5, 4]]]]  # (2, 2)
+    # The mirror [2 1 0] / [5 4 3] / [8 7 6], padded the same way; (0, 0) and its centre.
+    assert views[9].tolist() == [[[[4, 5, 4], [1, 2, 1], [4, 5, 4]]]]
+    assert views[13].tolist() == [[[[2, 1, 0], [5, 4, 3], [8, 7, 6]]]]
+    # Diagonal shifts are there: (0, 2) moves the image down and to the left at once.
+    assert views[2].tolist() == [[[[4, 5, 4], [1, 2, 1], [4, 5, 4]]]]
+    assert len(image_augmentations(image, flip=False, shift=2)) == 25
+    assert [v.tolist() for v in image_augmentations(image, flip=True, shift=0)] == \
+        [image.tolist(), image[..., ::-1].tolist()]
     with pytest.raises(ValueError, match="channels, height, width"):
         image_augmentations(np.zeros((3, 4)), flip=True, shift=0)
+    with pytest.raises(ValueError, match="shift 3"):
+        image_augmentations(image, flip=False, shift=3)
 
 
 def test_lira_over_augmentations_averages_the_per_augmentation_ratios():
@@ -76,7 +88,7 @@ def test_augmented_lira_in_a_sweep_queries_each_model_once(ray_local, make_tiny_
     assert len(plan.queries) == 3
     store = ArtifactStore(cfg.store.root)
     for key in plan.queries:
-        assert store.read_query(key).shape == (10, cfg.dataset.eval_records, 10)
+        assert store.read_query(key).shape == (2 * 3 * 3, cfg.dataset.eval_records, 10)
     # Augmentation settings change LiRA's scores key, not the loss attack's.
     plain = make_tiny_config(tmp_path)
     plain.grid.epsilon, plain.grid.p, plain.grid.attack = [math.inf], [0.5], ["lira_online", "loss"]

@@ -72,6 +72,26 @@ def test_per_class_classifiers_rank_both_classes_when_effects_are_opposite():
     assert min(auc(pooled[labels == y], member[labels == y]) for y in (0, 1)) < 0.6
 
 
+def test_disjoint_shadow_data_trains_each_class_on_the_shadows_own_records():
+    # Shadows answer on 2500 records of their own, the target on 3000 others (Jayaraman et al.'s
+    # disjoint shadow data): the attack model of class y must learn from the shadow records
+    # labelled y, the shadows' labels, and score the target's records of class y.  The effects
+    # are opposite by class, so rows grouped by any other labels could not rank both classes.
+    shadow_side, _ = synthetic(3, 2500, 3, 16, opposite_by_class)
+    target_side, member = synthetic(4, 3000, 3, 0, opposite_by_class)
+    inputs = AttackInputs(target_side.target_logits, target_side.labels,
+                          shadow_logits=shadow_side.shadow_logits,
+                          shadow_members=shadow_side.shadow_members,
+                          shadow_labels=shadow_side.labels)
+    scores = shokri(inputs, AttackSettings())
+    for y in (0, 1):
+        of_class = target_side.labels == y
+        assert auc(scores[of_class], member[of_class]) >= 0.8
+    with pytest.raises(ValueError, match="shadows' labels"):
+        shokri(AttackInputs(inputs.target_logits, inputs.labels, inputs.shadow_logits,
+                            inputs.shadow_members, shadow_labels=inputs.labels), AttackSettings())
+
+
 def test_class_without_out_shadow_rows_falls_back_to_pooled_classifier():
     inputs, member = synthetic(3, 600, 3, 8, more_confident)
     shadow_members = inputs.shadow_members.copy()
