@@ -16,7 +16,6 @@ present, or with `--device cuda`) the same runs on the GPU, synchronised around 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import statistics
 import subprocess

@@ -22,7 +22,7 @@ from sweeper.bounds import epsilon_for_precision
 from sweeper.config import SweepConfig, sampling_rates
 
 #: Bump when the meaning of stored artifacts changes, so old ones are not reused.
-ARTIFACT_VERSION = 2
+ARTIFACT_VERSION = 3
 
 #: Pool size of synthetic stand-in data when `dataset.pool_size` does not set one.
 STAND_IN_POOL = 2000

@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 import torch
 
 #: Version of the results table's columns; readers check it.
-RESULTS_SCHEMA_VERSION = 2
+RESULTS_SCHEMA_VERSION = 3
 
 
 class CorruptArtifact(ValueError):
