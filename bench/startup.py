@@ -14,10 +14,20 @@ launcher that times the phases where the wall goes (a phase's lazy imports count
   validate   `sweeper.config.validate`
   plan       `sweeper.plan.build_plan`
   store      scanning the store: finished cells, models, queries, the results table, the manifest
+  data       loading the records the sweep trains on
+  ray        starting and stopping Ray
   tracking   MLflow: opening the tracker, logging cells and figures, closing the run
   figures    drawing and writing the frontier and the experiment's report
-  other      everything else until the command returns
+  other      everything else until the command returns (for a sweep that does work: its tasks)
+Phases that run in threads beside others (data, MLflow) overlap the wall: their sum can exceed it.
   exit       interpreter shutdown, from the command's return to the process's end
+
+`--overhead` measures instead what a sweep that does work spends around its tasks (by default the
+quickstart as shipped, into a temporary store): its wall as a subprocess, the seconds its Ray
+tasks ran (Ray's timeline, read before Ray shuts down) and the CPUs Ray had, so that
+orchestration overhead = wall − task seconds ÷ CPUs; split into the time before the first task
+started (imports, Ray, data, MLflow), the time after the last one ended (figures, MLflow, exit)
+and the CPU time left idle in between (worker start-up, the tail where one task runs alone).
 
 `--project DIR` measures another checkout's sweeper (e.g. the main branch, for a before/after
 figure) with this same benchmark: `python -m bench.startup --project /work/main`.
@@ -40,8 +50,10 @@ from typing import Optional, Sequence
 HERE = Path(__file__).resolve()
 DEFAULT_PROJECT = HERE.parents[1]
 DEFAULT_OVERRIDES = ("dataset.synthetic=true", "scale=smoke", "cluster.include_dashboard=false")
-PHASE_ORDER = ("start", "import", "compose", "validate", "plan", "store", "tracking", "figures",
-               "other", "exit")
+#: The quickstart as shipped, but its dashboard on any free port (a shared machine may hold 8265).
+OVERHEAD_OVERRIDES = ("cluster.dashboard_port=0",)
+PHASE_ORDER = ("start", "import", "compose", "validate", "plan", "store", "data", "ray", "tracking",
+               "figures", "other", "exit")
 
 #: The functions (module, attribute path) each phase is made of; missing ones are skipped, so the
 #: same launcher times older and newer checkouts alike.
@@ -49,6 +61,8 @@ PHASES = {
     "compose": [("hydra._internal.hydra", "Hydra.compose_config")],
     "validate": [("sweeper.config", "validate")],
     "plan": [("sweeper.plan", "build_plan")],
+    "data": [("sweeper.runner", "sweep_data")],
+    "ray": [("ray", "init"), ("ray", "shutdown")],
     "store": [("sweeper.store", f"ArtifactStore.{name}") for name in (
         "has_cell", "has_model", "has_query", "read_results", "read_manifest", "write_manifest",
         "read_failures", "missing_cells")],
@@ -67,31 +81,52 @@ def _child(record_path: str, argv: list[str]) -> None:
     import builtins
     import importlib.abc
     import runpy
+    import threading
 
     begun = time.time()
     spent = dict.fromkeys(PHASE_ORDER, 0.0)
-    depth = [0]  # > 0 while inside a phase or an import: nested time counts to the outermost
+    local = threading.local()  # depth > 0 inside a phase or an import: nested time counts to the outermost
 
     def timed(phase: str, function):
         def wrapper(*args, **kwargs):
-            if depth[0]:
+            if getattr(local, "depth", 0):
                 return function(*args, **kwargs)
-            depth[0] += 1
+            local.depth = 1
             start = time.perf_counter()
             try:
                 return function(*args, **kwargs)
             finally:
                 spent[phase] += time.perf_counter() - start
-                depth[0] -= 1
+                local.depth = 0
         wrapper.__wrapped__ = function
         return wrapper
 
-    wanted: dict[str, list[tuple[str, str]]] = {}
+    wanted: dict[str, list[tuple[str, str]]] = {"sweeper.runner": []}
     for phase, targets in PHASES.items():
         for module, attribute in targets:
             wanted.setdefault(module, []).append((phase, attribute))
 
+    tasks: list[tuple[float, float]] = []  # (start, end) of every Ray task, epoch seconds
+    cpus = [0.0]
+    paused = [0.0]  # the wait for the timeline, taken off the wall
+
+    def with_timeline(function):
+        def wrapper(*args, **kwargs):
+            try:
+                return function(*args, **kwargs)
+            finally:  # Ray is still up: the runner shuts it down after this returns
+                import ray
+
+                cpus[0] = ray.cluster_resources().get("CPU", 0.0)
+                time.sleep(2)  # task events reach the timeline a moment after the tasks end
+                paused[0] += 2
+                tasks.extend((e["ts"] / 1e6, (e["ts"] + e["dur"]) / 1e6) for e in ray.timeline()
+                             if str(e.get("cat", "")).startswith("task::") and e.get("ph") == "X")
+        return wrapper
+
     def patch(module) -> None:
+        if module.__name__ == "sweeper.runner" and hasattr(module, "_execute"):
+            module._execute = with_timeline(module._execute)
         for phase, attribute in wanted.get(module.__name__, []):
             owner_name, _, name = attribute.rpartition(".")
             owner = getattr(module, owner_name) if owner_name else module
@@ -126,10 +161,11 @@ def _child(record_path: str, argv: list[str]) -> None:
     builtins.__import__ = timed("import", real_import)
 
     def record(code) -> None:
-        spent["other"] = max(0.0, time.perf_counter() - started_at - sum(
+        spent["other"] = max(0.0, time.perf_counter() - started_at - paused[0] - sum(
             spent[p] for p in PHASE_ORDER if p not in ("start", "other", "exit")))
         Path(record_path).write_text(json.dumps({"begun": begun, "returned": time.time(),
-                                                 "spent": spent, "code": code}))
+                                                 "spent": spent, "code": code, "tasks": tasks,
+                                                 "cpus": cpus[0], "paused": paused[0]}))
 
     real_exit = os._exit
 
@@ -169,7 +205,7 @@ def _sweep(project: Path, folder: Path, args: list[str], timeout: float) -> tupl
     return wall, done.stdout
 
 
-def _breakdown(project: Path, folder: Path, args: list[str], timeout: float) -> dict[str, float]:
+def _instrumented(project: Path, folder: Path, args: list[str], timeout: float) -> dict:
     record = folder / "phases.json"
     spawned = time.time()
     done = subprocess.run([sys.executable, str(HERE), "--child", str(record), "--", *args],
@@ -179,10 +215,32 @@ def _breakdown(project: Path, folder: Path, args: list[str], timeout: float) -> 
     if done.returncode != 0 or not record.exists():
         raise SystemExit(f"the instrumented rerun exited {done.returncode}:\n{done.stderr[-3000:]}")
     data = json.loads(record.read_text())
-    spent = data["spent"]
-    spent["start"] = data["begun"] - spawned
-    spent["exit"] = ended - data["returned"]
-    return spent
+    data["spent"]["start"] = data["begun"] - spawned
+    data["spent"]["exit"] = ended - data["returned"]
+    data.update(spawned=spawned, ended=ended)
+    return data
+
+
+def _overhead(project: Path, folder: Path, args: list[str], timeout: float) -> None:
+    """Print the orchestration overhead of one instrumented sweep that does work."""
+    data = _instrumented(project, folder, args, timeout)
+    wall = data["ended"] - data["spawned"] - data["paused"]
+    tasks, cpus = data["tasks"], data["cpus"]
+    if not tasks or not cpus:
+        raise SystemExit("the sweep ran no Ray task: nothing to measure (is the store empty?)")
+    busy = sum(end - start for start, end in tasks)
+    first, last = min(s for s, _ in tasks), max(e for _, e in tasks)
+    overhead = wall - busy / cpus
+    print(f"sweeper of {project}; python -m sweeper {' '.join(args[:-1])}")
+    print(f"wall {wall:.1f} s; {len(tasks)} Ray tasks ran {busy:.1f} s on {cpus:g} CPUs "
+          f"({busy / cpus:.1f} s of wall at full use)")
+    print(f"orchestration overhead: {overhead:.1f} s = {100 * overhead / wall:.1f} % of the wall")
+    print(f"  before the first task   {first - data['spawned']:6.1f} s")
+    print(f"  idle CPU time between   {(last - first) - busy / cpus:6.1f} s  (warm-up, tail, gaps)")
+    print(f"  after the last task     {data['ended'] - last - data['paused']:6.1f} s")
+    print("phases of the driver (a phase's lazy imports count to it):")
+    for phase in PHASE_ORDER:
+        print(f"  {phase:<9} {data['spent'][phase]:6.2f} s")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -197,15 +255,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--overrides", nargs="*", default=None,
                         help="the tiny sweep's overrides (default: "
                              f"{' '.join(DEFAULT_OVERRIDES)}); store.root is added")
+    parser.add_argument("--overhead", action="store_true",
+                        help="measure the orchestration overhead of one sweep that does work "
+                             f"instead (default overrides: {' '.join(OVERHEAD_OVERRIDES)}, i.e. the "
+                             "quickstart as shipped)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary store")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per command")
     args = parser.parse_args(argv)
 
     project = args.project.resolve()
     folder = Path(tempfile.mkdtemp(prefix="bench-startup-"))
-    overrides = [*(DEFAULT_OVERRIDES if args.overrides is None else args.overrides),
+    defaults = OVERHEAD_OVERRIDES if args.overhead else DEFAULT_OVERRIDES
+    overrides = [*(defaults if args.overrides is None else args.overrides),
                  f"store.root={folder / 'runs'}"]
     try:
+        if args.overhead:
+            _overhead(project, folder, overrides, args.timeout)
+            return 0
         first, _ = _sweep(project, folder, overrides, args.timeout)
         print(f"sweeper of {project}; python -m sweeper {' '.join(overrides[:-1])}")
         print(f"first run (trains the sweep): {first:.1f} s")
@@ -217,7 +283,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise SystemExit("the rerun did work; it is not a no-op:\n" + stdout[-2000:])
         print(f"no-op rerun: median {statistics.median(walls):.2f} s of {args.repeat} "
               f"(min {min(walls):.2f}, max {max(walls):.2f})")
-        spent = _breakdown(project, folder, overrides, args.timeout)
+        spent = _instrumented(project, folder, overrides, args.timeout)["spent"]
         total = sum(spent.values())
         print(f"where one instrumented rerun's {total:.2f} s go:")
         for phase in PHASE_ORDER:

@@ -195,6 +195,8 @@ def start_up(cfg: SweepConfig, plan: SweepPlan, data_dir: Path,
     """
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="sweeper-start") as background:
         loading = background.submit(sweep_data, plan, data_dir)
+        import ray  # noqa: F401 - before MLflow's import starts: the two share packages (protobuf)
+
         importing = background.submit(import_mlflow)
         with ray_session(cfg) as dashboard_url:
             data = loading.result()
