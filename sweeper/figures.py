@@ -1,20 +1,27 @@
 """What every figure of the product shares: how it is saved and how ε is written on it.
 
 Figures are drawn on matplotlib's Agg canvas directly (no pyplot, no global backend switch), so
-they work headless, in worker processes and in tests alike.
+they work headless, in worker processes and in tests alike.  matplotlib itself is imported only
+when a figure is drawn.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def save_figure(fig: Figure, path: Path) -> Path:
-    """Lay the figure out and write it as a PNG at `path` (folders created)."""
+    """Lay the figure out and write it as a PNG at `path` (folders created).
+
+    matplotlib is imported here, not with the module: a rerun whose figures are up to date
+    never loads it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)

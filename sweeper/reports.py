@@ -30,8 +30,6 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
-from matplotlib import colormaps
-from matplotlib.figure import Figure
 from scipy.stats import t as student_t
 
 from jobs.pdtp import TABLE_COLUMNS as PDTP_TABLE_COLUMNS
@@ -130,6 +128,8 @@ def _privacy_label(eps: float, delta: float, several_deltas: bool) -> str:
 
 
 def _colours(count: int) -> np.ndarray:
+    from matplotlib import colormaps
+
     return colormaps["viridis"](np.linspace(0.0, 0.9, max(count, 1)))
 
 
@@ -297,6 +297,8 @@ def _panel_title(panel: dict[str, Any], panels: Sequence[str]) -> str:
 
 def _panel_grid(count: int, width: float = 4.8, height: float = 4.2,
                 columns: int = 3) -> tuple[Figure, list[Any]]:
+    from matplotlib.figure import Figure
+
     cols = min(count, columns)
     rows = math.ceil(count / cols)
     fig = Figure(figsize=(width * cols, height * rows))
@@ -521,6 +523,8 @@ def ppv_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     policies = list(dict.fromkeys(str(panel.get("policy")) for panel, _, _ in layout))
     columns = max(sum(1 for panel, _, _ in layout if str(panel.get("policy")) == pol)
                   for pol in policies)
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(4.6 * columns, 4.2 * len(policies)))
     counters = {pol: 0 for pol in policies}
     for panel, eps, delta in layout:

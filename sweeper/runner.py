@@ -1,8 +1,10 @@
 """Run a sweep: validate, plan, schedule the missing work on Ray, land rows as they finish.
 
-Everything that can be refused is refused before Ray starts (config, dataset files).  Work that
-is already in the store is not scheduled again, so a rerun of a finished sweep trains nothing,
-and a killed sweep resumes where it stopped.  Results are streamed with `ray.wait`: each cell's
+Everything that can be refused is refused before Ray starts (config, dataset files) or, for the
+data's size, while it starts, and always before anything is written.  Ray, the data and MLflow
+start side by side (`start_up`).  Work that is already in the store is not scheduled again, so a
+rerun of a finished sweep trains nothing (nor starts Ray, loads data, opens MLflow when it has
+nothing to log, or redraws unchanged figures), and a killed sweep resumes where it stopped.  Results are streamed with `ray.wait`: each cell's
 row is written (atomically) and logged to MLflow the moment its attack finishes.
 """
 
@@ -10,12 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
+import importlib
+import json
 import logging
+import math
 import time
 from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import pandas as pd
 from omegaconf import OmegaConf
@@ -33,7 +40,7 @@ from sweeper.scale import scaled
 from sweeper.store import ArtifactStore, atomic_write_bytes
 from sweeper.tasks import attack_task, query_task, train_task
 from sweeper.credentials import redact, redact_tree
-from sweeper.tracking import config_params, default_tracking_uri, open_tracker
+from sweeper.tracking import config_params, default_tracking_uri, open_tracker, tracking_stamp
 
 
 @dataclass
@@ -124,30 +131,35 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
     echo(f"sweep '{cfg.name}': {len(plan.cells)} cells, {len(plan.models)} models; "
          f"{len(todo_cells)} cells to compute, reading {len(needed)} models "
          f"({len(todo_models)} to train, {len(needed) - len(todo_models)} already in the store)")
-    # The data can still refuse the plan (too few records): load it before anything is written.
-    data = sweep_data(plan, data_dir) if todo_cells else None
 
     tracking_uri = cfg.tracking.uri or default_tracking_uri(store.local_root)
+    config = OmegaConf.to_container(OmegaConf.structured(cfg))
+
+    def opened_tracker():
+        return open_tracker(tracking_uri, cfg.tracking.experiment, cfg.name, plan.key,
+                            config_params(config), mlflow_artifact_location(store))
+
     failures: list[tuple[str, str]] = []
-    with ray_session(cfg) if todo_cells else contextlib.nullcontext() as dashboard_url:
-        if todo_cells:
-            check_cluster_resources(cfg)
-        store.write_manifest(cfg.name, {
-            "name": cfg.name, "sweep_key": plan.key, "cells": [c.key for c in plan.cells],
-            "tracking_uri": redact(tracking_uri),
-            "config": redact_tree(OmegaConf.to_container(OmegaConf.structured(cfg))),
-        })
-        tracker = open_tracker(tracking_uri, cfg.tracking.experiment, cfg.name, plan.key,
-                               config_params(OmegaConf.to_container(OmegaConf.structured(cfg))),
-                               mlflow_artifact_location(store))
-        if todo_cells:
+    tracker = dashboard_url = None
+    manifest = {"name": cfg.name, "sweep_key": plan.key, "cells": [c.key for c in plan.cells],
+                "tracking_uri": redact(tracking_uri), "config": redact_tree(config)}
+    if todo_cells:
+        with start_up(cfg, plan, data_dir, opened_tracker) as (dashboard_url, data, tracker_ready):
+            store.write_manifest(cfg.name, manifest)
             if dashboard_url:
                 echo(f"Ray dashboard: {dashboard_url}  (token: `ray get-auth-token`)")
-            failures = _execute(plan, todo_models, todo_cells, data, store, tracker, progress)
+            failures = _execute(plan, todo_models, todo_cells, data, store, tracker_ready, progress)
+            tracker = tracker_ready.result()
+    else:
+        store.write_manifest(cfg.name, manifest)
 
     results = sort_frontier(store.read_results(cfg.name))
     release_freed_memory()
-    figures = publish_figures(cfg, store, results, echo)
+    figures, figures_key = publish_figures(cfg, store, results, echo)
+    stamp = tracking_stamp(tracking_uri, cfg.tracking.experiment, plan.key, results.get("cell_key", []),
+                           figures_key)
+    if not todo_cells and store.read_tracking_stamp(cfg.name) != stamp:
+        tracker = opened_tracker()  # something is missing in MLflow, or it cannot be known
     tracking_warning = None
     if tracker is not None:
         for row in results.to_dict("records"):  # cells computed while tracking was down, too
@@ -155,6 +167,10 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
         for path in figures:
             tracker.log_artifact(path)
         tracking_warning = tracker.finish(failed=bool(failures))
+        if tracking_warning is None:  # after the last write: the database file as MLflow left it
+            store.write_tracking_stamp(cfg.name, tracking_stamp(
+                tracking_uri, cfg.tracking.experiment, plan.key, results.get("cell_key", []),
+                figures_key))
     return SweepResult(
         name=cfg.name, results=results, sweep_dir=store.sweep_uri(cfg.name),
         tracking_uri=redact(tracking_uri), models_total=len(plan.models),
@@ -166,32 +182,100 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
     )
 
 
+@contextlib.contextmanager
+def start_up(cfg: SweepConfig, plan: SweepPlan, data_dir: Path,
+             opened_tracker: Callable[[], Any]) -> Iterator[tuple[Optional[str], Any, Future]]:
+    """Ray, the data and MLflow, started side by side rather than one after the other.
+
+    Ray starts in this thread (it installs signal handlers) while one thread loads the data and
+    another imports MLflow.  The tracker is opened (its run created) only once the data has loaded
+    and the cluster has the resources asked for: either can still refuse the sweep (ConfigError,
+    exit 2), and a refused sweep writes nothing.  Yields (dashboard URL, data, the tracker's
+    future, resolved by whoever first logs); Ray is shut down on leaving, also on a refusal.
+    """
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="sweeper-start") as background:
+        loading = background.submit(sweep_data, plan, data_dir)
+        import ray  # noqa: F401 - before MLflow's import starts: the two share packages (protobuf)
+
+        importing = background.submit(import_mlflow)
+        with ray_session(cfg) as dashboard_url:
+            data = loading.result()
+            check_cluster_resources(cfg)
+            tracker_ready = background.submit(lambda: (importing.result(), opened_tracker())[1])
+            yield dashboard_url, data, tracker_ready
+
+
+def import_mlflow() -> None:
+    """Import the MLflow modules the tracker uses: most of the time opening it takes."""
+    with contextlib.suppress(ImportError):
+        import mlflow.tracking  # noqa: F401
+
+
 def mlflow_artifact_location(store: ArtifactStore) -> Optional[str]:
     """Artifacts beside the results for a local store; the tracking server's choice otherwise."""
     return (store.local_root / "mlartifacts").as_uri() if store.local_root is not None else None
 
 
+#: The code that draws the figures: a change to it redraws them even when the table is the same.
+DRAWING_MODULES = ("sweeper.frontier", "sweeper.reports", "sweeper.figures")
+FIGURES_STAMP = ".figures.json"
+
+
+def figures_key(cfg: SweepConfig, table_csv: bytes) -> str:
+    """What the figures are drawn from: the table they plot, the report, the title and the code."""
+    digest = hashlib.sha256(table_csv)
+    digest.update(f"\n{cfg.report}\n{cfg.name}\n".encode())
+    for name in DRAWING_MODULES:
+        digest.update(Path(importlib.import_module(name).__file__).read_bytes())
+    return digest.hexdigest()
+
+
 def publish_figures(cfg: SweepConfig, store: ArtifactStore, results: pd.DataFrame,
-                    echo) -> list[Path]:
+                    echo) -> tuple[list[Path], Optional[str]]:
     """frontier.png, frontier.csv and the experiment's report, drawn on this machine and copied
-    into the store when it is remote; none for a sweep without results."""
+    into the store when it is remote; none for a sweep without results.  Returns the paths and
+    the figures' key.
+
+    Figures whose inputs are unchanged (`figures_key`, kept in the figures folder) are not drawn
+    again: a rerun that computed nothing never loads matplotlib.  Notes the report printed
+    when it was drawn are printed again.
+    """
     if results.empty:
-        return []
+        return [], None
     folder = store.figures_dir(cfg.name)
+    table_csv = results.to_csv(index=False).encode()
+    key = figures_key(cfg, table_csv)
+    with contextlib.suppress(OSError, ValueError):
+        drawn = json.loads((folder / FIGURES_STAMP).read_text())
+        paths = [folder / name for name in drawn["paths"]]
+        if drawn["key"] == key and all(path.is_file() for path in paths):
+            for note in drawn["notes"]:
+                echo(note)
+            return paths, key
+    notes: list[str] = []
+
+    def note(line: str) -> None:
+        notes.append(line)
+        echo(line)
+
     plot_path = plot_frontier(results, folder / "frontier.png", title=cfg.name)
     csv_path = folder / "frontier.csv"
-    atomic_write_bytes(csv_path, results.to_csv(index=False).encode())
-    report_paths = draw(cfg.report, results, folder / "report", store.uri, echo)
+    atomic_write_bytes(csv_path, table_csv)
+    report_paths = draw(cfg.report, results, folder / "report", store.uri, note)
     paths = [plot_path, csv_path, *report_paths]
     for path in paths:
         store.publish(f"sweeps/{cfg.name}/{path.relative_to(folder).as_posix()}", path)
-    return paths
+    atomic_write_bytes(folder / FIGURES_STAMP, json.dumps({
+        "key": key, "paths": [path.relative_to(folder).as_posix() for path in paths],
+        "notes": notes}).encode())
+    return paths, key
 
 
 def sweep_data(plan: SweepPlan, data_dir: Path):
     """The pool and test split the sweep trains on: the real dataset, or synthetic data of its shape.
 
-    Refuses (before Ray starts) a plan whose models need more pool records than the data holds.
+    Refuses (before anything is written) a plan whose models need more pool records than the
+    data holds.
     """
     cfg, data = plan.config, plan.config.dataset
     sizes = [spec.data.records_needed for spec in plan.models.values()]
@@ -209,7 +293,7 @@ def sweep_data(plan: SweepPlan, data_dir: Path):
 
 
 def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: ArtifactStore,
-             tracker, progress: bool) -> list[tuple[str, str]]:
+             tracker_ready: Future, progress: bool) -> list[tuple[str, str]]:
     import ray
 
     cfg = plan.config
@@ -230,7 +314,7 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
     training = {
         spec.key: train_remote.options(name=spec.label, **train_options).remote(
             spec, data_ref, root, cfg.train.device, threads)
-        for spec in todo_models
+        for spec in longest_first(todo_models)
     }
     # Model queries (augmented logits, Merlin) load a trained model again: trainer resources.
     query_remote = ray.remote(_query_after_training)
@@ -276,6 +360,7 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
                     models_bar.update(1)
                     continue
                 cells = scoring.pop(ref)  # popped: Ray may free the result once it has landed
+                tracker = tracker_ready.result()  # opened while the first models trained
                 failures += _land(ref, cfg.name, cells, upstream.pop(ref), store, tracker,
                                   train_res.max_retries, attack_res.max_retries)
                 cells_bar.update(len(cells))
@@ -284,6 +369,18 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
                 trimmed_at = time.monotonic()
     release_freed_memory()
     return failures
+
+
+def longest_first(specs: list[ModelSpec]) -> list[ModelSpec]:
+    """The models in the order their training tasks are submitted: the most records trained on
+    (epochs × p × pool) first, DP before non-private training at a tie (per-sample clipping costs
+    more).  Ray starts tasks in submission order, so the longest ones no longer end up alone at
+    the end of the sweep with the other CPUs idle (longest processing time first)."""
+    def work(spec: ModelSpec) -> tuple[float, bool]:
+        return (spec.train.epochs * spec.sample_rate * (spec.data.pool_size or 1),
+                math.isfinite(spec.train.epsilon))
+
+    return sorted(specs, key=work, reverse=True)
 
 
 #: How often the driver hands freed heap back to the OS while cells land.

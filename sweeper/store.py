@@ -10,13 +10,17 @@
     sweeps/<name>/cells/<cell key>.parquet   one results row per cell, + .sha256
     sweeps/<name>/failures/<cell key>.json   why a cell failed (its traceback), until it succeeds
     sweeps/<name>/sweep.json                 the cells of the latest run of that sweep
+    sweeps/<name>/tracked.json               what MLflow holds of the sweep (`tracking_stamp`)
     mlflow.db                the default MLflow tracking store (local stores only)
 
 Locally every write lands in a temporary name and is renamed into place; on an object store a
 single PUT is atomic.  Either way a crash leaves the whole file or nothing.  Every artifact a
 result is computed from (model files, query answers, scores, cell rows, checkpoints) is read back
 against its SHA-256: a truncated or altered one reads as absent, so it is recomputed rather than
-used.  The JSON records (meta, manifest, failures) are written whole and parsed, not checksummed.
+used.  The JSON records (meta, manifest, failures, tracked) are written whole and parsed, not checksummed.
+
+torch is imported only by the methods that read or write model weights: the commands that only
+read results (`sweeper.frontier`, `sweeper.sync`) never load it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import urlparse, urlsplit, urlunsplit
 
 import numpy as np
@@ -35,7 +39,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 #: Version of the results table's columns; readers check it.
 RESULTS_SCHEMA_VERSION = 3
@@ -236,6 +242,8 @@ class ArtifactStore:
         if self.has_model(key):
             self.checkpoint(key).delete()
             return
+        import torch
+
         buffer = io.BytesIO()
         torch.save(state_dict, buffer)
         files = {
@@ -270,6 +278,8 @@ class ArtifactStore:
         return logits, mask
 
     def read_state_dict(self, key: str) -> dict[str, torch.Tensor]:
+        import torch
+
         files = self._verified_model_files(key)
         return torch.load(io.BytesIO(files["model.pt"]), weights_only=True)
 
@@ -340,6 +350,16 @@ class ArtifactStore:
             return json.loads(self.files.read(f"sweeps/{sweep}/sweep.json"))
         except FileNotFoundError:
             raise FileNotFoundError(f"no sweep results in {self.sweep_uri(sweep)} (no sweep.json)") from None
+
+    def write_tracking_stamp(self, sweep: str, stamp: dict[str, Any]) -> None:
+        self.files.write(f"sweeps/{sweep}/tracked.json", json.dumps(stamp, sort_keys=True).encode())
+
+    def read_tracking_stamp(self, sweep: str) -> Optional[dict[str, Any]]:
+        """The stamp of the sweep's last whole MLflow logging, or None (none yet, or unreadable)."""
+        try:
+            return json.loads(self.files.read(f"sweeps/{sweep}/tracked.json"))
+        except (OSError, ValueError):
+            return None
 
     def figures_dir(self, sweep: str) -> Path:
         """Where this machine draws a sweep's figures: in the sweep's folder when the store is

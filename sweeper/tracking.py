@@ -5,16 +5,25 @@ sweep reuses its run and logs only cells not logged before: MLflow holds one run
 matter how often the sweep is resumed or synced.  Tracking is best effort: results live in
 Parquet, so when the tracking server fails the tracker stops calling it (one timeout, not one
 per cell), the sweep goes on, and `python -m sweeper.sync` logs what was missed later.
+
+Opening MLflow costs seconds (its import, the SQLite schema check, the searches), so a sweep that
+has nothing new to log does not open it: after a run whose logging went through whole, the
+driver keeps a stamp of what MLflow holds (`tracking_stamp`), and a rerun that would log exactly
+that again skips MLflow.  For a SQLite tracking store the stamp includes the database file's size
+and modification time, so any change to it (runs deleted, the file removed, another sweep
+logging) reopens MLflow and backfills what is missing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
+from urllib.parse import unquote, urlsplit
 
 from sweeper.credentials import redact, redact_tree
 
@@ -31,6 +40,31 @@ def default_tracking_uri(local_store_root: Optional[Path]) -> str:
         return os.environ["MLFLOW_TRACKING_URI"]
     folder = local_store_root if local_store_root is not None else Path.cwd()
     return f"sqlite:///{Path(folder).resolve() / 'mlflow.db'}"
+
+
+def tracking_stamp(uri: str, experiment: str, sweep_key: str, cell_keys: Iterable[str],
+                   figures_key: Optional[str]) -> dict[str, Any]:
+    """What MLflow holds after a sweep's logging went through whole: the sweep's run (by its
+    store, experiment and plan key), one finished run per cell, its figures, and for a SQLite
+    store the database file's state.  Two equal stamps mean a rerun would log nothing."""
+    where = hashlib.sha256(f"{uri}\n{experiment}".encode()).hexdigest()  # no credentials kept
+    cells = hashlib.sha256("\n".join(sorted(cell_keys)).encode()).hexdigest()
+    return {"tracking": where, "sweep_key": sweep_key, "cells": cells, "figures": figures_key,
+            "database": _database_state(uri)}
+
+
+def _database_state(uri: str) -> Optional[list[int]]:
+    """[size, mtime in ns] of a `sqlite:///` tracking store's file ([] when it is absent); None for
+    a server, whose state the stamp cannot see."""
+    parts = urlsplit(uri)
+    if parts.scheme != "sqlite":
+        return None
+    path = Path(unquote(parts.path[1:]))  # SQLAlchemy's form: sqlite:///relative, sqlite:////absolute
+    try:
+        state = path.stat()
+    except OSError:
+        return []
+    return [state.st_size, state.st_mtime_ns]
 
 
 def config_params(config: dict[str, Any]) -> dict[str, Any]:

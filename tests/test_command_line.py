@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -47,3 +48,77 @@ def test_help_explains_the_command(tmp_path):
     assert "+experiment=NAME" in result.stdout and "python -m sweeper.frontier" in result.stdout
     frontier = run("-m", "sweeper.frontier", "--help", cwd=tmp_path)
     assert frontier.returncode == 0 and "--run-dir" in frontier.stdout
+
+
+def rerun_listing_modules(args: list[str], cwd: Path) -> set[str]:
+    """Run `python -m sweeper ARGS`, which must succeed as a no-op; the top-level packages it
+    had imported when it exited (listed by an atexit handler, which a fast exit still runs)."""
+    listing = cwd / "modules.json"
+    listing.unlink(missing_ok=True)
+    code = "\n".join([
+        "import atexit, json, runpy, sys",
+        "def listed():",
+        f"    with open({str(listing)!r}, 'w') as out:",
+        "        json.dump(sorted(sys.modules), out)",
+        "atexit.register(listed)",
+        "sys.argv = ['sweeper', *sys.argv[1:]]",
+        "runpy.run_module('sweeper', run_name='__main__', alter_sys=True)",
+    ])
+    result = run("-c", code, *args, cwd=cwd)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "trained 0 of" in result.stdout and "computed 0 of" in result.stdout
+    assert "frontier plot:" in result.stdout  # the summary is whole
+    return {name.split(".")[0] for name in json.loads(listing.read_text())}
+
+
+def test_noop_rerun_loads_no_mlflow_matplotlib_or_ray_yet_backfills_mlflow(tmp_path,
+                                                                          make_tiny_overrides):
+    from mlflow import MlflowClient
+
+    from sweeper.tracking import CELL_KEY_TAG, PARENT_TAG
+
+    root = tmp_path / "runs"
+    args = make_tiny_overrides(root, name="again", **{
+        "grid.epsilon": "[inf]", "grid.p": "[0.5]", "grid.attack": "[loss,always_member]"})
+    first = run("-m", "sweeper", *args, cwd=tmp_path, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    png = root / "sweeps" / "again" / "frontier.png"
+    drawn = png.stat().st_mtime_ns
+
+    # Nothing to train, compute, log or redraw: none of the three is even imported.
+    loaded = rerun_listing_modules(args, tmp_path)
+    assert not loaded & {"mlflow", "matplotlib", "ray"}, loaded & {"mlflow", "matplotlib", "ray"}
+    assert png.stat().st_mtime_ns == drawn  # its table is unchanged: not drawn again
+
+    # MLflow lost a cell's run: the next rerun notices, opens MLflow and logs it again.
+    client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("sweeper").experiment_id
+
+    def cell_runs():
+        return [r for r in client.search_runs([experiment], max_results=100) if PARENT_TAG in r.data.tags]
+
+    before = cell_runs()
+    assert len(before) == 2
+    client.delete_run(before[0].info.run_id)
+    assert "mlflow" in rerun_listing_modules(args, tmp_path)
+    after = cell_runs()
+    assert sorted(r.data.tags[CELL_KEY_TAG] for r in after) == sorted(
+        r.data.tags[CELL_KEY_TAG] for r in before)
+    assert {r.info.status for r in after} == {"FINISHED"}
+
+    # A figure gone from the folder is drawn again.
+    png.unlink()
+    assert "matplotlib" in rerun_listing_modules(args, tmp_path)
+    assert png.is_file()
+
+
+def test_data_too_small_for_the_plan_is_refused_with_nothing_written(tmp_path):
+    # mnist_subset holds 5 000 pool records; a 100 000-record pool is refused once the data is
+    # loaded (beside Ray's start), still with exit code 2, before the store or MLflow is written.
+    result = run("-m", "sweeper", "dataset.pool_size=100000", "grid.epsilon=[inf]",
+                 "grid.p=[0.5]", "grid.attack=[loss]", "shadow.count=2", "cluster.num_cpus=1",
+                 "cluster.include_dashboard=false", f"store.root={tmp_path / 'runs'}",
+                 cwd=tmp_path, timeout=300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "pool records" in result.stderr and "100000" in result.stderr
+    assert not (tmp_path / "runs").exists()

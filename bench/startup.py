@@ -1,0 +1,304 @@
+"""`python -m bench.startup`: how long `python -m sweeper` takes when there is nothing to do.
+
+A finished sweep rerun trains nothing, computes nothing and logs nothing, so all of its wall is
+fixed cost: interpreter start, imports, composing and validating the configuration, planning,
+scanning the store for finished work, MLflow, figures and interpreter exit.  This benchmark runs
+one real tiny sweep into a temporary store (the quickstart on synthetic data at `scale=smoke`
+unless `--overrides` says otherwise), then reruns it `--repeat` times as a subprocess exactly as
+a person types it, and prints the median wall.  One more rerun goes through an instrumented
+launcher that times the phases where the wall goes (a phase's lazy imports count to the phase):
+
+  start      interpreter start, up to the launcher's first line
+  import     module imports outside the phases below
+  compose    Hydra's composition of the configuration (every time it composes)
+  validate   `sweeper.config.validate`
+  plan       `sweeper.plan.build_plan`
+  store      scanning the store: finished cells, models, queries, the results table, the manifest
+  data       loading the records the sweep trains on
+  ray        starting and stopping Ray
+  tracking   MLflow: opening the tracker, logging cells and figures, closing the run
+  figures    drawing and writing the frontier and the experiment's report
+  other      everything else until the command returns (for a sweep that does work: its tasks)
+Phases that run in threads beside others (data, MLflow) overlap the wall: their sum can exceed it.
+  exit       interpreter shutdown, from the command's return to the process's end
+
+`--overhead` measures instead what a sweep that does work spends around its tasks (by default the
+quickstart as shipped, into a temporary store): its wall as a subprocess, the seconds its Ray
+tasks ran (Ray's timeline, read before Ray shuts down) and the CPUs Ray had, so that
+orchestration overhead = wall − task seconds ÷ CPUs; split into the time before the first task
+started (imports, Ray, data, MLflow), the time after the last one ended (figures, MLflow, exit)
+and the CPU time left idle in between (worker start-up, the tail where one task runs alone).
+
+`--project DIR` measures another checkout's sweeper (e.g. the main branch, for a before/after
+figure) with this same benchmark: `python -m bench.startup --project /work/main`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+HERE = Path(__file__).resolve()
+DEFAULT_PROJECT = HERE.parents[1]
+DEFAULT_OVERRIDES = ("dataset.synthetic=true", "scale=smoke", "cluster.include_dashboard=false")
+#: The quickstart as shipped, but its dashboard on any free port (a shared machine may hold 8265).
+OVERHEAD_OVERRIDES = ("cluster.dashboard_port=0",)
+PHASE_ORDER = ("start", "import", "compose", "validate", "plan", "store", "data", "ray", "tracking",
+               "figures", "other", "exit")
+
+#: The functions (module, attribute path) each phase is made of; missing ones are skipped, so the
+#: same launcher times older and newer checkouts alike.
+PHASES = {
+    "compose": [("hydra._internal.hydra", "Hydra.compose_config")],
+    "validate": [("sweeper.config", "validate")],
+    "plan": [("sweeper.plan", "build_plan")],
+    "data": [("sweeper.runner", "sweep_data")],
+    "ray": [("ray", "init"), ("ray", "shutdown")],
+    "store": [("sweeper.store", f"ArtifactStore.{name}") for name in (
+        "has_cell", "has_model", "has_query", "read_results", "read_manifest", "write_manifest",
+        "read_failures", "missing_cells")],
+    "tracking": [("sweeper.tracking", "open_tracker"), ("sweeper.tracking", "SweepTracker.log_cell"),
+                 ("sweeper.tracking", "SweepTracker.log_artifact"),
+                 ("sweeper.tracking", "SweepTracker.finish"), ("sweeper.tracking", "backfill")],
+    "figures": [("sweeper.runner", "publish_figures")],
+}
+
+
+# --- the launcher, run in the measured subprocess ------------------------------------------------
+
+
+def _child(record_path: str, argv: list[str]) -> None:
+    """Run `python -m sweeper ARGV` in this process with its phases timed into `record_path`."""
+    import builtins
+    import importlib.abc
+    import runpy
+    import threading
+
+    begun = time.time()
+    spent = dict.fromkeys(PHASE_ORDER, 0.0)
+    local = threading.local()  # depth > 0 inside a phase or an import: nested time counts to the outermost
+
+    def timed(phase: str, function):
+        def wrapper(*args, **kwargs):
+            if getattr(local, "depth", 0):
+                return function(*args, **kwargs)
+            local.depth = 1
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[phase] += time.perf_counter() - start
+                local.depth = 0
+        wrapper.__wrapped__ = function
+        return wrapper
+
+    wanted: dict[str, list[tuple[str, str]]] = {"sweeper.runner": []}
+    for phase, targets in PHASES.items():
+        for module, attribute in targets:
+            wanted.setdefault(module, []).append((phase, attribute))
+
+    tasks: list[tuple[float, float]] = []  # (start, end) of every Ray task, epoch seconds
+    cpus = [0.0]
+    paused = [0.0]  # the wait for the timeline, taken off the wall
+
+    def with_timeline(function):
+        def wrapper(*args, **kwargs):
+            try:
+                return function(*args, **kwargs)
+            finally:  # Ray is still up: the runner shuts it down after this returns
+                import ray
+
+                cpus[0] = ray.cluster_resources().get("CPU", 0.0)
+                time.sleep(2)  # task events reach the timeline a moment after the tasks end
+                paused[0] += 2
+                tasks.extend((e["ts"] / 1e6, (e["ts"] + e["dur"]) / 1e6) for e in ray.timeline()
+                             if str(e.get("cat", "")).startswith("task::") and e.get("ph") == "X")
+        return wrapper
+
+    def patch(module) -> None:
+        if module.__name__ == "sweeper.runner" and hasattr(module, "_execute"):
+            module._execute = with_timeline(module._execute)
+        for phase, attribute in wanted.get(module.__name__, []):
+            owner_name, _, name = attribute.rpartition(".")
+            owner = getattr(module, owner_name) if owner_name else module
+            if hasattr(owner, name):
+                setattr(owner, name, timed(phase, getattr(owner, name)))
+
+    class Patcher(importlib.abc.MetaPathFinder):
+        """Wraps a target module's functions the moment it has loaded, before anyone imports them."""
+
+        def find_spec(self, fullname, path, target=None):
+            if fullname not in wanted:
+                return None
+            sys.meta_path.remove(self)
+            try:
+                from importlib.util import find_spec
+                spec = find_spec(fullname)
+            finally:
+                sys.meta_path.insert(0, self)
+            if spec is None or spec.loader is None:
+                return spec
+            loader = spec.loader
+            original = loader.exec_module
+
+            def exec_module(module):
+                original(module)
+                patch(module)
+            loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, Patcher())
+    real_import = builtins.__import__
+    builtins.__import__ = timed("import", real_import)
+
+    def record(code) -> None:
+        spent["other"] = max(0.0, time.perf_counter() - started_at - paused[0] - sum(
+            spent[p] for p in PHASE_ORDER if p not in ("start", "other", "exit")))
+        Path(record_path).write_text(json.dumps({"begun": begun, "returned": time.time(),
+                                                 "spent": spent, "code": code, "tasks": tasks,
+                                                 "cpus": cpus[0], "paused": paused[0]}))
+
+    real_exit = os._exit
+
+    def fast_exit(code):
+        record(code)
+        real_exit(code)
+    os._exit = fast_exit
+    sys.argv = ["sweeper", *argv]
+    started_at = time.perf_counter()
+    code = 0
+    try:
+        runpy.run_module("sweeper", run_name="__main__", alter_sys=True)
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        raise
+    finally:
+        record(code)
+
+
+# --- the benchmark ------------------------------------------------------------------------------
+
+
+def _environment(project: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["PYTHONPATH"] = str(project)
+    return env
+
+
+def _sweep(project: Path, folder: Path, args: list[str], timeout: float) -> tuple[float, str]:
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "sweeper", *args], cwd=folder,
+                          env=_environment(project), capture_output=True, text=True, timeout=timeout)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"`python -m sweeper {' '.join(args)}` exited {done.returncode}:\n"
+                         f"{done.stderr[-3000:]}")
+    return wall, done.stdout
+
+
+def _instrumented(project: Path, folder: Path, args: list[str], timeout: float) -> dict:
+    record = folder / "phases.json"
+    spawned = time.time()
+    done = subprocess.run([sys.executable, str(HERE), "--child", str(record), "--", *args],
+                          cwd=folder, env=_environment(project), capture_output=True, text=True,
+                          timeout=timeout)
+    ended = time.time()
+    if done.returncode != 0 or not record.exists():
+        raise SystemExit(f"the instrumented rerun exited {done.returncode}:\n{done.stderr[-3000:]}")
+    data = json.loads(record.read_text())
+    data["spent"]["start"] = data["begun"] - spawned
+    data["spent"]["exit"] = ended - data["returned"]
+    data.update(spawned=spawned, ended=ended)
+    return data
+
+
+def _overhead(project: Path, folder: Path, args: list[str], timeout: float) -> None:
+    """Print the orchestration overhead of one instrumented sweep that does work."""
+    data = _instrumented(project, folder, args, timeout)
+    wall = data["ended"] - data["spawned"] - data["paused"]
+    tasks, cpus = data["tasks"], data["cpus"]
+    if not tasks or not cpus:
+        raise SystemExit("the sweep ran no Ray task: nothing to measure (is the store empty?)")
+    busy = sum(end - start for start, end in tasks)
+    first, last = min(s for s, _ in tasks), max(e for _, e in tasks)
+    overhead = wall - busy / cpus
+    print(f"sweeper of {project}; python -m sweeper {' '.join(args[:-1])}")
+    print(f"wall {wall:.1f} s; {len(tasks)} Ray tasks ran {busy:.1f} s on {cpus:g} CPUs "
+          f"({busy / cpus:.1f} s of wall at full use)")
+    print(f"orchestration overhead: {overhead:.1f} s = {100 * overhead / wall:.1f} % of the wall")
+    print(f"  before the first task   {first - data['spawned']:6.1f} s")
+    print(f"  idle CPU time between   {(last - first) - busy / cpus:6.1f} s  (warm-up, tail, gaps)")
+    print(f"  after the last task     {data['ended'] - last - data['paused']:6.1f} s")
+    print("phases of the driver (a phase's lazy imports count to it):")
+    for phase in PHASE_ORDER:
+        print(f"  {phase:<9} {data['spent'][phase]:6.2f} s")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.startup",
+        description="Median wall of a no-op rerun of a finished tiny sweep (`python -m sweeper` "
+                    "as a subprocess), and where that time goes.",
+        epilog="Phases: " + ", ".join(PHASE_ORDER) + ". See the module's docstring.")
+    parser.add_argument("--repeat", type=int, default=5, help="no-op reruns timed (default 5)")
+    parser.add_argument("--project", type=Path, default=DEFAULT_PROJECT,
+                        help="the checkout whose sweeper is measured (default: this one)")
+    parser.add_argument("--overrides", nargs="*", default=None,
+                        help="the tiny sweep's overrides (default: "
+                             f"{' '.join(DEFAULT_OVERRIDES)}); store.root is added")
+    parser.add_argument("--overhead", action="store_true",
+                        help="measure the orchestration overhead of one sweep that does work "
+                             f"instead (default overrides: {' '.join(OVERHEAD_OVERRIDES)}, i.e. the "
+                             "quickstart as shipped)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary store")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per command")
+    args = parser.parse_args(argv)
+
+    project = args.project.resolve()
+    folder = Path(tempfile.mkdtemp(prefix="bench-startup-"))
+    defaults = OVERHEAD_OVERRIDES if args.overhead else DEFAULT_OVERRIDES
+    overrides = [*(defaults if args.overrides is None else args.overrides),
+                 f"store.root={folder / 'runs'}"]
+    try:
+        if args.overhead:
+            _overhead(project, folder, overrides, args.timeout)
+            return 0
+        first, _ = _sweep(project, folder, overrides, args.timeout)
+        print(f"sweeper of {project}; python -m sweeper {' '.join(overrides[:-1])}")
+        print(f"first run (trains the sweep): {first:.1f} s")
+        walls = []
+        for _ in range(args.repeat):
+            wall, stdout = _sweep(project, folder, overrides, args.timeout)
+            walls.append(wall)
+        if "trained 0 of" not in stdout:
+            raise SystemExit("the rerun did work; it is not a no-op:\n" + stdout[-2000:])
+        print(f"no-op rerun: median {statistics.median(walls):.2f} s of {args.repeat} "
+              f"(min {min(walls):.2f}, max {max(walls):.2f})")
+        spent = _instrumented(project, folder, overrides, args.timeout)["spent"]
+        total = sum(spent.values())
+        print(f"where one instrumented rerun's {total:.2f} s go:")
+        for phase in PHASE_ORDER:
+            print(f"  {phase:<9} {spent[phase]:6.2f} s  {100 * spent[phase] / total:5.1f} %")
+    finally:
+        if args.keep:
+            print(f"store kept: {folder}")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        sys.path.pop(0)  # this file's folder: the measured command sees only the project
+        _child(sys.argv[2], sys.argv[4:])
+    else:
+        sys.exit(main())
