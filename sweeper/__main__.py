@@ -45,6 +45,7 @@ CONFIG_NAME = "config"
 
 def _report(result) -> None:
     from sweeper.frontier import format_table
+    from sweeper.tracking import ui_command
 
     print()
     print(format_table(result.results))
@@ -56,7 +57,7 @@ def _report(result) -> None:
     if result.plot_path is not None:
         print(f"frontier plot:     {result.plot_path}")
         print(f"frontier table:    {result.csv_path}")
-    print(f"MLflow:            mlflow ui --backend-store-uri {result.tracking_uri} --host 127.0.0.1")
+    print(f"MLflow:            {ui_command(result.tracking_uri)}")
     violations = int(result.results["violation"].sum()) if not result.results.empty else 0
     if violations:
         print(f"WARNING: {violations} cell(s) prove a precision above the bound or an ε above the "

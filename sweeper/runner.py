@@ -40,7 +40,8 @@ from sweeper.scale import scaled
 from sweeper.store import ArtifactStore, atomic_write_bytes
 from sweeper.tasks import attack_task, query_task, train_task
 from sweeper.credentials import redact, redact_tree
-from sweeper.tracking import config_params, default_tracking_uri, open_tracker, tracking_stamp
+from sweeper.tracking import (config_params, default_tracking_uri, open_tracker, summary_metrics,
+                              tracking_stamp)
 
 
 @dataclass
@@ -166,6 +167,8 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
             tracker.log_cell(row)
         for path in figures:
             tracker.log_artifact(path)
+        tracker.log_summary(summary_metrics(results, len(todo_models),
+                                            time.perf_counter() - started))
         tracking_warning = tracker.finish(failed=bool(failures))
         if tracking_warning is None:  # after the last write: the database file as MLflow left it
             store.write_tracking_stamp(cfg.name, tracking_stamp(

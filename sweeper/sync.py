@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 from sweeper.frontier import sort_frontier
 from sweeper.store import ArtifactStore
 from sweeper.credentials import redact
-from sweeper.tracking import SweepTracker, config_params, default_tracking_uri
+from sweeper.tracking import SweepTracker, config_params, default_tracking_uri, summary_metrics
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
     for row in tqdm(results.to_dict("records"), desc="cells synced", unit="cell",
                     disable=not progress):
         tracker.log_cell(row)
+    tracker.log_summary(summary_metrics(results))  # models trained and wall time: the sweep's own
     if tracker.failure is not None:
         raise ConnectionError(f"MLflow at {redact(uri)} failed: {tracker.failure}")
     artifacts = 0

@@ -12,14 +12,23 @@ driver keeps a stamp of what MLflow holds (`tracking_stamp`), and a rerun that w
 that again skips MLflow.  For a SQLite tracking store the stamp includes the database file's size
 and modification time, so any change to it (runs deleted, the file removed, another sweep
 logging) reopens MLflow and backfills what is missing.
+
+The records read like a model-training experiment in MLflow's UI: the experiment is tagged as one
+(`mlflow.experimentKind`), the sweep's run carries MLflow's standard source tags and a summary
+of the sweep, every metric is stamped with the time its cell landed, and ε is also a numeric
+metric (`epsilon_value`, with `EPSILON_INF_VALUE` standing in for ∞) so it can be plotted.
 """
 
 from __future__ import annotations
 
+import getpass
 import hashlib
 import logging
 import math
 import os
+import shlex
+import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -31,6 +40,85 @@ COORDINATES = ("dataset", "model", "epsilon", "delta", "p", "attack", "policy", 
 SWEEP_KEY_TAG = "sweeper.sweep_key"
 CELL_KEY_TAG = "sweeper.cell_key"
 PARENT_TAG = "mlflow.parentRunId"
+#: MLflow 3's UI reads this experiment tag to pick its layout: without it an experiment with no
+#: runs yet is shown as GenAI (traces, "Detect issues"); "custom_model_development" opens it on
+#: Runs and Models, as a training experiment.  (Values: the UI's ExperimentKind enum.)
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+#: ε = ∞ as the numeric metric `epsilon_value` (MLflow metrics are finite floats to its charts):
+#: far above any ε a DP guarantee means anything at, so it sorts and plots last.
+EPSILON_INF_VALUE = 1e9
+#: Logged first, so MLflow's compare views and run tables open on them.
+KEY_METRICS = ("precision", "bound", "violation", "epsilon_value")
+
+
+def ui_command(uri: str) -> str:
+    """The `mlflow ui` command for `uri`, runnable as printed: the `mlflow` script beside this
+    interpreter (so no activated venv is needed), bound to the loopback interface only."""
+    program = Path(sys.executable).parent / "mlflow"
+    return shlex.join([str(program), "ui", "--backend-store-uri", uri, "--host", "127.0.0.1"])
+
+
+def epsilon_value(epsilon: float) -> float:
+    """ε as a plottable number: `EPSILON_INF_VALUE` for ∞ (no DP)."""
+    return EPSILON_INF_VALUE if math.isinf(epsilon) else float(epsilon)
+
+
+def cell_metrics(row: dict[str, Any]) -> list[tuple[str, float]]:
+    """A cell's metrics in logging order: `KEY_METRICS` first, then every other finite number
+    of the row that is not a coordinate (a NaN, e.g. ε spent at ε = ∞, is left out)."""
+    values = {"precision": row["precision"], "bound": row["bound"],
+              "violation": float(row["violation"]), "epsilon_value": epsilon_value(row["epsilon"])}
+    for name, value in row.items():
+        if (name not in COORDINATES and name not in values and isinstance(value, (int, float))
+                and not isinstance(value, bool)):
+            values[name] = value
+    return [(name, float(value)) for name, value in values.items() if math.isfinite(float(value))]
+
+
+def summary_metrics(results, models_trained: Optional[int] = None,
+                    wall_seconds: Optional[float] = None) -> dict[str, float]:
+    """The sweep run's own metrics: cells, violations, (models trained and wall seconds when
+    the caller knows them) and per ε the largest precision − bound, the margin a violation would
+    make positive (`max_precision_minus_bound/epsilon_inf` for ε = ∞)."""
+    metrics = {"cells": float(len(results)),
+               "violations": float(results["violation"].sum()) if len(results) else 0.0}
+    if models_trained is not None:
+        metrics["models_trained"] = float(models_trained)
+    if wall_seconds is not None:
+        metrics["wall_seconds"] = float(wall_seconds)
+    if len(results):
+        margins = (results["precision"] - results["bound"]).groupby(results["epsilon"]).max()
+        for epsilon, margin in margins.items():
+            if math.isfinite(margin):
+                label = "inf" if math.isinf(epsilon) else f"{epsilon:g}"
+                metrics[f"max_precision_minus_bound/epsilon_{label}"] = float(margin)
+    return metrics
+
+
+def source_tags() -> dict[str, str]:
+    """MLflow's standard run tags, as `mlflow.start_run` would set them: the program that ran
+    the sweep, its user, and the commit of sweeper's own git checkout (when it is one)."""
+    from mlflow.utils import mlflow_tags
+    from mlflow.utils.git_utils import get_git_branch, get_git_commit, get_git_repo_url
+
+    main = sys.argv[0] if sys.argv and sys.argv[0] else "python"
+    tags = {mlflow_tags.MLFLOW_SOURCE_NAME: str(Path(main).resolve()) if Path(main).exists() else main,
+            mlflow_tags.MLFLOW_SOURCE_TYPE: "LOCAL",
+            mlflow_tags.MLFLOW_USER: _user()}
+    checkout = str(Path(__file__).resolve().parent)
+    git = {mlflow_tags.MLFLOW_GIT_COMMIT: get_git_commit(checkout),
+           mlflow_tags.MLFLOW_GIT_BRANCH: get_git_branch(checkout),
+           mlflow_tags.MLFLOW_GIT_REPO_URL: get_git_repo_url(checkout)}
+    tags.update({key: redact(value) for key, value in git.items() if value})
+    return tags
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name in a bare container: MLflow's own fallback
+        return "unknown"
 
 
 def default_tracking_uri(local_store_root: Optional[Path]) -> str:
@@ -101,15 +189,20 @@ class SweepTracker:
         found = self.client.get_experiment_by_name(experiment)
         self.experiment_id = found.experiment_id if found else self.client.create_experiment(
             experiment, artifact_location=artifact_location)
+        if found is None or found.tags.get(EXPERIMENT_KIND_TAG) is None:  # an older sweep's, too
+            self.client.set_experiment_tag(self.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         existing = self.client.search_runs(
             [self.experiment_id], filter_string=f"tags.`{SWEEP_KEY_TAG}` = '{sweep_key}'",
             max_results=1)
+        tags = source_tags()
         if existing:
             self.run_id = existing[0].info.run_id
             self.client.update_run(self.run_id, status="RUNNING")
+            for key, value in tags.items():  # who ran it last, from which commit
+                self.client.set_tag(self.run_id, key, value)
         else:
-            run = self.client.create_run(self.experiment_id, run_name=sweep_name,
-                                         tags={SWEEP_KEY_TAG: sweep_key, "sweeper.sweep": sweep_name})
+            run = self.client.create_run(self.experiment_id, run_name=sweep_name, tags={
+                **tags, SWEEP_KEY_TAG: sweep_key, "sweeper.sweep": sweep_name})
             self.run_id = run.info.run_id
             self._log_params(self.run_id, params)
         self.logged_cells = self._logged_cell_keys()
@@ -156,20 +249,19 @@ class SweepTracker:
             self.failure = f"{type(error).__name__}: {lines[0] if lines else ''}"
 
     def _log_cell(self, row: dict[str, Any]) -> None:
-        """The cell's coordinates as params and its figures as metrics."""
+        """The cell's coordinates as params and its figures as metrics, stamped now: the driver
+        logs a cell as soon as it lands, so now is when the cell finished (a cell logged later,
+        after tracking was down, is stamped when it was logged)."""
         from mlflow.entities import Metric
 
         key = row["cell_key"]
+        now_ms = int(time.time() * 1000)
         run = self.client.create_run(self.experiment_id, run_name=cell_run_name(row),
+                                     start_time=now_ms,
                                      tags={PARENT_TAG: self.run_id, CELL_KEY_TAG: key,
                                            "sweeper.model_key": row["model_key"]})
         self._log_params(run.info.run_id, {k: row[k] for k in COORDINATES})
-        metrics = [
-            Metric(name, float(value), 0, 0) for name, value in row.items()
-            if name not in COORDINATES and isinstance(value, (int, float))
-            and not isinstance(value, bool) and math.isfinite(value)
-        ]
-        metrics.append(Metric("violation", float(row["violation"]), 0, 0))
+        metrics = [Metric(name, value, now_ms, 0) for name, value in cell_metrics(row)]
         self.client.log_batch(run.info.run_id, metrics=metrics)
         self.client.set_terminated(run.info.run_id)
         self.logged_cells.add(key)
@@ -180,6 +272,15 @@ class SweepTracker:
             self._guarded(self.client.log_artifact, self.run_id, str(path))
         if self.failure is not None:
             self.missed_artifacts += 1
+
+    def log_summary(self, metrics: dict[str, float]) -> None:
+        """The sweep run's own metrics (see `summary_metrics`), stamped now."""
+        from mlflow.entities import Metric
+
+        now_ms = int(time.time() * 1000)
+        batch = [Metric(name, value, now_ms, 0) for name, value in metrics.items()]
+        if self.failure is None:
+            self._guarded(lambda: self.client.log_batch(self.run_id, metrics=batch))
 
     def finish(self, failed: bool) -> Optional[str]:
         """Close the sweep's run; a warning of what was not logged when tracking went down."""
