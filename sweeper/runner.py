@@ -35,6 +35,7 @@ from sweeper.config import ConfigError, SweepConfig, validate
 from sweeper.failures import TRANSIENT_EXCEPTIONS, Failure, classify
 from sweeper.frontier import plot_frontier, sort_frontier
 from sweeper.plan import AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan
+from sweeper.ray_start import require_reachable
 from sweeper.reports import draw
 from sweeper.scale import scaled
 from sweeper.store import ArtifactStore, atomic_write_bytes
@@ -79,6 +80,7 @@ def ray_session(cfg: SweepConfig) -> Iterator[Optional[str]]:
             dashboard_host=cfg.cluster.dashboard_host, dashboard_port=cfg.cluster.dashboard_port,
             logging_level=logging.WARNING)
     else:
+        require_reachable(cfg.cluster.address, cfg.cluster.connect_timeout_s)
         context = ray.init(address=cfg.cluster.address, runtime_env=runtime_env,
                            logging_level=logging.WARNING)
     try:
