@@ -166,6 +166,9 @@ class ClusterConfig:
     # Ship this checkout's `sweeper` and `jobs` packages to the workers (runtime_env py_modules),
     # for clusters whose nodes do not have the project installed, or have an older copy.
     ship_project: bool = False
+    # Seconds to wait for `address` to answer before the sweep is refused (exit 2, nothing
+    # written): Ray itself retries an address where nothing listens without end.
+    connect_timeout_s: float = 30.0
 
 
 @dataclass
@@ -455,6 +458,8 @@ def _check_cluster(cfg: SweepConfig, check: Check) -> None:
     check(0 <= cluster.dashboard_port <= 65535,
           f"cluster.dashboard_port={cluster.dashboard_port}: must be a TCP port in 0..65535 "
           "(0: any free port)")
+    check(math.isfinite(cluster.connect_timeout_s) and cluster.connect_timeout_s > 0,
+          f"cluster.connect_timeout_s={cluster.connect_timeout_s}: must be a number of seconds > 0")
     _check_runtime_env(cluster.runtime_env, check)
 
 

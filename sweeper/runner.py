@@ -35,6 +35,7 @@ from sweeper.config import ConfigError, SweepConfig, validate
 from sweeper.failures import TRANSIENT_EXCEPTIONS, Failure, classify
 from sweeper.frontier import plot_frontier, sort_frontier
 from sweeper.plan import AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan
+from sweeper.ray_start import local_ray_confined, require_reachable
 from sweeper.reports import draw
 from sweeper.scale import scaled
 from sweeper.store import ArtifactStore, atomic_write_bytes
@@ -65,28 +66,32 @@ class SweepResult:
 
 @contextlib.contextmanager
 def ray_session(cfg: SweepConfig) -> Iterator[Optional[str]]:
-    """Join the Ray this process already runs (tests), connect to `cluster.address`, or start a
-    new local Ray bound to loopback ("local": never a stale cluster found on the machine)."""
+    """Join the Ray this process already runs (tests), connect to `cluster.address` (refused
+    after `cluster.connect_timeout_s` when nothing answers), or start a new local Ray ("local":
+    never a stale cluster found on the machine) that listens on loopback only and dies with this
+    process (`local_ray_confined`)."""
     import ray
 
     if ray.is_initialized():
         yield None
         return
     runtime_env = runtime_environment(cfg)
-    if cfg.cluster.address is None:
-        context = ray.init(
-            address="local", num_cpus=cfg.cluster.num_cpus, runtime_env=runtime_env,
-            include_dashboard=cfg.cluster.include_dashboard,
-            dashboard_host=cfg.cluster.dashboard_host, dashboard_port=cfg.cluster.dashboard_port,
-            logging_level=logging.WARNING)
-    else:
-        context = ray.init(address=cfg.cluster.address, runtime_env=runtime_env,
-                           logging_level=logging.WARNING)
-    try:
+    with contextlib.ExitStack() as stack:
+        if cfg.cluster.address is None:
+            adopt = stack.enter_context(local_ray_confined())
+            context = ray.init(
+                address="local", num_cpus=cfg.cluster.num_cpus, runtime_env=runtime_env,
+                include_dashboard=cfg.cluster.include_dashboard,
+                dashboard_host=cfg.cluster.dashboard_host,
+                dashboard_port=cfg.cluster.dashboard_port, logging_level=logging.WARNING)
+            adopt()
+        else:
+            require_reachable(cfg.cluster.address, cfg.cluster.connect_timeout_s)
+            context = ray.init(address=cfg.cluster.address, runtime_env=runtime_env,
+                               logging_level=logging.WARNING)
+        stack.callback(ray.shutdown)
         url = context.dashboard_url
         yield f"http://{url}" if url else None
-    finally:
-        ray.shutdown()
 
 
 def runtime_environment(cfg: SweepConfig) -> Optional[dict[str, Any]]:
