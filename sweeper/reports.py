@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -36,6 +36,9 @@ from jobs.pdtp import TABLE_COLUMNS as PDTP_TABLE_COLUMNS
 from sweeper.bounds import jayaraman_ppv_bound, precision_bound
 from sweeper.figures import format_epsilon, save_figure
 from sweeper.store import ArtifactStore
+
+if TYPE_CHECKING:  # drawn lazily: matplotlib is imported only where a figure is made
+    from matplotlib.figure import Figure
 
 __all__ = [
     "REPORTS",
