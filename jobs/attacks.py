@@ -222,6 +222,13 @@ def loss_threshold(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray
     return np.maximum(log_p_true, np.log(settings.loss_clamp))
 
 
+def yeom_loss_bound(settings: AttackSettings) -> float:
+    """B of Yeom et al.'s Adversary 1: `loss_bound`, else −ln(loss_clamp), the largest loss the
+    clamp lets through."""
+    return float(settings.loss_bound if settings.loss_bound is not None
+                 else -np.log(settings.loss_clamp))
+
+
 def loss_randomized(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
     """Yeom et al.'s Adversary 1: say "member" with probability 1 − loss/B, for a loss bounded by B.
 
@@ -229,7 +236,7 @@ def loss_randomized(inputs: AttackInputs, settings: AttackSettings) -> np.ndarra
     every policy measures the precision of the coin flips Yeom et al. analyse.
     """
     loss = -loss_threshold(inputs, settings)
-    bound = settings.loss_bound if settings.loss_bound is not None else -np.log(settings.loss_clamp)
+    bound = yeom_loss_bound(settings)
     member_probability = 1.0 - np.minimum(loss, bound) / bound
     coins = np.random.default_rng(settings.seed).random(len(loss))
     return (coins < member_probability).astype(np.float64)

@@ -830,11 +830,18 @@ def expected_loss_gap(scores: np.ndarray, member: np.ndarray, bound: float) -> f
 
 
 def default_loss_bound() -> float:
-    """B when the sweep sets no `attack.loss_bound`: −ln(loss_clamp), the largest clamped loss."""
-    from jobs.attacks import AttackSettings
+    """B of rows that do not carry it (`loss_bound`): the attack's default, −ln(loss_clamp)."""
+    from jobs.attacks import AttackSettings, yeom_loss_bound
 
-    defaults = AttackSettings()
-    return defaults.loss_bound if defaults.loss_bound is not None else -math.log(defaults.loss_clamp)
+    return yeom_loss_bound(AttackSettings())
+
+
+def _row_loss_bounds(frame: pd.DataFrame) -> dict[str, float]:
+    """B that each target's `loss_randomized` cell used, from the row's `loss_bound` column."""
+    if "loss_bound" not in frame.columns:
+        return {}
+    rows = frame[(frame["attack"] == LOSS_RANDOMIZED_ATTACK) & frame["loss_bound"].notna()]
+    return dict(zip(rows["model_key"], rows["loss_bound"].astype(float)))
 
 
 def load_target_scores(frame: pd.DataFrame, store_root: str | Path,
@@ -853,8 +860,11 @@ def load_target_scores(frame: pd.DataFrame, store_root: str | Path,
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SCORES_COLUMNS)
 
 
-def _generalization_table(frame: pd.DataFrame, scores: pd.DataFrame, bound: float) -> pd.DataFrame:
-    """One row per (target, series): x, y and what they were computed from (long format)."""
+def _generalization_table(frame: pd.DataFrame, scores: pd.DataFrame,
+                          bound: Optional[float]) -> pd.DataFrame:
+    """One row per (target, series): x, y and what they were computed from (long format).
+    B is `bound` when given, else what each target's row says it used, else the default."""
+    row_bounds = _row_loss_bounds(frame)
     keep = [c for c in ("dataset", "model", "epsilon", "delta", "p", "trial") if c in frame.columns]
     targets = (frame[frame["attack"].isin([LOSS_ATTACK, LOSS_RANDOMIZED_ATTACK])]
                .drop_duplicates(subset="model_key"))
@@ -881,11 +891,13 @@ def _generalization_table(frame: pd.DataFrame, scores: pd.DataFrame, bound: floa
             if not np.array_equal(decisions["record_id"].to_numpy(), loss["record_id"].to_numpy()):
                 raise ValueError(f"generalization report: target {key}'s loss and "
                                  "loss_randomized scores cover different records")
+            target_bound = (bound if bound is not None
+                            else row_bounds.get(key, default_loss_bound()))
             out.append({**base, "series": RANDOMIZED_SERIES,
-                        "x": expected_loss_gap(loss["score"], loss["member"], bound),
+                        "x": expected_loss_gap(loss["score"], loss["member"], target_bound),
                         "y": advantage(decisions["score"].to_numpy(float) >= 0.5,
                                        decisions["member"]),
-                        "x_is": "expected loss gap / B", "loss_bound": bound})
+                        "x_is": "expected loss gap / B", "loss_bound": target_bound})
     return pd.DataFrame(out)
 
 
@@ -905,7 +917,8 @@ def generalization_report(frame: pd.DataFrame, out_dir: Path, *,
     threshold may sit on either side of it).  Right panel, `loss_randomized` (Adversary 1, the
     theorem's own adversary) against its own Theorem 2 line: advantage = expected loss gap / B
     (`expected_loss_gap`, on the same cross-entropy Adversary 1 reads), where B is `loss_bound`
-    (default: the attack's default, −ln(loss_clamp)).  One point per target, coloured by ε.
+    (default: the `loss_bound` its row records, which the sweep's `attack.loss_bound` or
+    −ln(loss_clamp) set).  One point per target, coloured by ε.
     """
     _require(frame, GENERALIZATION_COLUMNS, "generalization")
     if not (frame["attack"] == LOSS_ATTACK).any():
@@ -916,9 +929,8 @@ def generalization_report(frame: pd.DataFrame, out_dir: Path, *,
                              "(see load_target_scores) or store_root=")
         scores = load_target_scores(frame, store_root, [LOSS_ATTACK, LOSS_RANDOMIZED_ATTACK])
     _require(scores, SCORES_COLUMNS, "generalization", what="scores table")
-    bound = default_loss_bound() if loss_bound is None else float(loss_bound)
     out_dir = Path(out_dir)
-    table = _generalization_table(frame, scores, bound)
+    table = _generalization_table(frame, scores, None if loss_bound is None else float(loss_bound))
     panels = _panel_columns(table, [])
     groups = _groups(table, panels)
     randomized = (table["series"] == RANDOMIZED_SERIES).any()
@@ -934,8 +946,10 @@ def generalization_report(frame: pd.DataFrame, out_dir: Path, *,
                   "generalization gap (0–1 loss): train − test accuracy",
                   "advantage = gap (Yeom et al., Thm 2 with 0–1 loss, B = 1)")]
         if randomized:
+            bounds = panel_rows.loc[panel_rows["series"] == RANDOMIZED_SERIES, "loss_bound"].unique()
+            b_is = f"B = {bounds[0]:.3g}" if len(bounds) == 1 else "B per target"
             pairs.append((axes[index * 2 + 1], (RANDOMIZED_SERIES,),
-                          f"expected loss gap / B (cross-entropy, B = {bound:.3g})",
+                          f"expected loss gap / B (cross-entropy, {b_is})",
                           "advantage = E[loss gap]/B (Yeom et al., Thm 2)"))
         for ax, series, xlabel, line in pairs:
             shown = panel_rows[panel_rows["series"].isin(series)]

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, holdout_scores
+from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, holdout_scores, yeom_loss_bound
 from jobs.data import ArrayDataset
 from jobs.mechanisms import describe, from_description, mechanism_for, precision_at, \
     release_membership, tightest_bound
@@ -163,6 +163,9 @@ def cell_row(cell: Cell, point: OperatingPoint, scores: np.ndarray, members: np.
         # non-members per member (Jayaraman et al.'s PPV).
         "advantage": max_advantage(scores, members),
         "advantage_at_threshold": point.tpr - point.fpr,
+        # B of Adversary 1 (`loss_randomized`), which its Theorem 2 line divides by; NaN otherwise.
+        "loss_bound": (yeom_loss_bound(AttackSettings(**dict(cell.scores.settings)))
+                       if cell.attack == "loss_randomized" else math.nan),
         "gamma": (1.0 - cell.p) / cell.p,
         "ppv_at_gamma": ppv_at_gamma(point.tpr, point.fpr, (1.0 - cell.p) / cell.p),
         "tpr_floor": floor,

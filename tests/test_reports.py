@@ -397,6 +397,17 @@ def test_generalization_theorem_2_line_uses_the_loss_bound(tmp_path):
     assert line["x"].item() == pytest.approx(0.4625) and line["loss_bound"].item() == 1.0
 
 
+def test_generalization_reads_the_loss_bound_each_row_used(tmp_path):
+    """A sweep with attack.loss_bound=1 records B = 1 on its loss_randomized rows; the report
+    divides by that, not by the default −ln(loss_clamp)."""
+    frame, scores = generalization_inputs()
+    frame["loss_bound"] = np.where(frame["attack"] == "loss_randomized", 1.0, np.nan)
+    REPORTS["generalization"](frame, tmp_path, scores=scores)
+    table = pd.read_csv(tmp_path / "generalization.csv")
+    line = table[table["series"] == "loss_randomized: Adversary 1"]
+    assert line["x"].item() == pytest.approx(0.4625) and line["loss_bound"].item() == 1.0
+
+
 def test_best_advantage_accepts_ties_together_and_nan_never():
     from sweeper.reports import best_advantage
 
