@@ -91,6 +91,17 @@ def test_clipped_sum_equals_opacus_per_sample_reference(name):
         assert (parameter.grad - expected).abs().max().item() <= 1e-5 * max(scale, 1.0)
 
 
+@pytest.mark.parametrize("kernel, stride, padding", [(3, 1, 1), (4, 2, 0), (8, 2, 2), ((3, 2), (1, 2), (2, 0))])
+def test_fast_unfold_is_torch_unfold(kernel, stride, padding):
+    """The Gram form's strided-view unfold against torch's own im2col (`F.unfold`)."""
+    from jobs.clipping import _Conv2dRule
+
+    conv = nn.Conv2d(3, 4, kernel, stride=stride, padding=padding)
+    x = torch.randn(5, 3, 11, 9)
+    expected = nn.functional.unfold(x, conv.kernel_size, padding=conv.padding, stride=conv.stride)
+    torch.testing.assert_close(_Conv2dRule._unfold(conv, x), expected, rtol=0, atol=0)
+
+
 def test_layers_without_a_rule_are_refused_by_name():
     model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.PReLU())
     problems = check_supported(model)
