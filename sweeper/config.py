@@ -301,7 +301,8 @@ def _check_dataset(cfg: SweepConfig, check: Check) -> None:
     check(data.eval_records > 0, f"dataset.eval_records={data.eval_records}: must be > 0")
     check(data.members is None or data.pool_size is None,
           f"dataset.members={data.members}, dataset.pool_size={data.pool_size}: "
-          "give at most one (members sets each model's pool from its p)")
+          "give at most one (members sets each model's pool from its p); set the other to null, "
+          "e.g. dataset.members=null with dataset.pool_size (the quickstart sets members)")
     if data.members is not None:
         check(data.members >= data.eval_records,
               f"dataset.members={data.members}: must be ≥ dataset.eval_records "

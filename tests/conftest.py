@@ -87,7 +87,8 @@ def compose_config():
 def tiny_overrides(store_root: str, name: str = "tiny", **overrides) -> list[str]:
     """`build_tiny_config` as command-line overrides, for tests that run `python -m sweeper`."""
     values = {
-        "name": name, "dataset.pool_size": 240, "dataset.test_size": 200,
+        # The quickstart sizes pools by dataset.members; these set the pool's size instead.
+        "name": name, "dataset.members": "null", "dataset.pool_size": 240, "dataset.test_size": 200,
         "dataset.eval_records": 120, "train.epochs": 1, "train.batch_size": 64,
         "shadow.count": 2, "grid.epsilon": "[4,.inf]", "grid.delta": "[1e-5]",
         "grid.p": "[0.3,0.7]", "grid.attack": "[lira_online,lira_offline,loss,shokri,always_member]",

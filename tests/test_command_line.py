@@ -115,7 +115,7 @@ def test_noop_rerun_loads_no_mlflow_matplotlib_or_ray_yet_backfills_mlflow(tmp_p
 def test_data_too_small_for_the_plan_is_refused_with_nothing_written(tmp_path):
     # mnist_subset holds 5 000 pool records; a 100 000-record pool is refused once the data is
     # loaded (beside Ray's start), still with exit code 2, before the store or MLflow is written.
-    result = run("-m", "sweeper", "dataset.pool_size=100000", "grid.epsilon=[inf]",
+    result = run("-m", "sweeper", "dataset.members=null", "dataset.pool_size=100000", "grid.epsilon=[inf]",
                  "grid.p=[0.5]", "grid.attack=[loss]", "shadow.count=2", "cluster.num_cpus=1",
                  "cluster.include_dashboard=false", f"store.root={tmp_path / 'runs'}",
                  cwd=tmp_path, timeout=300)
