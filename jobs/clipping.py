@@ -32,9 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-#: Largest number of floats one chunk of a per-sample computation may hold (≈ 256 MB):
+#: Largest number of floats one chunk of a per-sample computation may hold (≈ 64 MB):
 #: convolutions are processed a slice of the batch at a time below it.
-CHUNK_FLOATS = 1 << 26
+CHUNK_FLOATS = 1 << 24
 
 #: Added to each norm before dividing, as Opacus does, so the two engines clip identically.
 NORM_EPSILON = 1e-6
