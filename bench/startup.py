@@ -30,7 +30,7 @@ started (imports, Ray, data, MLflow), the time after the last one ended (figures
 and the CPU time left idle in between (worker start-up, the tail where one task runs alone).
 
 `--project DIR` measures another checkout's sweeper (e.g. the main branch, for a before/after
-figure) with this same benchmark: `python -m bench.startup --project /work/main`.
+figure) with this same benchmark: `python -m bench.startup --project ../other-checkout`.
 """
 
 from __future__ import annotations
