@@ -261,7 +261,6 @@ class PerSampleClipper:
         problems = check_supported(model)
         if problems:
             raise ValueError("cannot clip per sample: " + "; ".join(problems))
-        self.model = model
         self.max_grad_norm = float(max_grad_norm)
         self._layers = [m for m in model.modules() if _rule_for(m) is not None
                         and any(p.requires_grad for p in m.parameters(recurse=False))]
