@@ -23,16 +23,19 @@ import os
 import re
 import sys
 import threading
+import traceback
 import typing
 from pathlib import Path
 from typing import Any, Optional
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import (ConfigAttributeError, ConfigKeyError, OmegaConfBaseException,
-                              ValidationError)
+from omegaconf.errors import (ConfigAttributeError, ConfigKeyError, ConfigTypeError,
+                              OmegaConfBaseException, ValidationError)
 
 from jobs.data import DatasetUnavailable
+from sweeper.credentials import scrub, scrub_override
+from sweeper.paths import option_problem
 from sweeper.config import (ConfigError, SweepConfig, did_you_mean, register_schema, to_sweep_config,
                             validate)
 from sweeper.scale import scaled
@@ -88,8 +91,20 @@ def run(cfg: SweepConfig) -> int:
     except (ConfigError, DatasetUnavailable) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except Exception as error:  # noqa: BLE001 - said here, scrubbed: not by Hydra, raw
+        print(crash_report(error), file=sys.stderr)
+        return 1
     _report(result)
     return 1 if result.failures else 0
+
+
+def crash_report(error: BaseException) -> str:
+    """What a sweep that stopped on an unexpected exception prints: its traceback, scrubbed of
+    credentials (`sweeper.credentials.scrub`).  It takes the place of Hydra's "Error executing
+    job with overrides: [...]", which echoes every override as typed, secrets included."""
+    trace = "".join(traceback.format_exception(error)).rstrip()
+    return scrub(f"error: the sweep stopped on an unexpected {type(error).__name__}; what is in "
+                 f"the store is kept, and a rerun resumes from it.\n{trace}")
 
 
 def run_directly(argv: list[str]) -> Optional[int]:
@@ -143,11 +158,36 @@ def exit_now(code: int = 0) -> None:
     os._exit(code)
 
 
-def _with_default_experiment(argv: list[str]) -> list[str]:
+def command_line(argv: list[str]) -> list[str]:
+    """`argv` as Hydra's parser takes it: its options first, then the overrides, with the
+    quickstart added when no experiment is named.  Hydra's own parser refuses an option between
+    or after overrides (`grid.p=[0.5] --cfg job`); here an option may stand anywhere."""
+    from hydra._internal.utils import get_args_parser
+
+    if "--version" in argv:
+        return argv
+    try:
+        overrides = list(get_args_parser().parse_intermixed_args(argv).overrides)
+    except SystemExit:  # not Hydra's command line at all: Hydra says why, as it would
+        return argv
+    options, pending = [], list(overrides)
+    for token in argv:
+        if pending and token == pending[0]:
+            pending.pop(0)
+        else:
+            options.append(token)
+    return [*options, *_with_default_experiment(overrides, asks_help=_asks_help(argv))]
+
+
+def _asks_help(argv: list[str]) -> bool:
+    return any(a in ("--help", "-h", "--hydra-help", "--info", "-i") or a.startswith("--info")
+               for a in argv)
+
+
+def _with_default_experiment(argv: list[str], asks_help: Optional[bool] = None) -> list[str]:
     """Run the quickstart when the command line names no experiment."""
     names_one = any(a.lstrip("+~").startswith("experiment=") for a in argv)
-    asks_help = any(a in ("--help", "-h", "--hydra-help", "--info", "-i") or a.startswith("--info")
-                    for a in argv)
+    asks_help = _asks_help(argv) if asks_help is None else asks_help
     return argv if names_one or asks_help else [*argv, "+experiment=quickstart"]
 
 
@@ -171,7 +211,10 @@ def composed(overrides: list[str], config_name: str = CONFIG_NAME) -> tuple[Swee
     """`preflight`'s configuration and Hydra's own settings of the same composition (`hydra.*`:
     its logging), so that a plain run composes once."""
     overrides = _with_default_experiment(list(overrides))
-    problems: list[str] = []
+    problems = _path_problems(overrides, config_name) + _number_problems(overrides)
+    if any(problem.startswith("--config-name") for problem in problems):
+        raise ConfigError(problems)
+    overrides = [o for o in overrides if _option_override(o) is None or not _group_escapes(o)]
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
@@ -214,14 +257,69 @@ def composed(overrides: list[str], config_name: str = CONFIG_NAME) -> tuple[Swee
     return cfg, hydra_cfg
 
 
-_USERINFO_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^@\s/]*@")
-_SECRET_ASSIGNMENT = re.compile(  # AWS_SECRET_ACCESS_KEY=…, token=…; not Hydra's own "key=value"
-    r"(\b(?!key=)\w*(?:key|secret|password|passwd|token|credential)\w*=)[^&\s'\"]+", re.IGNORECASE)
+def _option_override(override: str) -> Optional[tuple[str, str]]:
+    """(group, value) when `override` picks an option of a config group (`+experiment=NAME`,
+    `dataset=mnist`, `hydra/job_logging=…`), else None."""
+    key, sep, value = override.lstrip("+~").partition("=")
+    group = key.split("@", 1)[0]
+    if sep and ((CONF_DIR / group).is_dir() or group.startswith("hydra/")):
+        return group, value
+    return None
 
 
-def _scrubbed(text: str) -> str:
-    """`text` with URI passwords and credential-like `name=value` values replaced by ***."""
-    return _SECRET_ASSIGNMENT.sub(r"\1***", _USERINFO_PASSWORD.sub(r"\1***@", text))
+def _group_escapes(override: str) -> bool:
+    found = _option_override(override)
+    return found is not None and any(
+        option_problem(found[0], option) for option in _listed(found[1]))
+
+
+def _listed(value: str) -> list[str]:
+    """The options a group override names: one, a list [a,b] or a sweep a,b."""
+    return [part.strip() for part in value.strip("[]").split(",") if part.strip()]
+
+
+def _path_problems(overrides: list[str], config_name: str) -> list[str]:
+    """Config group options and a config name that are paths: Hydra would load a YAML from
+    outside `conf/` (`+experiment=../../../x`)."""
+    problems = []
+    for override in overrides:
+        found = _option_override(override)
+        for option in _listed(found[1]) if found else []:
+            problem = option_problem(found[0], option)
+            if problem:
+                known = sorted(path.stem for path in (CONF_DIR / found[0]).glob("*.yaml"))
+                problems.append(f"{scrub_override(override)}: {problem}"
+                                + (f"; known options are {known}" if known else ""))
+                break
+    if option_problem("--config-name", config_name):
+        problems.append(f"--config-name={config_name}: names a config of the config folder, not "
+                        "a path; give another folder with --config-dir")
+    return problems
+
+
+#: A number written with an exponent (1e400, 2.5E-7); bare digits cannot overflow a float here.
+_EXPONENT_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+(?![\w.])")
+
+
+def _number_problems(overrides: list[str]) -> list[str]:
+    """Numbers a 64-bit float cannot hold: Hydra reads 1e400 as inf and 1e-400 as 0 without a
+    word, so a typo would silently run a non-private or a δ = 0 sweep."""
+    import math
+
+    problems = []
+    for override in overrides:
+        for literal in _EXPONENT_NUMBER.findall(override.partition("=")[2]):
+            value = float(literal)
+            mantissa = float(re.split("[eE]", literal)[0])
+            if math.isinf(value):
+                problems.append(f"{scrub_override(override)}: {literal} overflows a 64-bit float "
+                                "(largest ~1.8e308) and would be read as inf; write inf if "
+                                "infinity is meant")
+            elif value == 0 and mantissa != 0:
+                problems.append(f"{scrub_override(override)}: {literal} underflows a 64-bit float "
+                                "(smallest ~4.9e-324) and would be read as 0; write 0 if zero is "
+                                "meant")
+    return problems
 
 
 def _describe(override: str, error: BaseException) -> str:
@@ -232,25 +330,27 @@ def _describe(override: str, error: BaseException) -> str:
     """
     from hydra.errors import MissingConfigException, OverrideParseException
 
-    given = _scrubbed(override)
+    given = scrub_override(override)
     if isinstance(error, MissingConfigException) and error.options is not None and error.missing_cfg_file:
         group, _, option = error.missing_cfg_file.rpartition("/")
         options = sorted(error.options)
         return (f"{given}: {group} has no option {option!r}; known options are {options}"
                 f"{did_you_mean(option, options)}")
     if isinstance(error, OverrideParseException):
-        return (f"{given}: cannot be read ({_scrubbed(error.message.splitlines()[0])}); write "
+        return (f"{given}: cannot be read ({scrub(error.message.splitlines()[0])}); write "
                 "key=value, a list as key=[a,b], ∞ as inf, a value with spaces, commas or '=' "
                 "in quotes: key='a=b'")
     cause = error.__cause__
     if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and getattr(cause, "full_key", None):
         return f"{given}: {_unknown_key(str(cause.full_key))}"
-    if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
+    if isinstance(cause, (ValidationError, ConfigTypeError)) and getattr(cause, "full_key", None):
         key = str(cause.full_key)
-        reason = _scrubbed(str(cause.msg).splitlines()[0])
+        reason = scrub(str(cause.msg).splitlines()[0])
+        if isinstance(cause, ConfigTypeError):  # "Cannot merge DictConfig with ListConfig"
+            reason = "the value's kind (a mapping, a list or a single value) does not fit"
         return f"{given}: {reason}; {key} takes {_expected(key)}"
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return f"{given}: " + _scrubbed("; ".join(lines or [type(error).__name__]))
+    return f"{given}: " + scrub("; ".join(lines or [type(error).__name__]))
 
 
 def _omegaconf_problem(error: OmegaConfBaseException, data: dict) -> str:
@@ -260,7 +360,7 @@ def _omegaconf_problem(error: OmegaConfBaseException, data: dict) -> str:
     for part in key.split(".") if key else []:
         value = value.get(part) if isinstance(value, dict) else None
     given = f"{key}={value!r}" if key and value is not None else (key or "configuration")
-    return _scrubbed(f"{given}: {str(getattr(error, 'msg', error)).splitlines()[0]}")
+    return scrub(f"{given}: {str(getattr(error, 'msg', error)).splitlines()[0]}")
 
 
 def _schema_node(path: list[str]) -> Optional[type]:
@@ -407,7 +507,7 @@ def check_command_line(argv: list[str]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.argv = [sys.argv[0], *_with_default_experiment(sys.argv[1:])]
+    sys.argv = [sys.argv[0], *command_line(sys.argv[1:])]
     code = run_directly(sys.argv[1:])
     if code is None:
         refused = check_command_line(sys.argv[1:])

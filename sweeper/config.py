@@ -21,11 +21,13 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from jobs.attacks import ATTACKS, AttackSettings
-from jobs.data import IMAGE_DATASETS, LOADERS
+from jobs.data import IMAGE_DATASETS, LOADERS, pool_records
 from jobs.models import ARCHITECTURES, MEMBERSHIP_MECHANISM, MODEL_NAMES, build_model
 from jobs.policies import OBJECTIVES, POLICIES, CalibrationSettings
 from sweeper.bounds import BOUND_FORMS, epsilon_for_precision
-from sweeper.credentials import looks_secret, redact, uri_credentials
+from sweeper.credentials import (looks_secret, redact, tracking_uri_problem, uri_credentials,
+                                 value_credentials)
+from sweeper.paths import folder_problem, name_problem
 from sweeper.reports import REPORTS
 from sweeper.store import is_uri
 
@@ -43,7 +45,6 @@ REFUSED_ACCOUNTANTS = {
 }
 OPTIMIZERS = ("sgd", "adam")
 SCALES = ("full", "smoke")
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 LIRA_VARIANCES = ("auto", "global", "per_record")
 LIRA_OFFLINE_COMBINES = ("log_cdf", "zscore")
 #: Where the store may live besides a local path (pyarrow file systems).
@@ -273,9 +274,8 @@ def _unknown(field_name: str, value: object, known: Iterable[str], what: str) ->
 
 
 def _check_names(cfg: SweepConfig, check: Check) -> None:
-    check(isinstance(cfg.name, str) and bool(NAME_PATTERN.match(cfg.name)),
-          f"name={cfg.name!r}: use 1 to 100 letters, digits, '_', '-', '.', starting with a letter or "
-          "digit (it becomes a folder name: no '/', no leading '.' or '..')")
+    bad_name = name_problem("name", cfg.name)
+    check(bad_name is None, bad_name or "")
     check(cfg.dataset.name in LOADERS,
           _unknown("dataset.name", cfg.dataset.name, sorted(LOADERS), "datasets"))
     check(cfg.model.name in MODEL_NAMES,
@@ -311,6 +311,49 @@ def _check_dataset(cfg: SweepConfig, check: Check) -> None:
         check(data.pool_size >= data.eval_records,
               f"dataset.pool_size={data.pool_size}: must be ≥ dataset.eval_records "
               f"({data.eval_records})")
+    if data.members is None and data.pool_size is None and data.eval_records > 0:
+        whole = _whole_pool(cfg)
+        check(whole is None or data.eval_records <= whole,
+              f"dataset.eval_records={data.eval_records}: larger than the pool of "
+              f"dataset.name={data.name!r}, {whole} records"
+              + ("" if data.synthetic else f" once dataset.test_size={data.test_size} are held out")
+              + f"; evaluate at most {whole} (the first records of the pool), or set "
+              "dataset.pool_size / dataset.members")
+
+
+def _whole_pool(cfg: SweepConfig) -> Optional[int]:
+    """Records in the pool when neither dataset.pool_size nor dataset.members cuts it: the
+    synthetic stand-in's, or the dataset's (None when it is not known without loading it)."""
+    from sweeper.plan import STAND_IN_POOL  # the planner imports this module
+
+    if cfg.dataset.synthetic:
+        return STAND_IN_POOL
+    return pool_records(cfg.dataset.name, cfg.dataset.test_size)
+
+
+def _check_pdtp_members(cfg: SweepConfig, check: Check) -> None:
+    """PDTP retrains without each of a target's first `attack.pdtp_records` members, so every
+    PDTP target must hold that many.  Its membership mask is drawn from a seed the plan fixes,
+    so the count is known exactly here, before anything trains."""
+    from jobs.training import draw_mask
+    from sweeper.plan import pool_size_for, seed_from
+
+    if "pdtp" not in cfg.grid.attack or cfg.attack.pdtp_records < 1:
+        return
+    for p in sampling_rates(cfg.grid):
+        if not 0 < p <= 1:
+            continue
+        pool = pool_size_for(cfg, p) or _whole_pool(cfg)
+        if pool is None:
+            continue
+        for trial in cfg.grid.trial:
+            members = int(draw_mask(pool, p, seed_from(cfg.seed, "target", trial), False).sum())
+            if members < cfg.attack.pdtp_records:
+                check(False, f"attack.pdtp_records={cfg.attack.pdtp_records}: the PDTP target at "
+                             f"p={p:g}, trial={trial} holds only {members} members (of a pool of "
+                             f"{pool} records), so it cannot leave out that many; use at most "
+                             f"{members}, or a larger p or pool")
+                return
 
 
 def _check_grid_section(cfg: SweepConfig, check: Check) -> None:
@@ -361,6 +404,7 @@ def _check_shadow_and_attack(cfg: SweepConfig, check: Check) -> None:
           f"attack.merlin_perturbations={attack.merlin_perturbations}: must be ≥ 1")
     check(attack.merlin_sigma > 0, f"attack.merlin_sigma={attack.merlin_sigma}: must be > 0")
     check(attack.pdtp_records >= 1, f"attack.pdtp_records={attack.pdtp_records}: must be ≥ 1")
+    _check_pdtp_members(cfg, check)
     check(attack.pdtp_seeds >= 1, f"attack.pdtp_seeds={attack.pdtp_seeds}: must be ≥ 1")
     check(0 <= attack.morgan_min_tpr < 1,
           f"attack.morgan_min_tpr={attack.morgan_min_tpr}: must be in [0, 1)")
@@ -482,10 +526,14 @@ def _check_runtime_env(env: Any, check: Check) -> None:
         check(isinstance(value, str) and bool(re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(name))),
               f"cluster.runtime_env.env_vars.{name}: names are letters, digits and '_', values are "
               "strings (quote numbers)")
-        check(not looks_secret(str(name)),
-              f"cluster.runtime_env.env_vars.{name}: looks like a credential; the runtime "
-              "environment is shown in the Ray dashboard and logged with the sweep, so set it "
-              "in the nodes' own environment instead")
+        found = value_credentials(value) if isinstance(value, str) else []
+        check(not looks_secret(str(name)) and not found,
+              f"cluster.runtime_env.env_vars.{name}: looks like a credential"
+              + (f" (its value holds {', '.join(found)})" if found else "")
+              + "; a runtime environment is shown in Ray's dashboard and written to Ray's "
+              "runtime_env_agent.log on every node, so give the nodes the secret themselves: "
+              "their own environment (cluster launcher `setup_commands`, a Kubernetes Secret as "
+              "env in the RayCluster's pods, see deploy/README.md) or a secret store they read")
 
 
 def _check_store(cfg: SweepConfig, check: Check) -> None:
@@ -513,42 +561,25 @@ def _check_store(cfg: SweepConfig, check: Check) -> None:
 
 
 def _check_local_store(path: str, given: str, check: Check) -> None:
-    """The folder must be writable, or creatable: its nearest existing ancestor a writable folder.
-
-    Looks only; creates nothing (a refused sweep leaves nothing behind).
-    """
-    target = Path(os.path.abspath(os.path.expanduser(path)))
-    if target.exists():
-        if not target.is_dir():
-            check(False, f"store.root={given!r}: {target} is a file; give a folder")
-        else:
-            check(os.access(target, os.W_OK | os.X_OK),
-                  f"store.root={given!r}: the folder {target} is not writable by this user")
-        return
-    ancestor = target.parent
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        check(False, f"store.root={given!r}: cannot be created, {ancestor} is a file, not a folder")
-    else:
-        check(os.access(ancestor, os.W_OK | os.X_OK),
-              f"store.root={given!r}: cannot be created, {ancestor} is not writable by this user")
+    """The folder must be writable, or creatable with its parents (`sweeper.paths.folder_problem`
+    asks the file system; nothing is left behind)."""
+    problem = folder_problem("store.root", given, path)
+    check(problem is None, problem or "")
 
 
 def _check_tracking(cfg: SweepConfig, check: Check) -> None:
     tracking = cfg.tracking
     check(tracking.experiment.strip() != "",
           "tracking.experiment='': give the MLflow experiment's name (default 'sweeper')")
-    if tracking.uri is None:
+    if tracking.uri is None:  # MLflow's own variable, when set, is the tracking URI: same rules
+        from_environment = os.environ.get("MLFLOW_TRACKING_URI")
+        problem = from_environment and tracking_uri_problem(from_environment, "MLFLOW_TRACKING_URI")
+        check(not problem, f"{problem} (the environment variable; tracking.uri is null)")
         return
     check(tracking.uri.strip() != "",
           "tracking.uri='': use null for the SQLite file under store.root, or an MLflow URI")
-    secrets = uri_credentials(tracking.uri)
-    check(not secrets,
-          f"tracking.uri={redact(tracking.uri)!r}: holds credentials ({', '.join(secrets)}), which "
-          "would land in logs and the sweep's output; put them in MLFLOW_TRACKING_USERNAME / "
-          "MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN; a database: its own password file, "
-          "e.g. ~/.pgpass)")
+    problem = tracking_uri_problem(tracking.uri, "tracking.uri")
+    check(problem is None, problem or "")
 
 
 def _check_model_fits_records(cfg: SweepConfig, check: Check) -> None:

@@ -1,8 +1,12 @@
-"""Credentials stay in the environment: what to refuse in a URI, and how to print one safely.
+"""Credentials stay in the environment: what to refuse, and how to print anything safely.
 
 Stores and tracking servers read their secrets from the environment (AWS_*, MLFLOW_TRACKING_*),
-so no config value needs one.  A value that holds one anyway is refused by validation, and every
-URI that reaches a log, an MLflow param or a manifest goes through `redact` first.
+so no config value, and no URI, needs one.  A URI that holds one anyway is refused wherever it
+comes from (the config, `MLFLOW_TRACKING_URI`, a command-line flag), and everything the sweep
+writes or prints that could carry one goes through this module first: `redact` for a URI,
+`redact_tree` for a config (every `runtime_env` environment value is masked, whatever its
+name: a name is no proof that its value is harmless), `scrub` for free text (exception messages,
+tracebacks, echoed overrides).  This is the one home of these rules.
 """
 
 from __future__ import annotations
@@ -12,7 +16,13 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 #: Words in a name (query parameter, environment variable) that make its value a credential.
-CREDENTIAL_WORDS = ("KEY", "SECRET", "PASSWORD", "PASSWD", "TOKEN", "CREDENTIAL")
+#: "PASS" covers PASSWORD, PASSWD and the DB_PASS kind.
+CREDENTIAL_WORDS = ("KEY", "SECRET", "PASS", "TOKEN", "CREDENTIAL", "AUTH", "COOKIE")
+
+MASK = "***"
+
+#: The config key whose every value is an environment variable's value (`cluster.runtime_env`).
+ENV_VARS_KEY = "env_vars"
 
 
 def looks_secret(name: str) -> bool:
@@ -27,28 +37,63 @@ def redact(uri: str) -> str:
         return uri
     netloc = parts.netloc
     if parts.password is not None:
-        netloc = netloc.replace(f":{parts.password}@", ":***@", 1)
+        netloc = netloc.replace(f":{parts.password}@", f":{MASK}@", 1)
     elif parts.username is not None and parts.scheme in ("http", "https"):
-        netloc = netloc.replace(f"{parts.username}@", "***@", 1)
-    query = "&".join(f"{k}={'***' if looks_secret(k) else v}"
+        netloc = netloc.replace(f"{parts.username}@", f"{MASK}@", 1)
+    query = "&".join(f"{k}={MASK if looks_secret(k) else v}"
                      for k, v in parse_qsl(parts.query, keep_blank_values=True))
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-#: `scheme://user:password@` anywhere in a string (a pip index URL inside an argument list…).
-EMBEDDED_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^@\s/]+@")
+#: `scheme://user:password@` anywhere in a string (a pip index URL inside an argument list, a
+#: database URL inside an exception message …).
+_EMBEDDED_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^@\s/]*@")
+#: `http(s)://user@`: an http user is often a token.
+_EMBEDDED_HTTP_USER = re.compile(r"(\bhttps?://)[^/\s:@]+@", re.IGNORECASE)
+_WORDS = "|".join(word.lower() for word in CREDENTIAL_WORDS)
+#: AWS_SECRET_ACCESS_KEY=…, token=…; not Hydra's own "key=value".
+_SECRET_ASSIGNMENT = re.compile(rf"(\b(?!key=)\w*(?:{_WORDS})\w*=)[^&\s'\",}}\]]+", re.IGNORECASE)
+#: 'DB_PASS': '…' in a mapping's repr (a config or an environment in an exception message).
+_SECRET_ITEM = re.compile(rf"((['\"])\w*(?:{_WORDS})\w*\2\s*:\s*)(['\"])[^'\"]*\3", re.IGNORECASE)
+
+
+def scrub(text: str) -> str:
+    """Free text (an exception message, a traceback, an echoed override) with URI passwords,
+    http users and credential-like `name=value` values replaced by ***."""
+    text = _EMBEDDED_PASSWORD.sub(rf"\1{MASK}@", text)
+    text = _EMBEDDED_HTTP_USER.sub(rf"\1{MASK}@", text)
+    text = _SECRET_ITEM.sub(rf"\1\3{MASK}\3", text)
+    return _SECRET_ASSIGNMENT.sub(rf"\1{MASK}", text)
+
+
+def scrub_override(override: str) -> str:
+    """A Hydra override as it may be echoed: scrubbed, and with its value masked whole when it
+    sets runtime environment variables (`+cluster.runtime_env.env_vars.X=…`, or a mapping that
+    holds `env_vars`), whose values are all treated as secret."""
+    key, sep, value = override.partition("=")
+    if sep and (ENV_VARS_KEY in key or ENV_VARS_KEY in value):
+        return f"{key}={MASK}"
+    return scrub(override)
 
 
 def redact_tree(node: Any) -> Any:
-    """A config (dicts, lists, strings) with every URI redacted and every embedded password and
-    credential-named value masked, fit for MLflow params and `sweep.json`."""
+    """A config (dicts, lists, strings) fit for MLflow params, `sweep.json` and logs: every value
+    under an `env_vars` key masked, every credential-named value masked, every URI redacted and
+    every embedded password masked."""
     if isinstance(node, dict):
-        return {key: "***" if looks_secret(str(key)) and isinstance(value, str) and value
-                else redact_tree(value) for key, value in node.items()}
+        shown = {}
+        for key, value in node.items():
+            if str(key) == ENV_VARS_KEY and isinstance(value, dict):
+                shown[key] = {name: MASK for name in value}
+            elif looks_secret(str(key)) and isinstance(value, str) and value:
+                shown[key] = MASK
+            else:
+                shown[key] = redact_tree(value)
+        return shown
     if isinstance(node, (list, tuple)):
         return [redact_tree(item) for item in node]
     if isinstance(node, str):
-        return redact(EMBEDDED_PASSWORD.sub(r"\1***@", node))
+        return redact(_EMBEDDED_PASSWORD.sub(rf"\1{MASK}@", node))
     return node
 
 
@@ -56,9 +101,39 @@ def uri_credentials(uri: str) -> list[str]:
     """What in `uri` is a credential: a password, an http(s) user (often a token), a query key."""
     parts = urlsplit(uri)
     found = []
-    if parts.password is not None:
+    try:
+        password, user = parts.password, parts.username
+    except ValueError:  # an unparsable netloc (a bad port): no userinfo to speak of
+        password = user = None
+    if password is not None:
         found.append("a password")
-    elif parts.username is not None and parts.scheme in ("http", "https"):
+    elif user is not None and parts.scheme in ("http", "https"):
         found.append("a user name (often a token)")
     found += [f"query parameter {key!r}" for key, _ in parse_qsl(parts.query, True) if looks_secret(key)]
     return found
+
+
+def value_credentials(value: str) -> list[str]:
+    """What in a free-form value (an environment variable's) is a credential: a URI with a
+    password or secret query anywhere in it."""
+    found = []
+    for token in re.findall(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://\S+", value):
+        found += uri_credentials(token)
+    return found
+
+
+#: Where MLflow reads credentials from, so that no URI has to carry them.
+MLFLOW_GUIDANCE = ("put them in MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD (or "
+                   "MLFLOW_TRACKING_TOKEN; a database: its own password file, e.g. ~/.pgpass), "
+                   "which MLflow reads itself")
+
+
+def tracking_uri_problem(uri: str, source: str) -> str | None:
+    """Why the tracking URI `uri` (from `source`: "tracking.uri", "MLFLOW_TRACKING_URI", …) is
+    refused, or None: a URI with credentials would be printed by MLflow itself (its "View run
+    at" lines), kept in exception text and warnings, and stored with the sweep."""
+    secrets = uri_credentials(uri)
+    if not secrets:
+        return None
+    return (f"{source}={redact(uri)!r}: holds credentials ({', '.join(secrets)}), which would land "
+            f"in logs and the sweep's output; {MLFLOW_GUIDANCE}")

@@ -26,8 +26,8 @@ from jobs.datasets.images import (load_cifar10, load_cifar100, load_digits, load
                                   require_cifar10, require_cifar100, require_digits,
                                   require_fashion_mnist, require_mnist, require_svhn,
                                   require_svhn_extended)
-from jobs.datasets.synthetic import (MEMBERSHIP_POOL, load_membership_bits, load_synthetic,
-                                     synthetic_dataset)
+from jobs.datasets.synthetic import (MEMBERSHIP_POOL, SYNTHETIC_POOL, load_membership_bits,
+                                     load_synthetic, synthetic_dataset)
 from jobs.datasets.tabular import (load_adult, load_purchase100, load_texas100, require_adult,
                                    require_purchase100, require_texas100)
 
@@ -66,6 +66,25 @@ AVAILABILITY_CHECKS: dict[str, Callable[[Path, bool], object]] = {
     "texas100": require_texas100,
     "adult": require_adult,
 }
+
+
+#: Records in each dataset's pool that do not depend on `test_size`: the official training split
+#: (MNIST, Fashion-MNIST: 60 000; CIFAR: 50 000; SVHN: 73 257 train, + 531 131 extra) or the
+#: generated pool; and records shuffled into pool + test, whose pool is the rest after `test_size`.
+FIXED_POOL = {"mnist": 60_000, "fashion_mnist": 60_000, "cifar10": 50_000, "cifar100": 50_000,
+              "svhn": 73_257, "svhn_extended": 73_257 + 531_131, "synthetic": SYNTHETIC_POOL,
+              "membership_bits": MEMBERSHIP_POOL}
+SHUFFLED_RECORDS = {"mnist_subset": 5_000, "digits": 1_797, "purchase100": 197_324,
+                    "texas100": 67_330, "adult": 48_842}
+
+
+def pool_records(name: str, test_size: int) -> int | None:
+    """How many records the pool of dataset `name` holds, known without loading it (None: not
+    known), so that settings larger than the pool are refused before anything starts."""
+    if name in FIXED_POOL:
+        return FIXED_POOL[name]
+    total = SHUFFLED_RECORDS.get(name)
+    return None if total is None else max(total - test_size, 0)
 
 
 def require_dataset(name: str, data_dir: Path, download: bool) -> None:
