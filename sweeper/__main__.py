@@ -21,6 +21,7 @@ import dataclasses
 import logging
 import os
 import re
+import shlex
 import sys
 import threading
 import traceback
@@ -48,7 +49,8 @@ CONFIG_NAME = "config"
 
 def _report(result) -> None:
     from sweeper.frontier import format_table
-    from sweeper.tracking import ui_command
+    from sweeper.store import split_sweep_location
+    from sweeper.tracking import where_to_look
 
     print()
     print(format_table(result.results))
@@ -60,7 +62,14 @@ def _report(result) -> None:
     if result.plot_path is not None:
         print(f"frontier plot:     {result.plot_path}")
         print(f"frontier table:    {result.csv_path}")
-    print(f"MLflow:            {ui_command(result.tracking_uri)}")
+    if result.tracking_warning:  # never an `mlflow ui` at a store that missed runs, or is gone
+        root, _ = split_sweep_location(result.sweep_dir)
+        sync = shlex.join([sys.executable, "-m", "sweeper.sync", "--experiment", result.name,
+                           "--store-root", root])
+        print(f"MLflow:            tracking failed (warning above), the results are whole in "
+              f"Parquet; log them to MLflow with: {sync}")
+    else:
+        print(f"MLflow:            {where_to_look(result.tracking_uri)}")
     violations = int(result.results["violation"].sum()) if not result.results.empty else 0
     if violations:
         print(f"WARNING: {violations} cell(s) prove a precision above the bound or an ε above the "

@@ -531,9 +531,9 @@ def _check_runtime_env(env: Any, check: Check) -> None:
               f"cluster.runtime_env.env_vars.{name}: looks like a credential"
               + (f" (its value holds {', '.join(found)})" if found else "")
               + "; a runtime environment is shown in Ray's dashboard and written to Ray's "
-              "runtime_env_agent.log on every node, so give the nodes the secret themselves: "
-              "their own environment (cluster launcher `setup_commands`, a Kubernetes Secret as "
-              "env in the RayCluster's pods, see deploy/README.md) or a secret store they read")
+              "runtime_env_agent.log on every node, so set it in the nodes' own environment "
+              "(a Kubernetes Secret as env of the RayCluster's pods, the cluster launcher's "
+              "setup, see deploy/README.md) or a secret store the tasks read")
 
 
 def _check_store(cfg: SweepConfig, check: Check) -> None:

@@ -91,6 +91,63 @@ def require_reachable(address: str, timeout_s: float) -> None:
         "it, or raise cluster.connect_timeout_s for a head still starting"])
 
 
+def free_dashboard_port(host: str, port: int) -> int:
+    """`port` when it can be bound on `host`, else 0 (Ray then picks a free one), with a warning:
+    two sweeps at once on one machine is normal use, and the second must not die on Ray's
+    "Failed to bind ... already occupied" traceback."""
+    if port == 0:
+        return 0
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            logger.warning("The Ray dashboard's port %s:%d is taken (another sweep's Ray?): this "
+                           "sweep's dashboard gets a free port, printed below; set "
+                           "cluster.dashboard_port to choose one.", host, port)
+            return 0
+    return port
+
+
+@contextlib.contextmanager
+def dynamic_agent_port() -> Iterator[None]:
+    """While open, a local Ray started here lets its dashboard agent's HTTP server take any free
+    port rather than Ray's fixed 52365 (`ray.init` has no option for it; `ray start` has
+    --dashboard-agent-listen-port).  Two local Rays on one machine otherwise clash there: the
+    second agent retries with backoff, then runs without its HTTP service."""
+    from ray._private import parameter
+
+    fixed = parameter.RayParams
+
+    class DynamicAgentPort(fixed):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, dashboard_agent_listen_port: Optional[int] = 0, **kwargs):
+            super().__init__(*args, dashboard_agent_listen_port=dashboard_agent_listen_port,
+                             **kwargs)
+
+    parameter.RayParams = DynamicAgentPort
+    try:
+        yield
+    finally:
+        parameter.RayParams = fixed
+
+
+@contextlib.contextmanager
+def environment(variables: dict[str, str]) -> Iterator[None]:
+    """`variables` set in this process while it is open: a local Ray's processes, started in it,
+    inherit them, and so do the workers they start.  This is how `runtime_env.env_vars` reach a
+    local Ray's workers without passing through Ray's runtime environment, which Ray's agent
+    writes to `runtime_env_agent.log` (readable by every user) and its dashboard shows."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 #: Ray's own switch: "0" makes a single machine's Ray bind to loopback.
 LOOPBACK_ONLY_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 #: Marks the environment of a local Ray's processes (and of the workers they start), for

@@ -35,7 +35,8 @@ from sweeper.config import ConfigError, SweepConfig, validate
 from sweeper.failures import TRANSIENT_EXCEPTIONS, Failure, classify
 from sweeper.frontier import plot_frontier, sort_frontier
 from sweeper.plan import AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan
-from sweeper.ray_start import local_ray_confined, require_reachable
+from sweeper.ray_start import (dynamic_agent_port, environment, free_dashboard_port,
+                               local_ray_confined, require_reachable)
 from sweeper.reports import draw
 from sweeper.scale import scaled
 from sweeper.store import ArtifactStore, atomic_write_bytes
@@ -79,11 +80,18 @@ def ray_session(cfg: SweepConfig) -> Iterator[Optional[str]]:
     with contextlib.ExitStack() as stack:
         if cfg.cluster.address is None:
             adopt = stack.enter_context(local_ray_confined())
-            context = ray.init(
-                address="local", num_cpus=cfg.cluster.num_cpus, runtime_env=runtime_env,
-                include_dashboard=cfg.cluster.include_dashboard,
-                dashboard_host=cfg.cluster.dashboard_host,
-                dashboard_port=cfg.cluster.dashboard_port, logging_level=logging.WARNING)
+            # Workers inherit the variables from the Ray processes started here: kept out of
+            # Ray's runtime environment, so out of its agent's log and its dashboard.
+            variables = (runtime_env or {}).pop("env_vars", {})
+            with environment(variables), dynamic_agent_port():
+                context = ray.init(
+                    address="local", num_cpus=cfg.cluster.num_cpus, runtime_env=runtime_env or None,
+                    include_dashboard=cfg.cluster.include_dashboard,
+                    dashboard_host=cfg.cluster.dashboard_host,
+                    dashboard_port=free_dashboard_port(cfg.cluster.dashboard_host,
+                                                       cfg.cluster.dashboard_port)
+                    if cfg.cluster.include_dashboard else cfg.cluster.dashboard_port,
+                    logging_level=logging.WARNING)
             adopt()
         else:
             require_reachable(cfg.cluster.address, cfg.cluster.connect_timeout_s)
@@ -164,9 +172,12 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
     figures, figures_key = publish_figures(cfg, store, results, echo)
     stamp = tracking_stamp(tracking_uri, cfg.tracking.experiment, plan.key, results.get("cell_key", []),
                            figures_key)
+    opened = bool(todo_cells)
     if not todo_cells and store.read_tracking_stamp(cfg.name) != stamp:
-        tracker = opened_tracker()  # something is missing in MLflow, or it cannot be known
+        tracker, opened = opened_tracker(), True  # something is missing in MLflow, or unknown
     tracking_warning = None
+    if tracker is None and opened:  # open_tracker warned why
+        tracking_warning = f"MLflow tracking at {redact(tracking_uri)} was unavailable"
     if tracker is not None:
         for row in results.to_dict("records"):  # cells computed while tracking was down, too
             tracker.log_cell(row)

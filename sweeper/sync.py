@@ -17,7 +17,8 @@ from tqdm.auto import tqdm
 
 from sweeper.frontier import sort_frontier
 from sweeper.store import ArtifactStore
-from sweeper.credentials import redact
+from sweeper.credentials import redact, scrub, tracking_uri_problem
+from sweeper.paths import name_problem
 from sweeper.tracking import SweepTracker, config_params, default_tracking_uri, summary_metrics
 
 
@@ -29,14 +30,26 @@ class SyncReport:
     artifacts: int  # figures this sync attached
 
 
+class Refused(ValueError):
+    """A command line refused before anything is read or logged (exit 2)."""
+
+
 def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
          progress: bool = False) -> SyncReport:
     """Log the sweep `experiment` of `store_root` to MLflow (the sweep's own tracking URI unless
-    `tracking_uri` is given).  Raises what MLflow raises when the server is still down."""
+    `tracking_uri` is given).  Raises `Refused` for a sweep name that is not one folder name or
+    a tracking URI that holds credentials, and what MLflow raises when the server is still down."""
+    problems = [name_problem("--experiment", experiment),
+                tracking_uri and tracking_uri_problem(tracking_uri, "--tracking-uri")]
+    if any(problems):
+        raise Refused("; ".join(p for p in problems if p))
     store = ArtifactStore(store_root)
     manifest = store.read_manifest(experiment)
     config = manifest["config"]
     uri = tracking_uri or config["tracking"]["uri"] or default_tracking_uri(store.local_root)
+    problem = tracking_uri_problem(uri, "MLFLOW_TRACKING_URI")  # the only source left unchecked
+    if problem:
+        raise Refused(problem)
     artifact_location = ((store.local_root / "mlartifacts").as_uri()
                          if store.local_root is not None else None)
     tracker = SweepTracker(uri, config["tracking"]["experiment"], experiment, manifest["sweep_key"],
@@ -81,12 +94,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     try:
         report = sync(args.store_root, args.experiment, args.tracking_uri, progress=True)
-    except FileNotFoundError as error:
-        print(f"error: {error}", file=sys.stderr)
+    except (FileNotFoundError, Refused) as error:
+        print(f"error: {scrub(str(error))}", file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - the server is down still: say so, exit 1
-        print(f"error: MLflow is unavailable ({type(error).__name__}: {error}); nothing lost, "
-              "run this again once it is back.", file=sys.stderr)
+        print(scrub(f"error: MLflow is unavailable ({type(error).__name__}: {error}); nothing "
+                    "lost, run this again once it is back."), file=sys.stderr)
         return 1
     print(f"MLflow {report.tracking_uri}: {report.cells} cells in the store, {report.logged} "
           f"logged now ({report.cells - report.logged} were already there), "

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 from urllib.parse import unquote, urlsplit
 
-from sweeper.credentials import redact, redact_tree
+from sweeper.credentials import redact, redact_tree, scrub
 
 COORDINATES = ("dataset", "model", "epsilon", "delta", "p", "attack", "policy", "trial")
 SWEEP_KEY_TAG = "sweeper.sweep_key"
@@ -155,6 +155,27 @@ def _database_state(uri: str) -> Optional[list[int]]:
     return [state.st_size, state.st_mtime_ns]
 
 
+def _database_identity(uri: str) -> Optional[tuple[int, int]]:
+    """(device, inode) of a `sqlite:///` tracking store's file, () when it is absent; None for
+    a server.  A file deleted (or replaced) under a running sweep changes it."""
+    parts = urlsplit(uri)
+    if parts.scheme != "sqlite":
+        return None
+    try:
+        state = Path(unquote(parts.path[1:])).stat()
+    except OSError:
+        return ()
+    return state.st_dev, state.st_ino
+
+
+def where_to_look(uri: str) -> str:
+    """How to open the tracking store `uri` (credentials redacted): the `mlflow ui` command for
+    a local store, the server's address otherwise."""
+    if urlsplit(uri).scheme in ("http", "https", "databricks"):
+        return redact(uri)
+    return ui_command(uri)
+
+
 def config_params(config: dict[str, Any]) -> dict[str, Any]:
     """A sweep's config as MLflow params (dotted keys), with its credentials masked."""
     flat: dict[str, Any] = {}
@@ -180,6 +201,10 @@ class SweepTracker:
                  params: dict[str, Any], artifact_location: Optional[str]):
         from mlflow import MlflowClient
 
+        # MLflow prints "View run … at: URL" and "View experiment at: URL" for every run it
+        # ends on a tracking server: two lines per cell, through the progress bars.  The sweep
+        # prints where its results are once, at the end.
+        os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
         self.uri, self.sweep_name = uri, sweep_name
         self.client = MlflowClient(tracking_uri=uri)
         self.failure: Optional[str] = None  # why tracking stopped, once it has
@@ -206,6 +231,7 @@ class SweepTracker:
             self.run_id = run.info.run_id
             self._log_params(self.run_id, params)
         self.logged_cells = self._logged_cell_keys()
+        self.database = _database_identity(uri)  # the SQLite file MLflow opened, if one
 
     def _logged_cell_keys(self) -> set[str]:
         """Cells with a FINISHED run; a run left unfinished (the server died mid-log) is deleted,
@@ -246,7 +272,7 @@ class SweepTracker:
             call(*args)
         except Exception as error:  # noqa: BLE001 - tracking must never cost results
             lines = str(error).strip().splitlines()
-            self.failure = f"{type(error).__name__}: {lines[0] if lines else ''}"
+            self.failure = scrub(f"{type(error).__name__}: {lines[0] if lines else ''}")
 
     def _log_cell(self, row: dict[str, Any]) -> None:
         """The cell's coordinates as params and its figures as metrics, stamped now: the driver
@@ -287,6 +313,11 @@ class SweepTracker:
         if self.failure is None:
             self._guarded(self.client.set_terminated, self.run_id,
                           "FAILED" if failed else "FINISHED")
+        if self.failure is None and _database_identity(self.uri) != self.database:
+            # SQLite writes on through a deleted file's open handle without an error: what was
+            # logged went nowhere anyone can open.
+            self.failure = "its database file was deleted or replaced while the sweep ran"
+            self.missed_cells = set(self.logged_cells)
         if self.failure is None:
             return None
         message = (f"MLflow tracking at {redact(self.uri)} failed mid-sweep ({self.failure}): "

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sweeper.credentials import redact, redact_tree, uri_credentials
+from sweeper.credentials import (redact, redact_tree, scrub, scrub_override, uri_credentials,
+                                 value_credentials)
 from sweeper.store import is_uri, split_sweep_location
 from sweeper.tracking import config_params
 
@@ -20,16 +21,40 @@ def test_uris_lose_passwords_tokens_and_secret_queries():
 def test_a_config_tree_is_masked_everywhere_lists_included():
     config = {"cluster": {"runtime_env": {
         "pip": ["--index-url https://u:p4ss@pypi.example/simple", "numpy"],
-        "env_vars": {"DB_URL": "postgresql://u:pw@db/x", "HF_TOKEN": "hf_abc"}}},
+        "env_vars": {"DB_URL": "postgresql://u:pw@db/x", "HF_TOKEN": "hf_abc",
+                     "DB_PASS": "plain1", "OMP_NUM_THREADS": "1"}}},
         "store": {"root": "s3://b/runs?endpoint_override=h:1"}, "seed": 3}
     params = config_params(config)
     assert params["cluster.runtime_env.pip"] == ["--index-url https://u:***@pypi.example/simple",
                                                  "numpy"]
-    assert params["cluster.runtime_env.env_vars.DB_URL"] == "postgresql://u:***@db/x"
-    assert params["cluster.runtime_env.env_vars.HF_TOKEN"] == "***"
+    # Every environment value is masked, whatever its name says: only the names are shown.
+    for name in ("DB_URL", "HF_TOKEN", "DB_PASS", "OMP_NUM_THREADS"):
+        assert params[f"cluster.runtime_env.env_vars.{name}"] == "***"
     assert params["store.root"] == "s3://b/runs?endpoint_override=h:1" and params["seed"] == 3
     flat = repr(redact_tree(config))
-    assert "p4ss" not in flat and ":pw@" not in flat and "hf_abc" not in flat
+    assert "p4ss" not in flat and ":pw@" not in flat and "hf_abc" not in flat and "plain1" not in flat
+
+
+def test_free_text_loses_passwords_tokens_and_secret_assignments():
+    text = ("MlflowException: API request to http://alice:hunter2@127.0.0.1:5000/api failed; "
+            "retry https://tok3n@host/x with AWS_SECRET_ACCESS_KEY=abc123 and "
+            "{'DB_PASS': 'pw9', 'OMP_NUM_THREADS': '1'}; write key=value")
+    assert scrub(text) == (
+        "MlflowException: API request to http://alice:***@127.0.0.1:5000/api failed; "
+        "retry https://***@host/x with AWS_SECRET_ACCESS_KEY=*** and "
+        "{'DB_PASS': '***', 'OMP_NUM_THREADS': '1'}; write key=value")
+    # An override that sets an environment variable is echoed without its value at all.
+    assert scrub_override("+cluster.runtime_env.env_vars.DB=hunter2") == \
+        "+cluster.runtime_env.env_vars.DB=***"
+    assert scrub_override("++cluster.runtime_env={env_vars:{DB:hunter2}}") == \
+        "++cluster.runtime_env=***"
+    assert scrub_override("grid.p=[0.5]") == "grid.p=[0.5]"
+
+
+def test_values_holding_a_uri_with_a_password_are_credentials():
+    assert value_credentials("see postgresql://u:pw@db/x") == ["a password"]
+    assert value_credentials("https://tok@host/api") == ["a user name (often a token)"]
+    assert value_credentials("plain value, http://127.0.0.1:8080/x") == []
 
 
 def test_sweep_locations_split_into_store_and_name():

@@ -202,6 +202,11 @@ def cmd_compare(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
 
 def cmd_plot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from sweeper.paths import folder_problem
+
+    problem = folder_problem("--out", args.out, args.out)  # before matplotlib, not after
+    if problem:
+        parser.error(problem)
     from sweeper.bounds.plots import write_figures  # matplotlib only when plotting
 
     paths = [str(path) for path in write_figures(args.out)]
