@@ -140,12 +140,36 @@ CASES = [
       "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"]),
     ("tracking_uri_credentials", ["tracking.uri=http://alice:hunter2@mlflow:5000"],
      ["tracking.uri='http://alice:***@mlflow:5000'", "MLFLOW_TRACKING_PASSWORD"]),
+    # Settings the data cannot meet, found before Ray starts (mnist_subset: 5 000 records, 1 000
+    # of them the test set, so a pool of 4 000 when nothing cuts it).
+    ("eval_records_over_the_pool", ["dataset.members=null", "dataset.eval_records=4001"],
+     ["dataset.eval_records=4001", "larger than the pool", "4000 records",
+      "dataset.test_size=1000"]),
+    ("store_under_proc", ["store.root=/proc/sweeper-runs"],
+     ["store.root='/proc/sweeper-runs'", "cannot be created", "/proc is not writable"]),
+    # Numbers a float cannot hold: Hydra would read inf and 0 without a word.
+    ("epsilon_overflows", ["grid.epsilon=[1e400]"],
+     ["grid.epsilon=[1e400]", "1e400 overflows", "write inf"]),
+    ("delta_underflows", ["grid.delta=[1e-400]"],
+     ["grid.delta=[1e-400]", "1e-400 underflows", "write 0"]),
+    ("p_as_a_mapping", ["grid.p={{a: 1}}"],
+     ["grid.p={{a: 1}}", "grid.p takes a list of numbers"]),
+    # Config group options that are paths would load a YAML from outside conf/.
+    ("experiment_outside_conf", ["+experiment=../../../x"],
+     ["+experiment=../../../x", "'../../../x' is a path", "known options are", "'quickstart'"]),
+    ("dataset_from_another_group", ["dataset=../model/mnist_cnn"],
+     ["dataset=../model/mnist_cnn", "is a path", "'mnist_subset'"]),
     # The cluster: runtime environment.
     ("runtime_env_unknown_key", ["+cluster.runtime_env.workdir=."],
      ["cluster.runtime_env.workdir", "unknown key", "did you mean 'working_dir'?"]),
     ("runtime_env_credential", ["+cluster.runtime_env.env_vars.AWS_SECRET_ACCESS_KEY=hunter2"],
      ["cluster.runtime_env.env_vars.AWS_SECRET_ACCESS_KEY", "looks like a credential",
       "nodes' own environment"]),
+    ("runtime_env_db_pass", ["+cluster.runtime_env.env_vars.DB_PASS=hunter2"],
+     ["cluster.runtime_env.env_vars.DB_PASS", "looks like a credential", "runtime_env_agent.log"]),
+    ("runtime_env_uri_with_password",
+     ["+cluster.runtime_env.env_vars.DB_URL='postgresql://app:hunter2@db:5432/x'"],
+     ["cluster.runtime_env.env_vars.DB_URL", "its value holds a password", "secret store"]),
 ]
 
 
@@ -157,6 +181,47 @@ def test_malformed_input_is_refused_naming_it(overrides, fragments, tmp_path):
     for fragment in fragments:
         assert fragment.format(tmp=tmp_path) in message, f"{fragment!r} not in:\n{message}"
     assert "hunter2" not in message, "a secret was echoed"
+
+
+def test_pdtp_records_beyond_a_targets_members(tmp_path):
+    # The quickstart's target at p = 0.5 draws from a pool of 500/0.5 = 1000 records, each a
+    # member when its uniform draw from the target's seed is below p (jobs.training.draw_mask):
+    # the seed is sha256 of the JSON ["0", "target", 0]'s first 8 hex digits, as the planner
+    # derives it, so the member count is known here without the project's code.
+    import hashlib
+    import json
+
+    import numpy as np
+
+    seed = int(hashlib.sha256(json.dumps([0, "target", 0]).encode()).hexdigest()[:8], 16)
+    members = int((np.random.default_rng(seed).random(1000) < 0.5).sum())
+    assert 450 < members < 550
+    message = refused(tmp_path, ["grid.attack=[pdtp]", "grid.p=[0.5]",
+                                 f"attack.pdtp_records={members + 1}"])
+    assert f"attack.pdtp_records={members + 1}" in message
+    assert f"holds only {members} members" in message and "p=0.5, trial=0" in message
+    # As many as it holds is fine.
+    preflight(["grid.attack=[pdtp]", "grid.p=[0.5]", f"attack.pdtp_records={members}",
+               f"store.root={tmp_path / 'runs'}"])
+
+
+def test_an_experiment_outside_conf_is_never_loaded(tmp_path):
+    # A YAML that would pass as an experiment, reached by a relative path from conf/experiment.
+    evil = tmp_path / "evil.yaml"
+    evil.write_text("# @package _global_\nname: evil\n")
+    relative = os.path.relpath(evil.with_suffix(""), REPO / "conf" / "experiment")
+    message = refused(tmp_path, [f"+experiment={relative}"])
+    assert f"'{relative}' is a path" in message
+
+
+def test_credentials_in_mlflows_own_variable_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://alice:hunter2@127.0.0.1:5000")
+    message = refused(tmp_path, [])
+    assert "MLFLOW_TRACKING_URI='http://alice:***@127.0.0.1:5000'" in message
+    assert "MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD" in message
+    assert "hunter2" not in message
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")  # no userinfo: fine
+    preflight([f"store.root={tmp_path / 'runs'}"])
 
 
 def test_there_are_at_least_thirty_distinct_inputs():

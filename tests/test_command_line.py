@@ -7,12 +7,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run(*args: str, cwd: Path, timeout: int = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def run(*args: str, cwd: Path, timeout: int = 120,
+        env: Optional[dict[str, str]] = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -122,3 +126,89 @@ def test_data_too_small_for_the_plan_is_refused_with_nothing_written(tmp_path):
     assert result.returncode == 2, result.stderr[-3000:]
     assert "pool records" in result.stderr and "100000" in result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_cfg_job_works_in_any_position_among_overrides(tmp_path):
+    # Hydra's parser takes options before the overrides only; with the quickstart appended it
+    # failed on `+experiment=quickstart`, an argument the user never typed.
+    for args in (["grid.p=[0.5]", "--cfg", "job"], ["grid.p=[0.5]", "--cfg", "job", "seed=7"],
+                 ["--cfg", "job", "grid.p=[0.5]", "seed=7"]):
+        result = run("-m", "sweeper", *args, cwd=tmp_path)
+        assert result.returncode == 0, (args, result.stderr[-2000:])
+        printed = yaml.safe_load(result.stdout)
+        assert printed["grid"]["p"] == [0.5] and printed["name"] == "quickstart", args
+        assert printed["seed"] == (7 if "seed=7" in args else 0)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bounds_plot_into_an_unwritable_folder_is_one_error_line(tmp_path):
+    result = run("-m", "sweeper.bounds", "plot", "--out", "/proc/sweeper-plots", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert "--out='/proc/sweeper-plots'" in last and "cannot be created" in last
+
+
+def test_sync_refuses_credentials_and_names_that_leave_the_store(tmp_path):
+    root = tmp_path / "runs"
+    result = run("-m", "sweeper.sync", "--store-root", str(root), "--experiment", "x",
+                 "--tracking-uri", "http://alice:hunter2@127.0.0.1:5000", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--tracking-uri='http://alice:***@127.0.0.1:5000'" in result.stderr
+    assert "MLFLOW_TRACKING_PASSWORD" in result.stderr
+    assert "hunter2" not in result.stdout + result.stderr
+
+    # A sweep that logged to the default store; MLflow's variable now names a server with a
+    # password in it: refused too, before MLflow is asked anything.
+    sweep = root / "sweeps" / "x"
+    sweep.mkdir(parents=True)
+    (sweep / "sweep.json").write_text(json.dumps({
+        "name": "x", "sweep_key": "k", "cells": [], "tracking_uri": "",
+        "config": {"tracking": {"uri": None, "experiment": "sweeper"}}}))
+    env_uri = {"MLFLOW_TRACKING_URI": "http://alice:hunter2@127.0.0.1:5000"}
+    result = run("-m", "sweeper.sync", "--store-root", str(root), "--experiment", "x",
+                 cwd=tmp_path, env=env_uri)
+    assert result.returncode == 2, result.stderr
+    assert "MLFLOW_TRACKING_URI='http://alice:***@127.0.0.1:5000'" in result.stderr
+    assert "hunter2" not in result.stdout + result.stderr
+
+    outside = tmp_path / "outside"
+    (outside / "sweep.json").parent.mkdir()
+    (outside / "sweep.json").write_text("{}")
+    result = run("-m", "sweeper.sync", "--store-root", str(root), "--experiment", "../../outside",
+                 cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--experiment='../../outside'" in result.stderr and "no '/'" in result.stderr
+
+
+def test_mlflow_variable_with_credentials_stops_the_sweep_before_ray(tmp_path):
+    result = run("-m", "sweeper", f"store.root={tmp_path / 'runs'}", cwd=tmp_path,
+                 env={"MLFLOW_TRACKING_URI": "https://alice:hunter2@mlflow.example"})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "MLFLOW_TRACKING_URI='https://alice:***@mlflow.example'" in result.stderr
+    assert "hunter2" not in result.stdout + result.stderr
+    assert "Ray dashboard" not in result.stdout and list(tmp_path.iterdir()) == []
+
+
+CRASHING = "\n".join([
+    "import runpy, sys",
+    "import sweeper.runner",
+    "def crash(cfg, *args, **kwargs):",
+    "    raise RuntimeError('injected after validation, DB at postgresql://u:hunter2@db/x')",
+    "sweeper.runner.run_sweep = crash",
+    "sys.argv = ['sweeper', *sys.argv[1:]]",
+    "runpy.run_module('sweeper', run_name='__main__', alter_sys=True)",
+])
+
+
+def test_a_crash_after_validation_is_reported_scrubbed(tmp_path):
+    # A `hydra.*` override sends the command through Hydra's launcher, whose own report of a
+    # crash was "Error executing job with overrides: [...]", every override as typed.
+    for extra in (["hydra.job.name=crash"], []):
+        result = run("-c", CRASHING, "+cluster.runtime_env.env_vars.SWEEPER_PROBE=hunter2",
+                     f"store.root={tmp_path / 'runs'}", *extra, cwd=tmp_path)
+        assert result.returncode == 1, (extra, result.stderr[-2000:])
+        assert "error: the sweep stopped on an unexpected RuntimeError" in result.stderr
+        assert "injected after validation, DB at postgresql://u:***@db/x" in result.stderr
+        assert "Error executing job with overrides" not in result.stderr
+        assert "hunter2" not in result.stdout + result.stderr, extra

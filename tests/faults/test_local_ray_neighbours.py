@@ -1,0 +1,86 @@
+"""A local Ray beside other programs (issue 13, items 2 and 6): the runtime environment's
+variables reach the tasks but no file of Ray's session, and ports another Ray (or anything
+else) holds do not stop the sweep.
+
+One real local Ray, started by `sweeper.runner.ray_session` in a child process (this test
+session's own Ray is already running, and `ray_session` would join it), with the dashboard's
+configured port and Ray's fixed dashboard-agent port 52365 both held by this test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: Ray's fixed port for the dashboard agent's HTTP server (`ray start --dashboard-agent-listen-port`).
+RAY_AGENT_PORT = 52365
+
+CHILD = """
+import json, os, sys
+import ray
+from sweeper.config import SweepConfig
+from sweeper.runner import ray_session
+
+cfg = SweepConfig()
+cfg.cluster.num_cpus = 1
+cfg.cluster.dashboard_port = int(sys.argv[1])
+cfg.cluster.runtime_env = {"env_vars": {"SWEEPER_PROBE": sys.argv[2]}}
+with ray_session(cfg) as url:
+    seen = ray.get(ray.remote(lambda: os.environ.get("SWEEPER_PROBE")).remote())
+    session = ray._private.worker._global_node.get_session_dir_path()
+print(json.dumps({"url": url, "seen": seen, "session": session, "driver_env":
+                  os.environ.get("SWEEPER_PROBE")}))
+"""
+
+
+@contextlib.contextmanager
+def held(port: int):
+    """Listen on 127.0.0.1:`port` while open (if something else holds it already, so be it)."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+        except OSError as error:
+            assert error.errno == errno.EADDRINUSE, error
+        yield
+
+
+def test_env_vars_reach_tasks_not_ray_logs_and_taken_ports_are_avoided(procs):
+    secret = f"s3cr3t-{uuid.uuid4().hex}"  # a value no name would flag
+    dashboard_port = procs.free_port()
+    with held(dashboard_port), held(RAY_AGENT_PORT):
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env.pop("RAY_ADDRESS", None)
+        child = subprocess.run([sys.executable, "-c", CHILD, str(dashboard_port), secret],
+                               env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert child.returncode == 0, child.stderr[-3000:]
+    found = json.loads(child.stdout.strip().splitlines()[-1])
+
+    # The variable reached the task, and the driver's environment is as it was.
+    assert found["seen"] == secret and found["driver_env"] is None
+    # The dashboard's port was taken: another free one was used, and the warning says so.
+    assert found["url"] and not found["url"].endswith(f":{dashboard_port}"), found["url"]
+    assert f"127.0.0.1:{dashboard_port} is taken" in child.stderr
+    assert "cluster.dashboard_port" in child.stderr
+
+    session = Path(found["session"])
+    logs = [path for path in session.rglob("*") if path.is_file()]
+    assert any(path.name == "runtime_env_agent.log" for path in logs)
+    # No file of Ray's session holds the value: not the runtime_env agent's log (0644, in a
+    # folder every user can read), nor any other.
+    leaked = [str(path) for path in logs if secret.encode() in path.read_bytes()]
+    assert not leaked, leaked
+    # The dashboard agent took a free port rather than retrying the held 52365 and giving up
+    # its HTTP service.
+    agent_log = (session / "logs" / "dashboard_agent.log").read_text(errors="replace")
+    assert f"Failed to bind to port {RAY_AGENT_PORT}" not in agent_log
+    assert "HTTP service will be disabled" not in agent_log
