@@ -1,15 +1,22 @@
 """Fault 4: the MLflow tracking server (a real `mlflow server` on 127.0.0.1) is stopped
 mid-sweep.  The sweep completes with its Parquet results whole and warns what was not logged;
-`python -m sweeper.sync` fills MLflow in once the server is back, and a second sync adds nothing."""
+`python -m sweeper.sync` fills MLflow in once the server is back, and a second sync adds nothing.
+The same when the SQLite tracking file is deleted mid-sweep: the summary's last line says how to
+backfill, never `mlflow ui` on the deleted file."""
 
 from __future__ import annotations
 
+import contextlib
+import shlex
+import sqlite3
+import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
 
+from sweeper.__main__ import _report
 from sweeper.runner import run_sweep
 from sweeper.sync import main as sync_main
 from sweeper.sync import sync
@@ -49,6 +56,8 @@ def test_server_stopped_mid_sweep_loses_nothing_and_sync_fills_in(
         result = run_sweep(cfg, progress=False)
     stopper.join(timeout=30)
     assert not mlflow_server.running
+    # MLflow's own "View run … at: URL" lines (two per cell run ended) are not printed.
+    assert "View run" not in capsys.readouterr().out
 
     planned = len(cfg.grid.epsilon) * len(cfg.grid.p) * len(cfg.grid.attack)
     assert not result.failures
@@ -73,3 +82,42 @@ def test_server_stopped_mid_sweep_loses_nothing_and_sync_fills_in(
     assert sync_main(["--store-root", cfg.store.root, "--experiment", cfg.name]) == 0
     assert "0 logged now" in capsys.readouterr().out
     assert len(cell_runs(mlflow_server.uri, "faults")) == planned
+
+
+def test_database_deleted_mid_sweep_ends_with_how_to_backfill(ray_local, make_tiny_config,
+                                                               tmp_path, procs, capsys):
+    cfg = make_tiny_config(tmp_path)
+    cfg.name = "dbgone"
+    cfg.grid.attack = ["loss", "lira_offline", "always_member"]
+    database = Path(cfg.store.root) / "mlflow.db"  # the default: SQLite beside the results
+    cells_dir = Path(cfg.store.root) / "sweeps" / cfg.name / "cells"
+
+    def delete_after_first_cells():
+        procs.wait_for(lambda: len(list(cells_dir.glob("*.parquet"))) >= 2, timeout=300,
+                       interval=0.05)
+        database.unlink()
+
+    deleter = threading.Thread(target=delete_after_first_cells, daemon=True)
+    deleter.start()
+    with pytest.warns(UserWarning, match="sweeper.sync"):
+        result = run_sweep(cfg, progress=False)
+    deleter.join(timeout=30)
+    planned = len(cfg.grid.epsilon) * len(cfg.grid.p) * len(cfg.grid.attack)
+    assert not result.failures and len(result.results) == planned
+    assert result.tracking_warning is not None
+
+    capsys.readouterr()
+    _report(result)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "mlflow ui" not in last and "tracking failed" in last, last
+    # The line's command, run as printed, backfills MLflow: every cell has its run again.
+    command = shlex.split(last.split("log them to MLflow with: ", 1)[1])
+    assert command[1:4] == ["-m", "sweeper.sync", "--experiment"]
+    synced = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert synced.returncode == 0, synced.stderr[-2000:]
+    # Read the new file itself: this process's MLflow still holds an engine on the deleted one.
+    with contextlib.closing(sqlite3.connect(database)) as db:
+        (finished,) = db.execute(
+            "SELECT count(*) FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid WHERE "
+            "tags.key = 'mlflow.parentRunId' AND runs.status = 'FINISHED'").fetchone()
+    assert finished == planned
