@@ -20,6 +20,7 @@ what to check.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import socket
@@ -100,7 +101,9 @@ def free_dashboard_port(host: str, port: int) -> int:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
         try:
             probe.bind((host, port))
-        except OSError:
+        except OSError as error:
+            if error.errno != errno.EADDRINUSE:  # not ours to judge: Ray says what is wrong
+                return port
             logger.warning("The Ray dashboard's port %s:%d is taken (another sweep's Ray?): this "
                            "sweep's dashboard gets a free port, printed below; set "
                            "cluster.dashboard_port to choose one.", host, port)
