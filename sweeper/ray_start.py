@@ -1,5 +1,6 @@
-"""How the sweep meets Ray: a local Ray confined to loopback that dies with its driver, and a
-cluster that does not answer refused in bounded time.
+"""How the sweep meets Ray: a local Ray confined to loopback that dies with its driver, that
+shares the machine with other Rays and keeps the runtime environment's values out of Ray's
+files, and a cluster that does not answer refused in bounded time.
 
 Local Ray binds its GCS, raylet, workers, the driver's gRPC, agents and metrics ports to the
 node's IP address, which Ray picks as the machine's outward address, on all interfaces for most
@@ -15,6 +16,12 @@ for as long as Ray's own timeouts allow, which in practice hangs the command.  B
 asked, the address is probed with plain TCP connections until `cluster.connect_timeout_s`; one
 that never answers is a refused configuration (exit 2, nothing written), naming the address and
 what to check.
+
+A second local Ray on the machine (another sweep) would meet the first one's fixed ports: the
+dashboard's (`free_dashboard_port` takes another) and its agent's 52365 (`dynamic_agent_port`).
+The variables of `cluster.runtime_env.env_vars` reach a local Ray's workers through the
+environment its processes inherit (`environment`), never through Ray's runtime environment,
+whose agent writes them into a log every user can read.
 """
 
 from __future__ import annotations
