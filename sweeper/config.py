@@ -235,8 +235,9 @@ Check = Callable[[bool, str], None]
 def validate(cfg: SweepConfig) -> None:
     """Raise ConfigError naming every problem (field, value, what is allowed).
 
-    Pure but for two looks at this machine: whether `store.root` could be written (nothing is
-    created), and whether it has the GPU that local Ray would need.
+    Pure but for three looks at this machine: whether `store.root` could be written (a probe
+    folder is made and removed: nothing is left), whether it has the GPU that local Ray would
+    need, and MLflow's own `MLFLOW_TRACKING_URI` when `tracking.uri` is null.
     """
     problems: list[str] = []
 
