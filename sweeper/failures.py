@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from sweeper.credentials import scrub
 from sweeper.store import CorruptArtifact
 
 #: Exceptions raised inside a task that a retry can cure: memory that another task held, store
@@ -42,7 +43,7 @@ def classify(error: BaseException, retries: int, task: str = "") -> Failure:
     allowed `retries` retries."""
     from ray.exceptions import RayError, RayTaskError
 
-    text = ANSI_CODES.sub("", str(error))
+    text = scrub(ANSI_CODES.sub("", str(error)))  # it is kept in the store and printed
     if isinstance(error, RayTaskError):
         # Ray raises a copy that is both a RayTaskError and the task's own exception; its text is
         # "ray::<task name>() (pid=…, ip=…)" and the traceback, nested for each task that waited
@@ -64,4 +65,4 @@ def classify(error: BaseException, retries: int, task: str = "") -> Failure:
 
 def _one_line(error: BaseException) -> str:
     lines = [line for line in str(error).strip().splitlines() if line.strip()]
-    return f"{type(error).__name__}: {lines[0].strip() if lines else ''}".rstrip(": ")
+    return scrub(f"{type(error).__name__}: {lines[0].strip() if lines else ''}".rstrip(": "))

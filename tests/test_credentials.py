@@ -65,3 +65,13 @@ def test_sweep_locations_split_into_store_and_name():
         ("s3://b/r?endpoint_override=h:1", "x")
     assert is_uri("s3://b/r") and is_uri("file:///tmp/r")
     assert not is_uri("C:/runs") and not is_uri("my-store:2024")
+
+
+def test_a_failed_cells_record_keeps_no_credentials():
+    from sweeper.failures import classify
+
+    error = ConnectionError("cannot read s3://b/x: endpoint http://alice:hunter2@minio:9000 refused")
+    record = classify(error, 3, task="attack loss").record("loss ε=1", "k", {"p": 0.5})
+    assert record["reason"] == ("ConnectionError: cannot read s3://b/x: endpoint "
+                                "http://alice:***@minio:9000 refused (still failing after 3 retries)")
+    assert "hunter2" not in repr(record)
