@@ -4,7 +4,8 @@ Ray already retried what can be retried by the time the driver sees an error: wo
 deaths up to `max_retries` times, and the exceptions listed in `TRANSIENT_EXCEPTIONS` (memory,
 store I/O).  Any other exception of the task's own (ValueError from bad data, a bug's TypeError)
 would fail the same way again, so it is never retried: its traceback goes into the cell's failure
-record at once.
+record at once, scrubbed of credentials (`sweeper.credentials.scrub`), since it is kept in the
+store and printed.
 """
 
 from __future__ import annotations
