@@ -10,6 +10,7 @@ import math
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from opacus import GradSampleModule
@@ -226,3 +227,29 @@ def test_precision_is_checked():
     with pytest.raises(ConfigError) as refused:
         validate(cfg)
     assert any("train.precision='fp16'" in problem for problem in refused.value.problems)
+
+
+def test_a_sweep_with_four_models_per_task_gives_the_same_table(ray_local, make_tiny_config,
+                                                                 tmp_path):
+    """Real Ray, real store, real MLflow: tanh_mlp64 sweeps with K = 1 and K = 4 (each ε's two
+    shadows and two targets in one stacked task) land the same cells with the same figures."""
+    from sweeper.runner import run_sweep
+
+    tables = {}
+    for k in (1, 4):
+        cfg = make_tiny_config(tmp_path / f"k{k}")
+        cfg.model.name = "tanh_mlp64"
+        cfg.train.models_per_task = k
+        result = run_sweep(cfg, progress=False)
+        assert not result.failures and result.models_trained == 8
+        tables[k] = result.results.sort_values("cell_key", ignore_index=True)
+    one, four = tables[1], tables[4]
+    assert list(one.cell_key) == list(four.cell_key) and list(one.model_key) == list(four.model_key)
+    # The thresholds are scores, which LiRA's likelihood ratio stretches to ±1e10 and beyond
+    # at this size, so float-order differences show in them; what each threshold accepts (tp,
+    # fp, precision, rates) must not move.
+    numeric = [c for c in one.columns if pd.api.types.is_float_dtype(one[c]) and c != "threshold"]
+    others = [c for c in one.columns if c not in numeric and c != "threshold"]
+    pd.testing.assert_frame_equal(one[others], four[others])
+    pd.testing.assert_frame_equal(one[numeric], four[numeric], check_exact=False, rtol=1e-4,
+                                  atol=1e-4)
