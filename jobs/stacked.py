@@ -25,6 +25,7 @@ own checkpoint — or alone, or in another group.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
@@ -91,9 +92,11 @@ def train_models(settings: TrainSettings, data: ArrayDataset, members: list[Memb
     """Train every member, yielding (member index, trained model) as each one finishes.
 
     Stacked when the architecture allows it and there is more than one member, interleaved
-    otherwise (and always with `compile_model`, which compiles one model's forward pass).
+    otherwise, and with `compile_model` for non-private training (which compiles one model's
+    forward pass; DP training is never compiled, see `train_model`).
     """
-    stacked = (len(members) > 1 and not compile_model
+    compiled = compile_model and not math.isfinite(settings.epsilon)
+    stacked = (len(members) > 1 and not compiled
                and stackable_architecture(settings.model, data.input_shape, data.num_classes))
     logger.info("training %d %s model(s) %s", len(members), settings.model,
                 "stacked" if stacked else "one after another")

@@ -371,14 +371,15 @@ def train_model(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, s
                 compile_model: bool = False) -> TrainedModel:
     """Train on the pool records in `mask`, resuming from `checkpoint` when one exists.
 
-    `compile_model` runs the training steps' forward pass through `torch.compile` (dynamic
-    shapes: Poisson batches vary in size); it changes rounding, not the mechanism, so it is not
-    part of the model's key.
+    `compile_model` runs non-private training's forward pass through `torch.compile` (dynamic
+    shapes); it changes rounding, not the mechanism, so it is not part of the model's key.  DP
+    training stays eager: the per-sample engine needs the gradient at every layer's output,
+    which a compiled graph does not expose.
     """
     run = start_run(settings, mask, data.input_shape, data.num_classes, seed, device, checkpoint,
                     noise_cache)
     model = run.model
-    forward = torch.compile(model, dynamic=True) if compile_model else model
+    forward = torch.compile(model, dynamic=True) if compile_model and not run.private else model
     train_x = torch.as_tensor(np.array(data.pool_x[mask])).to(device)
     train_y = torch.as_tensor(np.array(data.pool_y[mask])).to(device)
     test_x, test_y = test_tensors(data, device)
