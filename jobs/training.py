@@ -182,6 +182,18 @@ def _search_noise(epsilon: float, delta: Optional[float], sample_rate: float, ep
         **_accountant_options(accountant)))
 
 
+@functools.lru_cache(maxsize=1024)
+def _epsilon_of_history(accountant: str, delta: Optional[float], history: tuple) -> float:
+    """The ε an accountant with this history (its (σ, q, steps) entries) has spent: the same
+    for every model trained at one (σ, q) for as many steps, and a fraction of a second of
+    Python each (most of a small model's task), so it is computed once per process."""
+    from opacus.accountants import create_accountant
+
+    replay = create_accountant(accountant)
+    replay.history = [tuple(entry) for entry in history]
+    return float(replay.get_epsilon(delta=delta, **_accountant_options(accountant)))
+
+
 class _Rng:
     """The training's own random streams on its device: Poisson masks (or shuffles) and noise.
     Separate from torch's global state, so checkpoints restore them exactly."""
@@ -344,8 +356,8 @@ def finish_run(run: ModelRun, data: ArrayDataset, mask: np.ndarray, test_x: torc
                test_y: torch.Tensor, device: torch.device) -> TrainedModel:
     """The trained model: weights, logits on the whole pool, accuracies, the ε spent."""
     settings, model = run.settings, run.model
-    epsilon_spent = (run.accountant.get_epsilon(delta=settings.delta,
-                                                **_accountant_options(settings.accountant))
+    epsilon_spent = (_epsilon_of_history(settings.accountant, settings.delta,
+                                         tuple(tuple(entry) for entry in run.accountant.history))
                      if run.accountant is not None else math.inf)
     pool_logits = predict_logits(model, data.pool_x, device).astype(np.float32)
     return TrainedModel(

@@ -97,10 +97,10 @@ class TrainConfig:
     # best_test_accuracy is the best of those, so the fixed-bound reports keep 1.
     eval_every: int = 1
     # K: models trained together in one Ray task (`jobs.stacked`), which asks for K times
-    # resources.train.  An integer ≥ 1, or auto: 16 for linear stacks (tanh_mlp64,
-    # logistic_regression, relu_mlp256x2), 1 for the CNNs, by measurement (README, "K models
-    # per task").  Only models of one architecture, recipe, ε and pool share a task; a model's
-    # key does not depend on K.
+    # resources.train.  An integer ≥ 1, or auto: 1 on a CPU (measured: README, "K models per
+    # task"), 16 for linear stacks (tanh_mlp64, logistic_regression, relu_mlp256x2) trained on
+    # a GPU.  Only models of one architecture, recipe, ε and pool share a task; a model's key
+    # does not depend on K.
     models_per_task: Any = "auto"
     # torch.compile the training step's forward pass (one model per task: it turns stacking off).
     # Off: on this CPU it does not pay (README).  Not part of the model's key.

@@ -280,16 +280,17 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
 
 
 def models_per_task(cfg: SweepConfig) -> int:
-    """K, the models one training task trains (`train.models_per_task`; "auto": by architecture,
-    `jobs.stacked.auto_models_per_task`)."""
+    """K, the models one training task trains (`train.models_per_task`; "auto": by architecture
+    and by whether training asks for a GPU, `jobs.stacked.auto_models_per_task`)."""
     if cfg.train.models_per_task != "auto":
         return int(cfg.train.models_per_task)
     from jobs.stacked import auto_models_per_task
 
     if cfg.model.name == MEMBERSHIP_MECHANISM:
         return 1
+    gpu = cfg.resources.train.num_gpus > 0 or cfg.train.device.startswith("cuda")
     shape, classes = tuple(cfg.dataset.input_shape), cfg.dataset.num_classes
-    return auto_models_per_task(cfg.model.name, shape, classes)
+    return auto_models_per_task(cfg.model.name, shape, classes, gpu)
 
 
 def training_groups(specs: list[ModelSpec], k: int) -> list[list[ModelSpec]]:

@@ -253,3 +253,28 @@ def test_a_sweep_with_four_models_per_task_gives_the_same_table(ray_local, make_
     pd.testing.assert_frame_equal(one[others], four[others])
     pd.testing.assert_frame_equal(one[numeric], four[numeric], check_exact=False, rtol=1e-4,
                                   atol=1e-4)
+
+
+@pytest.mark.parametrize("value", ["0", "2.5", "two", "[4]"])
+def test_the_command_line_refuses_a_bad_k_naming_the_field(value, tmp_path):
+    from sweeper.__main__ import preflight
+
+    with pytest.raises(ConfigError) as refused:
+        preflight([f"train.models_per_task={value}", f"store.root={tmp_path / 'runs'}"])
+    assert "train.models_per_task=" in str(refused.value)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_auto_k_is_one_on_a_cpu_and_sixteen_for_linear_stacks_on_a_gpu():
+    from sweeper.plan import models_per_task
+
+    cfg = SweepConfig()
+    assert cfg.train.models_per_task == "auto" and models_per_task(cfg) == 1  # mnist_cnn, CPU
+    cfg.model.name = "tanh_mlp64"
+    assert models_per_task(cfg) == 1
+    cfg.resources.train.num_gpus = 0.25
+    assert models_per_task(cfg) == 16
+    cfg.model.name = "mnist_cnn"
+    assert models_per_task(cfg) == 1  # not stacked: a group would only serialise it
+    cfg.train.models_per_task = 3
+    assert models_per_task(cfg) == 3
