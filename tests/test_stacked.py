@@ -278,3 +278,28 @@ def test_auto_k_is_one_on_a_cpu_and_sixteen_for_linear_stacks_on_a_gpu():
     assert models_per_task(cfg) == 1  # not stacked: a group would only serialise it
     cfg.train.models_per_task = 3
     assert models_per_task(cfg) == 3
+
+
+def test_bf16_forward_keeps_norms_and_clipped_sums_in_fp32():
+    """Under bf16 autocast the clipper still returns fp32 norms and fp32 sums, which match the
+    fp32 engine's to bf16's precision: an 8-bit mantissa, ~0.4 % a rounding, compounded over
+    three layers' forward and backward (measured: norms within 2 %, sums within 9 %)."""
+    from jobs.clipping import PerSampleClipper
+
+    torch.manual_seed(0)
+    model = build_model("relu_mlp256x2", (60,), 10)
+    x, y = torch.rand(16, 60), torch.randint(0, 10, (16,))
+    sums = {}
+    for precision in ("fp32", "bf16"):
+        clipper = PerSampleClipper(model, 1.0)
+        with clipper.watch(), training.autocast(precision, CPU):
+            logits = model(x)
+        assert logits.dtype == (torch.bfloat16 if precision == "bf16" else torch.float32)
+        norms = clipper.clip_and_sum(nn.functional.cross_entropy(logits.float(), y, reduction="sum"))
+        assert norms.dtype == torch.float32
+        sums[precision + " norms"] = norms
+        sums[precision] = [p.grad.clone() for p in model.parameters()]
+        assert all(g.dtype == torch.float32 for g in sums[precision])
+    for full, half in zip(sums["fp32"], sums["bf16"]):
+        assert float((half - full).norm() / full.norm()) < 0.15
+    torch.testing.assert_close(sums["bf16 norms"], sums["fp32 norms"], rtol=0.03, atol=0)
