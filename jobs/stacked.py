@@ -79,7 +79,12 @@ def stackable(model: nn.Module) -> bool:
 
 
 def stackable_architecture(name: str, input_shape: tuple[int, ...], num_classes: int) -> bool:
-    return name in ARCHITECTURES and stackable(build_model(name, input_shape, num_classes))
+    """Whether models `name` on inputs of `input_shape` are stacked: a linear stack that sees
+    one vector per record (a linear layer over several positions has no one-term ghost norm)."""
+    if name not in ARCHITECTURES:
+        return False
+    model = build_model(name, input_shape, num_classes)
+    return stackable(model) and (len(input_shape) == 1 or isinstance(model[0], nn.Flatten))
 
 
 def auto_models_per_task(name: str, input_shape: tuple[int, ...], num_classes: int,
