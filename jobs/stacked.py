@@ -39,8 +39,8 @@ from jobs.clipping import clip_factors
 from jobs.data import ArrayDataset
 from jobs.models import ARCHITECTURES, build_model
 from jobs.training import (Checkpoint, ModelRun, NoiseCache, TrainedModel, TrainSettings, autocast,
-                           counted_step, end_epoch, finish_run, noisy_step, start_run, test_tensors,
-                           train_model)
+                           counted_step, end_epoch, finish_run, held_out_tensors, noisy_step,
+                           start_run, train_model)
 
 logger = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ def _train_stacked(settings: TrainSettings, data: ArrayDataset, members: list[Me
     pool_y = torch.as_tensor(np.array(data.pool_y)).to(device)
     # Each model's training set as pool indices: row j of model k's D is pool record index[k][j].
     index = [torch.as_tensor(np.flatnonzero(m.mask)).to(device) for m in members]
-    test_x, test_y = test_tensors(data, device)
+    test_x, test_y = held_out_tensors(data, device)
     epoch = [run.start_epoch for run in runs]
     batches = [run.batches(device) if epoch[k] < settings.epochs else None
                for k, run in enumerate(runs)]

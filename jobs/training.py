@@ -347,7 +347,8 @@ def end_epoch(run: ModelRun, epoch: int, test_x: torch.Tensor, test_y: torch.Ten
                          run.model, run.optimizer, run.accountant, run.rng)
 
 
-def test_tensors(data: ArrayDataset, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def held_out_tensors(data: ArrayDataset,
+                     device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """The test split: inputs on the training device, labels on the host."""
     return torch.as_tensor(np.array(data.test_x)).to(device), torch.as_tensor(np.array(data.test_y))
 
@@ -394,7 +395,7 @@ def train_model(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, s
     forward = torch.compile(model, dynamic=True) if compile_model and not run.private else model
     train_x = torch.as_tensor(np.array(data.pool_x[mask])).to(device)
     train_y = torch.as_tensor(np.array(data.pool_y[mask])).to(device)
-    test_x, test_y = test_tensors(data, device)
+    test_x, test_y = held_out_tensors(data, device)
     clipper = PerSampleClipper(model, settings.max_grad_norm) if run.private else None
     for epoch in range(run.start_epoch, settings.epochs):
         model.train()
