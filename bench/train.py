@@ -11,6 +11,17 @@ shared and noisy: compare the ratios, which are taken within a round's condition
 and prints medians and the ratios DP ÷ plain.  `--memory` adds each mode's peak resident memory,
 measured in a fresh subprocess per (model, batch, mode), as a ratio to plain.  On CUDA (when
 present, or with `--device cuda`) the same runs on the GPU, synchronised around each step.
+
+Two more sets of modes run in the same interleaved rounds:
+
+* `stacked_K` — one DP step of K models trained together (`jobs.stacked`, `--k`, default 4
+  and 16): the throughput in models·steps/s next to K = 1 (the engine's own step).  Only
+  linear stacks are stacked; a CNN group trains its models one after another, which is K = 1's
+  throughput by construction, so it is not timed again;
+* the switches (with `--switches`): `plain_bf16` and `engine_bf16` (bfloat16
+  autocast, `train.precision`), `plain_compile` (`torch.compile`, `train.compile`; a DP step
+  is never compiled: the engine needs every layer's output gradient, which a compiled graph
+  does not expose).
 """
 
 from __future__ import annotations
@@ -41,27 +52,32 @@ MODELS = {
 MODES = ("plain", "engine", "opacus")
 
 
+SWITCH_MODES = ("plain_bf16", "engine_bf16", "plain_compile")
+
+
 def _step_function(mode: str, name: str, batch: int, device: torch.device) -> Callable[[], None]:
     """One training step of `mode` on a fixed random batch (the cost does not depend on values)."""
     shape, classes = MODELS[name]
+    if mode.startswith("stacked_"):
+        return _stacked_step_function(name, batch, int(mode.split("_")[1]), device)
     torch.manual_seed(0)
     model = build_model(name, shape, classes).to(device)
     x = torch.rand(batch, *shape, device=device)
     y = torch.randint(0, classes, (batch,), device=device)
-    if mode == "plain":
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    if mode.startswith("plain"):
+        from jobs.training import _plain_step
 
-        def step():
-            optimizer.zero_grad(set_to_none=True)
-            nn.functional.cross_entropy(model(x), y).backward()
-            optimizer.step()
-        return step
-    if mode == "engine":
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        forward = torch.compile(model) if mode == "plain_compile" else model
+        precision = "bf16" if mode == "plain_bf16" else "fp32"
+        return lambda: _plain_step(forward, optimizer, x, y, precision)
+    if mode.startswith("engine"):
         from jobs.training import _dp_step, _Rng
 
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         clipper, rng = PerSampleClipper(model, 1.0), _Rng(0, device)
-        return lambda: _dp_step(model, clipper, optimizer, x, y, 1.0, batch, rng)
+        precision = "bf16" if mode == "engine_bf16" else "fp32"
+        return lambda: _dp_step(model, clipper, optimizer, x, y, 1.0, batch, rng, precision)
     from opacus import GradSampleModule
     from opacus.optimizers import DPOptimizer
 
@@ -76,6 +92,33 @@ def _step_function(mode: str, name: str, batch: int, device: torch.device) -> Ca
     return step
 
 
+def _stacked_step_function(name: str, batch: int, k: int,
+                           device: torch.device) -> Callable[[], None]:
+    """One DP step of K models stacked (`jobs.stacked`), each on its own batch of `batch`."""
+    from jobs.stacked import _Stack, _stacked_step
+    from jobs.training import ModelRun, PoissonSchedule, TrainSettings, _Rng
+
+    shape, classes = MODELS[name]
+    settings = TrainSettings(model=name, epochs=1, batch_size=batch, lr=0.01, momentum=0.9,
+                             max_grad_norm=1.0, accountant="rdp", epsilon=1.0, delta=1e-5)
+    runs = []
+    for seed in range(k):
+        torch.manual_seed(seed)
+        model = build_model(name, shape, classes).to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        runs.append(ModelRun(settings, model, optimizer, _Rng(seed, device), None, k * batch,
+                             schedule=PoissonSchedule(k * batch, k * batch), noise_multiplier=1.0))
+    stack = _Stack(runs)
+    pool_x = torch.rand(k * batch, *shape, device=device)
+    pool_y = torch.randint(0, classes, (k * batch,), device=device)
+    index = [torch.arange(k * batch, device=device)] * k
+    drawn = [torch.arange(i * batch, (i + 1) * batch, device=device) for i in range(k)]
+    has_bias = [bias is not None for bias in stack.biases]
+    empty = torch.zeros(0, dtype=torch.long, device=device)
+    return lambda: _stacked_step(stack, runs, list(range(k)), drawn, index, pool_x, pool_y,
+                                 has_bias, empty, settings, device)
+
+
 def _timed(step: Callable[[], None], device: torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -86,17 +129,28 @@ def _timed(step: Callable[[], None], device: torch.device) -> float:
     return time.perf_counter() - start
 
 
-def time_modes(name: str, batch: int, rounds: int, device: torch.device) -> dict[str, float]:
-    """Median seconds per step of each mode, over `rounds` interleaved rounds after a warm-up."""
-    steps = {mode: _step_function(mode, name, batch, device) for mode in MODES}
-    for step in steps.values():
-        step()
-    times: dict[str, list[float]] = {mode: [] for mode in MODES}
+def time_modes(name: str, batch: int, rounds: int, device: torch.device,
+               modes: tuple[str, ...] = MODES) -> dict[str, float]:
+    """Median seconds per step of each mode, over `rounds` interleaved rounds after a warm-up
+    (two for compiled modes, whose first calls compile)."""
+    steps = {mode: _step_function(mode, name, batch, device) for mode in modes}
+    for mode, step in steps.items():
+        for _ in range(2 if mode.endswith("compile") else 1):
+            step()
+    times: dict[str, list[float]] = {mode: [] for mode in modes}
     for index in range(rounds):
-        order = MODES[index % len(MODES):] + MODES[:index % len(MODES)]  # rotate who goes first
+        order = modes[index % len(modes):] + modes[:index % len(modes)]  # rotate who goes first
         for mode in order:
             times[mode].append(_timed(steps[mode], device))
     return {mode: statistics.median(values) for mode, values in times.items()}
+
+
+def stacks(name: str) -> bool:
+    """Whether `jobs.stacked` stacks this model (else a group trains one model after another)."""
+    from jobs.stacked import stackable
+
+    shape, classes = MODELS[name]
+    return stackable(build_model(name, shape, classes))
 
 
 def peak_memory(name: str, batch: int, mode: str, device: str) -> float:
@@ -142,6 +196,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--memory", action="store_true",
                         help="also peak memory per mode (a subprocess each: slower)")
+    parser.add_argument("--k", default="4,16",
+                        help="comma-separated K (models per task) to time stacked, beside K = 1 "
+                             "(empty: none)")
+    parser.add_argument("--switches", action="store_true",
+                        help="also the bf16 and torch.compile modes (slow on a CPU: bf16 "
+                             "cifar10_cnn steps take seconds)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--probe-memory", nargs=4, metavar=("MODEL", "BATCH", "MODE", "DEVICE"),
                         help=argparse.SUPPRESS)
@@ -160,14 +220,22 @@ def main(argv: list[str] | None = None) -> None:
     unknown = sorted(set(names) - set(MODELS))
     if unknown:
         parser.error(f"unknown model(s) {unknown}; choose from {sorted(MODELS)}")
+    ks = [int(k) for k in args.k.split(",") if k]
+    if any(k < 2 for k in ks):
+        parser.error(f"--k {args.k}: each K must be ≥ 2 (K = 1 is the engine's own step)")
     for name in names:
         for batch in (int(b) for b in args.batch_sizes.split(",")):
             rounds = max(3, args.rounds // 3) if name == "cifar10_cnn" else args.rounds
-            seconds = time_modes(name, batch, rounds, device)
+            modes = (*MODES, *(SWITCH_MODES if args.switches else ()),
+                     *((f"stacked_{k}" for k in ks) if stacks(name) else ()))
+            seconds = time_modes(name, batch, rounds, device, modes)
             row = {"model": name, "batch": batch, "device": device.type,
                    **{f"{mode}_ms": 1e3 * s for mode, s in seconds.items()},
                    "engine_ratio": seconds["engine"] / seconds["plain"],
-                   "opacus_ratio": seconds["opacus"] / seconds["plain"]}
+                   "opacus_ratio": seconds["opacus"] / seconds["plain"],
+                   # models·steps/s; a CNN group interleaves: K = 1's throughput for every K
+                   **{f"k{k}_models_steps_per_s": k / seconds.get(f"stacked_{k}", k * seconds["engine"])
+                      for k in [1, *ks]}}
             if args.memory:
                 peaks = {mode: peak_memory(name, batch, mode, device.type) for mode in MODES}
                 row.update({f"{mode}_peak_gb": peak for mode, peak in peaks.items()},
@@ -178,9 +246,17 @@ def main(argv: list[str] | None = None) -> None:
                 memory = (f"  step memory plain {row['plain_peak_gb']:.3f} GB, engine "
                           f"{row['engine_memory_ratio']:.2f}×, opacus {row['opacus_memory_ratio']:.2f}×"
                           if args.memory else "")
+                switches = ("" if not args.switches else
+                            f"\n{'':20s} switches: plain bf16 {row['plain_bf16_ms'] / row['plain_ms']:.2f}×, "
+                            f"plain compile {row['plain_compile_ms'] / row['plain_ms']:.2f}×, "
+                            f"engine bf16 {row['engine_bf16_ms'] / row['engine_ms']:.2f}× of fp32 eager")
+                throughput = ", ".join(f"K={k} {row[f'k{k}_models_steps_per_s']:.1f}"
+                                       for k in [1, *ks])
                 print(f"{name:20s} batch {batch:5d} {device.type}: plain {row['plain_ms']:9.2f} ms  "
                       f"engine {row['engine_ms']:9.2f} ms ({row['engine_ratio']:.2f}×)  opacus "
-                      f"{row['opacus_ms']:9.2f} ms ({row['opacus_ratio']:.2f}×){memory}", flush=True)
+                      f"{row['opacus_ms']:9.2f} ms ({row['opacus_ratio']:.2f}×){memory}{switches}"
+                      f"\n{'':20s} DP models·steps/s: {throughput}"
+                      f"{'' if stacks(name) else ' (interleaved: K = 1 throughput)'}", flush=True)
     if args.json:
         print(json.dumps(rows, indent=2))
 

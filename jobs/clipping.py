@@ -272,7 +272,8 @@ class PerSampleClipper:
         self._seen = []
 
         def record(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
-            self._seen.append(_Seen(module, inputs[0].detach(), output))
+            # fp32 whatever the forward ran in (bf16 autocast): norms and sums are taken in fp32.
+            self._seen.append(_Seen(module, inputs[0].detach().float(), output))
 
         handles = [layer.register_forward_hook(record) for layer in self._layers]
         try:
@@ -287,7 +288,7 @@ class PerSampleClipper:
         if len({id(s.module) for s in seen}) != len(seen):
             raise ValueError("a layer ran twice in one forward pass: per-sample norms of shared "
                              "weights are not supported")
-        grads = torch.autograd.grad(loss_sum, [s.output for s in seen])
+        grads = [g.float() for g in torch.autograd.grad(loss_sum, [s.output for s in seen])]
         squared = sum(_rule_for(s.module).norms(s, g) for s, g in zip(seen, grads))
         norms = squared.sqrt()
         factors = clip_factors(norms, self.max_grad_norm)

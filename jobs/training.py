@@ -20,7 +20,7 @@ import functools
 import io
 import math
 from dataclasses import dataclass, field
-from typing import Iterator, Optional, Protocol
+from typing import Any, Iterator, Optional, Protocol
 
 import numpy as np
 import torch
@@ -48,6 +48,10 @@ class TrainSettings:
     # Test accuracy after every `eval_every`-th epoch and after the last; best_test_accuracy is
     # the best of those (1: every epoch, as Thudi et al.'s best-accuracy figures need).
     eval_every: int = 1
+    # "fp32", or "bf16": forward passes under bfloat16 autocast (per-sample norms, clipped sums
+    # and the optimizer stay in fp32).  It changes the model, so it is in the key (left out of
+    # it at "fp32", so keys from before the switch stay valid).
+    precision: str = "fp32"
 
 
 @dataclass
@@ -178,6 +182,18 @@ def _search_noise(epsilon: float, delta: Optional[float], sample_rate: float, ep
         **_accountant_options(accountant)))
 
 
+@functools.lru_cache(maxsize=1024)
+def _epsilon_of_history(accountant: str, delta: Optional[float], history: tuple) -> float:
+    """The ε an accountant with this history (its (σ, q, steps) entries) has spent: the same
+    for every model trained at one (σ, q) for as many steps, and a fraction of a second of
+    Python each (most of a small model's task), so it is computed once per process."""
+    from opacus.accountants import create_accountant
+
+    replay = create_accountant(accountant)
+    replay.history = [tuple(entry) for entry in history]
+    return float(replay.get_epsilon(delta=delta, **_accountant_options(accountant)))
+
+
 class _Rng:
     """The training's own random streams on its device: Poisson masks (or shuffles) and noise.
     Separate from torch's global state, so checkpoints restore them exactly."""
@@ -207,17 +223,32 @@ def _batches(rng: _Rng, size: int, batch_size: int, schedule: Optional[PoissonSc
         yield (draw < schedule.sample_rate).nonzero().squeeze(1)
 
 
+PRECISIONS = ("fp32", "bf16")
+
+
+def autocast(precision: str, device: torch.device):
+    """The forward pass's numeric context: bfloat16 autocast for "bf16", a no-op for "fp32"."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
 def _dp_step(model: nn.Module, clipper: PerSampleClipper, optimizer: torch.optim.Optimizer,
              x: torch.Tensor, y: torch.Tensor, noise_std: float, expected_batch_size: int,
-             rng: _Rng) -> None:
+             rng: _Rng, precision: str = "fp32") -> None:
     """Clipped sum, Gaussian noise of std σ·C on it, divided by the expected batch: Opacus's
     DPOptimizer step with loss reduction "mean", then the wrapped optimizer's own step."""
     if len(y):
-        with clipper.watch():
+        with clipper.watch(), autocast(precision, x.device):
             logits = model(x)
-        clipper.clip_and_sum(nn.functional.cross_entropy(logits, y, reduction="sum"))
+        clipper.clip_and_sum(nn.functional.cross_entropy(logits.float(), y, reduction="sum"))
     else:  # an empty Poisson batch still takes a noisy step, as the accountant assumes
         clipper.zero_sum()
+    noisy_step(model, optimizer, noise_std, expected_batch_size, rng)
+
+
+def noisy_step(model: nn.Module, optimizer: torch.optim.Optimizer, noise_std: float,
+               expected_batch_size: int, rng: _Rng) -> None:
+    """Add N(0, noise_std²) to each parameter's clipped-sum `.grad`, divide by the expected
+    batch and step: the part of a DP step after clipping, shared with `jobs.stacked`."""
     parameters = [p for p in model.parameters() if p.requires_grad]
     # One draw for every coordinate (a small model's step is a fraction of a millisecond, so
     # one kernel per parameter tensor would dominate it).
@@ -230,79 +261,155 @@ def _dp_step(model: nn.Module, clipper: PerSampleClipper, optimizer: torch.optim
 
 
 def _plain_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor,
-                y: torch.Tensor) -> None:
+                y: torch.Tensor, precision: str = "fp32") -> None:
     optimizer.zero_grad(set_to_none=True)
-    nn.functional.cross_entropy(model(x), y).backward()
+    with autocast(precision, x.device):
+        logits = model(x)
+    nn.functional.cross_entropy(logits.float(), y).backward()
     optimizer.step()
 
 
-def train_model(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, seed: int,
-                device: torch.device, checkpoint: Optional[Checkpoint] = None,
-                noise_cache: Optional[NoiseCache] = None) -> TrainedModel:
-    """Train on the pool records in `mask`, resuming from `checkpoint` when one exists."""
+@dataclass
+class ModelRun:
+    """One model's training state between steps: what `train_model` holds for one model and
+    `jobs.stacked` holds for each of K.  `best` is −∞ until an epoch is evaluated."""
+
+    settings: TrainSettings
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    rng: _Rng
+    checkpoint: Optional[Checkpoint]
+    train_size: int
+    schedule: Optional[PoissonSchedule] = None  # None: non-private (shuffled batches)
+    accountant: Any = None
+    noise_multiplier: float = 0.0
+    start_epoch: int = 0
+    steps: int = 0
+    best: float = -math.inf
+    resumed_from: list[int] = field(default_factory=list)
+    last: float = math.nan  # test accuracy after the last epoch trained here
+
+    @property
+    def private(self) -> bool:
+        return self.schedule is not None
+
+    @property
+    def noise_std(self) -> float:
+        return self.noise_multiplier * self.settings.max_grad_norm
+
+    def batches(self, device: torch.device) -> Iterator[torch.Tensor]:
+        """One epoch's batches (indices into the training set) from this model's own stream."""
+        return _batches(self.rng, self.train_size, self.settings.batch_size, self.schedule, device)
+
+
+def start_run(settings: TrainSettings, mask: np.ndarray, input_shape: tuple[int, ...],
+              num_classes: int, seed: int, device: torch.device,
+              checkpoint: Optional[Checkpoint] = None,
+              noise_cache: Optional[NoiseCache] = None) -> ModelRun:
+    """A model's initial weights (from `seed`), optimizer, random streams, noise and
+    accountant, restored from `checkpoint` when it holds a readable one."""
     torch.manual_seed(seed)  # the initial weights
-    model = build_model(settings.model, data.input_shape, data.num_classes).to(device)
-    train_x = torch.as_tensor(np.array(data.pool_x[mask])).to(device)
-    train_y = torch.as_tensor(np.array(data.pool_y[mask])).to(device)
-    test_x = torch.as_tensor(np.array(data.test_x)).to(device)
-    test_y = torch.as_tensor(np.array(data.test_y))
+    model = build_model(settings.model, input_shape, num_classes).to(device)
     if settings.optimizer == "adam":
         optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     else:
         optimizer = torch.optim.SGD(model.parameters(), lr=settings.lr, momentum=settings.momentum)
-    rng = _Rng(seed, device)
-
-    private = math.isfinite(settings.epsilon)
-    schedule = accountant = clipper = None
-    noise_multiplier = 0.0
-    if private:
+    run = ModelRun(settings, model, optimizer, _Rng(seed, device), checkpoint, int(mask.sum()))
+    if math.isfinite(settings.epsilon):
         from opacus.accountants import create_accountant
 
-        schedule = PoissonSchedule(len(train_y), settings.batch_size)
-        noise_multiplier = calibrate_noise(settings, schedule.sample_rate, noise_cache)
-        accountant = create_accountant(settings.accountant)
-        clipper = PerSampleClipper(model, settings.max_grad_norm)
+        run.schedule = PoissonSchedule(run.train_size, settings.batch_size)
+        run.noise_multiplier = calibrate_noise(settings, run.schedule.sample_rate, noise_cache)
+        run.accountant = create_accountant(settings.accountant)
+    run.start_epoch, run.steps, run.best, run.resumed_from = _resume(
+        checkpoint, model, optimizer, run.accountant, run.rng)
+    return run
 
-    start_epoch, steps, best, resumed_from = _resume(checkpoint, model, optimizer, accountant, rng)
-    last = math.nan  # test accuracy after the last epoch trained here
-    for epoch in range(start_epoch, settings.epochs):
-        model.train()
-        for batch in _batches(rng, len(train_y), settings.batch_size, schedule, device):
-            if private:
-                _dp_step(model, clipper, optimizer, train_x[batch], train_y[batch],
-                         noise_multiplier * settings.max_grad_norm, schedule.expected_batch_size,
-                         rng)
-                accountant.step(noise_multiplier=noise_multiplier, sample_rate=schedule.sample_rate)
-            else:
-                _plain_step(model, optimizer, train_x[batch], train_y[batch])
-            steps += 1
-        final = epoch + 1 == settings.epochs
-        if final or (settings.eval_every > 0 and (epoch + 1) % settings.eval_every == 0):
-            last = _accuracy(model, test_x, test_y, device)
-            best = max(best, last)
-        if checkpoint is not None:
-            _save_checkpoint(checkpoint, epoch + 1, steps, best, resumed_from, model, optimizer,
-                             accountant, rng)
 
-    epsilon_spent = (accountant.get_epsilon(delta=settings.delta,
-                                            **_accountant_options(settings.accountant))
-                     if accountant is not None else math.inf)
+def counted_step(run: ModelRun) -> None:
+    """Book one step taken: the accountant's (when private) and the step count."""
+    if run.accountant is not None:
+        run.accountant.step(noise_multiplier=run.noise_multiplier,
+                            sample_rate=run.schedule.sample_rate)
+    run.steps += 1
+
+
+def end_epoch(run: ModelRun, epoch: int, test_x: torch.Tensor, test_y: torch.Tensor,
+              device: torch.device) -> None:
+    """After epoch `epoch` (0-based): test accuracy when it is due, then the checkpoint."""
+    settings = run.settings
+    if epoch + 1 == settings.epochs or (settings.eval_every > 0
+                                        and (epoch + 1) % settings.eval_every == 0):
+        run.last = _accuracy(run.model, test_x, test_y, device)
+        run.best = max(run.best, run.last)
+    if run.checkpoint is not None:
+        _save_checkpoint(run.checkpoint, epoch + 1, run.steps, run.best, run.resumed_from,
+                         run.model, run.optimizer, run.accountant, run.rng)
+
+
+def held_out_tensors(data: ArrayDataset,
+                     device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The test split: inputs on the training device, labels on the host."""
+    return torch.as_tensor(np.array(data.test_x)).to(device), torch.as_tensor(np.array(data.test_y))
+
+
+def finish_run(run: ModelRun, data: ArrayDataset, mask: np.ndarray, test_x: torch.Tensor,
+               test_y: torch.Tensor, device: torch.device) -> TrainedModel:
+    """The trained model: weights, logits on the whole pool, accuracies, the ε spent."""
+    settings, model = run.settings, run.model
+    epsilon_spent = (_epsilon_of_history(settings.accountant, settings.delta,
+                                         tuple(tuple(entry) for entry in run.accountant.history))
+                     if run.accountant is not None else math.inf)
     pool_logits = predict_logits(model, data.pool_x, device).astype(np.float32)
     return TrainedModel(
-        state_dict={k: v.detach().cpu() for k, v in model.state_dict().items()},
+        state_dict={k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
         pool_logits=pool_logits,
-        test_accuracy=last if start_epoch < settings.epochs else _accuracy(
+        test_accuracy=run.last if run.start_epoch < settings.epochs else _accuracy(
             model, test_x, test_y, device),
         # The training records are pool records: their logits are already at hand.
         train_accuracy=float((pool_logits[mask].argmax(axis=1) == data.pool_y[mask]).mean())
         if mask.any() else math.nan,
-        noise_multiplier=noise_multiplier,
-        steps=steps,
+        noise_multiplier=run.noise_multiplier,
+        steps=run.steps,
         epsilon_spent=float(epsilon_spent),
         train_size=int(mask.sum()),
-        best_test_accuracy=best if best > -math.inf else math.nan,  # no test set: NaN
-        resumed_from=resumed_from,
+        best_test_accuracy=run.best if run.best > -math.inf else math.nan,  # no test set: NaN
+        resumed_from=run.resumed_from,
     )
+
+
+def train_model(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, seed: int,
+                device: torch.device, checkpoint: Optional[Checkpoint] = None,
+                noise_cache: Optional[NoiseCache] = None,
+                compile_model: bool = False) -> TrainedModel:
+    """Train on the pool records in `mask`, resuming from `checkpoint` when one exists.
+
+    `compile_model` runs non-private training's forward pass through `torch.compile` (dynamic
+    shapes); it changes rounding, not the mechanism, so it is not part of the model's key.  DP
+    training stays eager: the per-sample engine needs the gradient at every layer's output,
+    which a compiled graph does not expose.
+    """
+    run = start_run(settings, mask, data.input_shape, data.num_classes, seed, device, checkpoint,
+                    noise_cache)
+    model = run.model
+    forward = torch.compile(model, dynamic=True) if compile_model and not run.private else model
+    train_x = torch.as_tensor(np.array(data.pool_x[mask])).to(device)
+    train_y = torch.as_tensor(np.array(data.pool_y[mask])).to(device)
+    test_x, test_y = held_out_tensors(data, device)
+    clipper = PerSampleClipper(model, settings.max_grad_norm) if run.private else None
+    for epoch in range(run.start_epoch, settings.epochs):
+        model.train()
+        for batch in run.batches(device):
+            if run.private:
+                _dp_step(forward, clipper, run.optimizer, train_x[batch], train_y[batch],
+                         run.noise_std, run.schedule.expected_batch_size, run.rng,
+                         settings.precision)
+            else:
+                _plain_step(forward, run.optimizer, train_x[batch], train_y[batch],
+                            settings.precision)
+            counted_step(run)
+        end_epoch(run, epoch, test_x, test_y, device)
+    return finish_run(run, data, mask, test_x, test_y, device)
 
 
 def _save_checkpoint(checkpoint: Checkpoint, epoch: int, steps: int, best: float,

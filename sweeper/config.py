@@ -23,6 +23,7 @@ from jobs.attacks import ATTACKS, AttackSettings
 from jobs.data import IMAGE_DATASETS, LOADERS, pool_records
 from jobs.models import ARCHITECTURES, MEMBERSHIP_MECHANISM, MODEL_NAMES, build_model
 from jobs.policies import OBJECTIVES, POLICIES, CalibrationSettings
+from jobs.training import PRECISIONS
 from sweeper.bounds import BOUND_FORMS, epsilon_for_precision
 from sweeper.credentials import (looks_secret, redact, tracking_uri_problem, uri_credentials,
                                  value_credentials)
@@ -95,6 +96,18 @@ class TrainConfig:
     # Test accuracy after every k-th epoch and after the last (0: the last only, cheapest);
     # best_test_accuracy is the best of those, so the fixed-bound reports keep 1.
     eval_every: int = 1
+    # K: models trained together in one Ray task (`jobs.stacked`), which asks for K times
+    # resources.train.  An integer ≥ 1, or auto: 1 on a CPU (measured: README, "K models per
+    # task"), 16 for linear stacks (tanh_mlp64, logistic_regression, relu_mlp256x2) trained on
+    # a GPU.  Only models of one architecture, recipe, ε and pool share a task; a model's key
+    # does not depend on K.
+    models_per_task: Any = "auto"
+    # torch.compile the training step's forward pass (one model per task: it turns stacking off).
+    # Off: on this CPU it does not pay (README).  Not part of the model's key.
+    compile: bool = False
+    # fp32, or bf16: forward passes under bfloat16 autocast; per-sample norms, clipped sums and
+    # the optimizer stay in fp32.  It changes the model, so it is part of the model's key.
+    precision: str = "fp32"
 
 
 @dataclass
@@ -451,6 +464,11 @@ def _check_train(cfg: SweepConfig, check: Check) -> None:
     check(refused is None, f"train.accountant={train.accountant!r}: refused: {refused}")
     check(refused is not None or train.accountant in ACCOUNTANTS,
           _unknown("train.accountant", train.accountant, ACCOUNTANTS, "accountants"))
+    k = train.models_per_task
+    check(k == "auto" or (isinstance(k, int) and not isinstance(k, bool) and k >= 1),
+          f"train.models_per_task={k!r}: must be an integer ≥ 1 or auto")
+    check(train.precision in PRECISIONS, _unknown("train.precision", train.precision, PRECISIONS,
+                                                  "precisions"))
     device_ok = train.device == "auto" or re.match(r"^(cpu|cuda(:\d+)?|mps)$", train.device) is not None
     check(device_ok, f"train.device={train.device!r}: use auto, cpu, cuda, cuda:N or mps"
                      + did_you_mean(train.device, ("auto", "cpu", "cuda", "mps")))

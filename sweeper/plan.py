@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from jobs.attacks import ATTACKS
 from jobs.data import ArrayDataset
+from jobs.models import MEMBERSHIP_MECHANISM
 from jobs.training import TrainSettings
 from sweeper.bounds import epsilon_for_precision
 from sweeper.config import SweepConfig, sampling_rates
@@ -76,9 +77,12 @@ class DataSpec:
 
 
 def _without_default_offsets(settings: dict[str, Any]) -> dict[str, Any]:
-    """Key settings with `offset` left out where it is 0, so shared-pool keys stay as they were."""
+    """Key settings with `offset` left out where it is 0 and `precision` where it is fp32, so
+    keys from before either setting existed stay as they were."""
     if settings["data"]["offset"] == 0:
         del settings["data"]["offset"]
+    if settings["train"]["precision"] == "fp32":
+        del settings["train"]["precision"]
     return settings
 
 
@@ -235,7 +239,7 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
             model=cfg.model.name, epochs=cfg.train.epochs, batch_size=cfg.train.batch_size,
             lr=cfg.train.lr, momentum=cfg.train.momentum, max_grad_norm=cfg.train.max_grad_norm,
             accountant=cfg.train.accountant, optimizer=cfg.train.optimizer,
-            eval_every=cfg.train.eval_every,
+            eval_every=cfg.train.eval_every, precision=cfg.train.precision,
             epsilon=epsilon, delta=delta if math.isfinite(epsilon) else None,
         )
         shadows = tuple(
@@ -273,6 +277,56 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
                             audit_alpha=cfg.metrics.audit_alpha,
                         ))
     return SweepPlan(cfg, models, queries, attacks, tuple(cells))
+
+
+def models_per_task(cfg: SweepConfig) -> int:
+    """K, the models one training task trains (`train.models_per_task`; "auto": by architecture
+    and by whether training asks for a GPU, `jobs.stacked.auto_models_per_task`)."""
+    if cfg.train.models_per_task != "auto":
+        return int(cfg.train.models_per_task)
+    from jobs.stacked import auto_models_per_task
+
+    if cfg.model.name == MEMBERSHIP_MECHANISM:
+        return 1
+    gpu = cfg.resources.train.num_gpus > 0 or cfg.train.device.startswith("cuda")
+    shape, classes = tuple(cfg.dataset.input_shape), cfg.dataset.num_classes
+    return auto_models_per_task(cfg.model.name, shape, classes, gpu)
+
+
+def training_groups(specs: list[ModelSpec], k: int) -> list[list[ModelSpec]]:
+    """The models to train, in tasks of at most `k`: only models with the same training
+    settings (architecture, recipe, ε, δ) and the same pool (`DataSpec`) share a task, in the
+    order given.  A model's key does not depend on the task it falls in."""
+    by_setting: dict[tuple[DataSpec, TrainSettings], list[ModelSpec]] = defaultdict(list)
+    for spec in specs:
+        by_setting[(spec.data, spec.train)].append(spec)
+    groups = []
+    for members in by_setting.values():
+        size = 1 if members[0].train.model == MEMBERSHIP_MECHANISM else max(1, k)
+        groups += [members[start:start + size] for start in range(0, len(members), size)]
+    return groups
+
+
+def group_resources(per_model: float, k: int, largest_node: float) -> float:
+    """What a task of `k` models asks Ray for, of a resource each model asks `per_model` of:
+    k·per_model, rounded up to a whole unit above 1 (Ray takes fractions only below 1), and
+    capped at the largest node's amount, so that the group still fits on one node (its models
+    then share what fits there)."""
+    amount = per_model * k
+    if amount > 1:
+        amount = float(math.ceil(amount - 1e-9))
+    if largest_node >= per_model:
+        amount = min(amount, float(largest_node))
+    return amount
+
+
+def group_label(group: list[ModelSpec]) -> str:
+    """How a training task of several models is named in the Ray dashboard and in logs."""
+    if len(group) == 1:
+        return group[0].label
+    first = group[0]
+    return (f"train {len(group)} models: {first.data.name} ε={_fmt(first.train.epsilon)} "
+            f"({', '.join(f'{s.role[0]}{s.index}/p={s.sample_rate:g}' for s in group)})")
 
 
 def disjoint_shadow_offset(cfg: SweepConfig, data_for) -> int:

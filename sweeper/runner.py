@@ -34,13 +34,14 @@ from jobs.data import load_dataset, require_dataset, synthetic_dataset
 from sweeper.config import ConfigError, SweepConfig, validate
 from sweeper.failures import TRANSIENT_EXCEPTIONS, Failure, classify
 from sweeper.frontier import plot_frontier, sort_frontier
-from sweeper.plan import AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan
+from sweeper.plan import (AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan,
+                          group_label, group_resources, models_per_task, training_groups)
 from sweeper.ray_start import (dynamic_agent_port, environment, free_dashboard_port,
                                local_ray_confined, require_reachable)
 from sweeper.reports import draw
 from sweeper.scale import scaled
 from sweeper.store import ArtifactStore, atomic_write_bytes
-from sweeper.tasks import attack_task, query_task, train_task
+from sweeper.tasks import attack_task, query_task, train_group_task, train_task
 from sweeper.credentials import redact, redact_tree
 from sweeper.tracking import (config_params, default_tracking_uri, open_tracker, summary_metrics,
                               tracking_stamp)
@@ -318,7 +319,7 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
     cfg = plan.config
     train_res, attack_res = cfg.resources.train, cfg.resources.attack
     # Ray 2.60's `.options()` cannot be chained, so each task gets all of its options at once.
-    train_remote, attack_remote = ray.remote(train_task), ray.remote(_attack_after_training)
+    attack_remote = ray.remote(_attack_after_training)
     # A lost worker or node, or memory another task held, is retried (Ray's `max_retries`); an
     # exception of the task's own (bad data, a bug) would fail again, so it is not.
     transient = list(TRANSIENT_EXCEPTIONS)
@@ -330,11 +331,7 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
     labels_ref = ray.put(data.pool_y)
     root = store.uri
     threads = max(1, int(train_res.num_cpus))
-    training = {
-        spec.key: train_remote.options(name=spec.label, **train_options).remote(
-            spec, data_ref, root, cfg.train.device, threads)
-        for spec in longest_first(todo_models)
-    }
+    training = submit_training(plan, todo_models, data_ref, root, train_options)
     # Model queries (augmented logits, Merlin) load a trained model again: trainer resources.
     query_remote = ray.remote(_query_after_training)
     asked = {key for cell in todo_cells for key in cell.scores.queries if not store.has_query(key)}
@@ -388,6 +385,47 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
                 trimmed_at = time.monotonic()
     release_freed_memory()
     return failures
+
+
+def submit_training(plan: SweepPlan, todo_models: list[ModelSpec], data_ref, root: str,
+                    train_options: dict[str, Any]) -> dict[str, Any]:
+    """One Ray task per group of up to K models (`training_groups`); each model's own result
+    reference (a group task has one return per model), by model key.  A group asks for K
+    times one model's CPUs and GPUs (`group_resources`, capped at the largest node)."""
+    import ray
+
+    cfg = plan.config
+    largest = largest_node()
+    single, grouped = ray.remote(train_task), ray.remote(train_group_task)
+    training = {}
+    for group in training_groups(longest_first(todo_models), models_per_task(cfg)):
+        options = {**train_options,
+                   "num_cpus": group_resources(train_options["num_cpus"], len(group),
+                                               largest.get("CPU", 0.0)),
+                   "num_gpus": group_resources(train_options["num_gpus"], len(group),
+                                               largest.get("GPU", 0.0))}
+        args = (data_ref, root, cfg.train.device, max(1, int(options["num_cpus"])),
+                cfg.train.compile)
+        if len(group) == 1:
+            training[group[0].key] = single.options(name=group_label(group), **options).remote(
+                group[0], *args)
+            continue
+        refs = grouped.options(name=group_label(group), num_returns=len(group),
+                               **options).remote(group, *args)
+        training.update({spec.key: ref for spec, ref in zip(group, refs)})
+    return training
+
+
+def largest_node() -> dict[str, float]:
+    """The CPUs and GPUs of the cluster's largest live node (each the largest of any node)."""
+    import ray
+
+    largest: dict[str, float] = {}
+    for node in ray.nodes():
+        if node.get("Alive"):
+            for kind in ("CPU", "GPU"):
+                largest[kind] = max(largest.get(kind, 0.0), float(node["Resources"].get(kind, 0.0)))
+    return largest
 
 
 def longest_first(specs: list[ModelSpec]) -> list[ModelSpec]:

@@ -24,6 +24,7 @@ from jobs.models import MEMBERSHIP_MECHANISM, build_model
 from jobs.pdtp import DTP_THRESHOLD, pdtp_table
 from jobs.policies import CalibrationSettings, apply_policy, calibrated_thresholds
 from jobs.queries import answer
+from jobs.stacked import Member, train_models
 from jobs.training import draw_mask, resolve_device, train_model
 from sweeper.bounds import epsilon_from_precision, epsilon_from_rates, precision_bound, \
     precision_lower_bound
@@ -32,7 +33,7 @@ from sweeper.store import RESULTS_SCHEMA_VERSION, ArtifactStore
 
 
 def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str,
-               num_threads: int) -> dict[str, Any]:
+               num_threads: int, compile_model: bool = False) -> dict[str, Any]:
     """Train the model `spec` describes (resuming from its checkpoint) and store it.
 
     `data` is the sweep's whole pool; the model draws from its own part (`DataSpec.pool_of`).
@@ -52,9 +53,45 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
     else:
         trained = train_model(spec.train, data, mask, seed=int(key[:8], 16),
                               device=resolve_device(device), checkpoint=store.checkpoint(key),
-                              noise_cache=store.noise_cache())
+                              noise_cache=store.noise_cache(), compile_model=compile_model)
+    return _store_trained(store, spec, trained, mask, extra)
+
+
+def train_group_task(specs: list[ModelSpec], data: ArrayDataset, store_root: str, device: str,
+                     num_threads: int, compile_model: bool = False) -> tuple[dict[str, Any], ...]:
+    """Train several models of one group (`sweeper.plan.training_groups`: one architecture,
+    recipe and pool) in this one task (`jobs.stacked.train_models`), storing each the moment
+    it is done; returns each model's metadata, in the order of `specs`.
+
+    Models already in the store are not trained again; the others each resume from their own
+    checkpoint, so a retried group costs at most one epoch of each model.
+    """
+    torch.set_num_threads(max(1, num_threads))
+    store = ArtifactStore(store_root)
+    metas: dict[int, dict[str, Any]] = {index: store.read_model_meta(spec.key)
+                                        for index, spec in enumerate(specs)
+                                        if store.has_model(spec.key)}
+    todo = [index for index in range(len(specs)) if index not in metas]
+    if todo:
+        first = specs[todo[0]]
+        pool = first.data.pool_of(data)  # one group, one pool
+        masks = {index: draw_mask(len(pool.pool_y), specs[index].sample_rate,
+                                  specs[index].mask_seed, specs[index].mask_complement)
+                 for index in todo}
+        members = [Member(masks[index], int(specs[index].key[:8], 16),
+                          store.checkpoint(specs[index].key)) for index in todo]
+        for position, trained in train_models(first.train, pool, members, resolve_device(device),
+                                              store.noise_cache(), compile_model):
+            index = todo[position]
+            metas[index] = _store_trained(store, specs[index], trained, masks[index], {})
+    return tuple(metas[index] for index in range(len(specs)))
+
+
+def _store_trained(store: ArtifactStore, spec: ModelSpec, trained, mask: np.ndarray,
+                   extra: dict[str, Any]) -> dict[str, Any]:
+    """Write one trained model with its metadata; return the metadata."""
     meta = {**extra,
-        "key": key, "role": spec.role, "label": spec.label, "sample_rate": spec.sample_rate,
+        "key": spec.key, "role": spec.role, "label": spec.label, "sample_rate": spec.sample_rate,
         "test_accuracy": trained.test_accuracy, "train_accuracy": trained.train_accuracy,
         "best_test_accuracy": trained.best_test_accuracy,
         "noise_multiplier": trained.noise_multiplier, "steps": trained.steps,
@@ -62,7 +99,7 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
         "epsilon": spec.train.epsilon, "delta": spec.train.delta,
         "resumed_from": list(getattr(trained, "resumed_from", [])),
     }
-    store.write_model(key, trained.state_dict, trained.pool_logits, mask, meta)
+    store.write_model(spec.key, trained.state_dict, trained.pool_logits, mask, meta)
     return meta
 
 

@@ -1,0 +1,275 @@
+"""K models of one architecture and one recipe trained together in one process.
+
+A sweep trains many models that differ only in their training set and seed (the shadows of
+one ε, the targets of one ε across p and trials).  Small models leave a device mostly idle,
+and each Ray task pays its own start-up, so `train.models_per_task` puts K of them in one task.
+How they are trained together depends on the architecture:
+
+* **stacked** — a linear stack (`Flatten`, `Linear`, `Tanh`, `ReLU`: `tanh_mlp64`,
+  `logistic_regression`, `relu_mlp256x2`): the K models' weights live in one (K, out, in)
+  tensor per layer, each round draws every model's own Poisson batch, pads them to the longest
+  and runs one batched forward (`bmm`); each record's gradient norm is its ghost norm
+  ‖a_i‖²·‖g_i‖² (+ ‖g_i‖² for the bias) within its own model, the clipped sums are one `bmm`
+  per layer, and then each model adds its own noise and takes its own optimizer step;
+* **interleaved** — anything else (the CNNs, where stacking gained nothing on a CPU): the K
+  models one after another, each exactly as `train_model` trains it alone.
+
+Either way each model keeps everything that makes it itself: its initial weights (its seed),
+its training set (its mask), its batch and noise generators, its noise multiplier and
+accountant (q depends on |D|), its optimizer and its per-epoch checkpoint, in the format
+`train_model` writes.  So a model trained in a group is the model trained alone (to float
+summation order), its key does not depend on K, and a killed group resumes each model from its
+own checkpoint — or alone, or in another group.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pad_sequence
+
+from jobs.clipping import clip_factors
+from jobs.data import ArrayDataset
+from jobs.models import ARCHITECTURES, build_model
+from jobs.training import (Checkpoint, ModelRun, NoiseCache, TrainedModel, TrainSettings, autocast,
+                           counted_step, end_epoch, finish_run, held_out_tensors, noisy_step,
+                           start_run, train_model)
+
+logger = logging.getLogger(__name__)
+
+#: The layers the stacked path runs batched over K models; a model with any other layer is
+#: trained by interleaving.
+STACKED_LAYERS = (nn.Flatten, nn.Linear, nn.Tanh, nn.ReLU)
+
+#: `train.models_per_task: auto`.  On a CPU, K = 1: measured there (README, "K models per
+#: task"), stacking saves at most ~1.3× of a linear stack's step, because each model's noise,
+#: optimizer step and accounting stay its own, while a group task gives up running models on
+#: several cores side by side.  On a GPU, where one small model leaves the device mostly idle,
+#: linear stacks are stacked 16 to a task (not measured here: no GPU was available).
+AUTO_GPU_STACKED_K = 16
+
+
+@dataclass(frozen=True)
+class Member:
+    """One model of a group: its training set within the pool, its seed, its checkpoint."""
+
+    mask: np.ndarray
+    seed: int
+    checkpoint: Optional[Checkpoint] = None
+
+
+def stackable(model: nn.Module) -> bool:
+    """Whether the stacked path can run `model`: a flat `Sequential` of `STACKED_LAYERS`, a
+    `Flatten` only over every axis after the batch."""
+    if not isinstance(model, nn.Sequential) or not any(isinstance(m, nn.Linear) for m in model):
+        return False
+    for layer in model:
+        if type(layer) not in STACKED_LAYERS:
+            return False
+        if isinstance(layer, nn.Flatten) and (layer.start_dim, layer.end_dim) != (1, -1):
+            return False
+    return True
+
+
+def stackable_architecture(name: str, input_shape: tuple[int, ...], num_classes: int) -> bool:
+    """Whether models `name` on inputs of `input_shape` are stacked: a linear stack that sees
+    one vector per record (a linear layer over several positions has no one-term ghost norm)."""
+    if name not in ARCHITECTURES:
+        return False
+    model = build_model(name, input_shape, num_classes)
+    return stackable(model) and (len(input_shape) == 1 or isinstance(model[0], nn.Flatten))
+
+
+def auto_models_per_task(name: str, input_shape: tuple[int, ...], num_classes: int,
+                         gpu: bool) -> int:
+    """K for `train.models_per_task: auto`: `AUTO_GPU_STACKED_K` for linear stacks trained on
+    a GPU, else 1."""
+    if gpu and stackable_architecture(name, input_shape, num_classes):
+        return AUTO_GPU_STACKED_K
+    return 1
+
+
+def train_models(settings: TrainSettings, data: ArrayDataset, members: list[Member],
+                 device: torch.device, noise_cache: Optional[NoiseCache] = None,
+                 compile_model: bool = False) -> Iterator[tuple[int, TrainedModel]]:
+    """Train every member, yielding (member index, trained model) as each one finishes.
+
+    Stacked when the architecture allows it and there is more than one member, interleaved
+    otherwise, and with `compile_model` for non-private training (which compiles one model's
+    forward pass; DP training is never compiled, see `train_model`).
+    """
+    compiled = compile_model and not math.isfinite(settings.epsilon)
+    stacked = (len(members) > 1 and not compiled
+               and stackable_architecture(settings.model, data.input_shape, data.num_classes))
+    logger.info("training %d %s model(s) %s", len(members), settings.model,
+                "stacked" if stacked else "one after another")
+    if stacked:
+        yield from _train_stacked(settings, data, members, device, noise_cache)
+        return
+    for index, member in enumerate(members):
+        yield index, train_model(settings, data, member.mask, member.seed, device,
+                                 member.checkpoint, noise_cache, compile_model)
+
+
+class _Stack:
+    """The K models' linear layers as stacked tensors, each model's parameters views into them.
+
+    The stacked weights take part in the forward pass (so autograd reaches each layer's
+    output); each model's `nn.Parameter`s share their storage, so each model's own optimizer
+    step writes into the stack, and each model's `state_dict`, evaluation and checkpoint read it.
+    """
+
+    def __init__(self, runs: list[ModelRun]):
+        self.layers = list(runs[0].model)
+        per_model = [[m for m in run.model if isinstance(m, nn.Linear)] for run in runs]
+        self.weights, self.biases = [], []
+        for position in range(len(per_model[0])):
+            linears = [layers[position] for layers in per_model]
+            weight = torch.stack([m.weight.detach() for m in linears]).requires_grad_()
+            bias = (torch.stack([m.bias.detach() for m in linears]).requires_grad_()
+                    if linears[0].bias is not None else None)
+            for k, module in enumerate(linears):
+                module.weight = nn.Parameter(weight.detach()[k])
+                if bias is not None:
+                    module.bias = nn.Parameter(bias.detach()[k])
+            self.weights.append(weight)
+            self.biases.append(bias)
+        self.linears = per_model
+        for run in runs:  # the optimizer again, on the views, with the state it had
+            state = run.optimizer.state_dict()
+            run.optimizer = type(run.optimizer)(run.model.parameters(), **run.optimizer.defaults)
+            run.optimizer.load_state_dict(state)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+        """Logits (K, B, classes) of each model on its own (K, B, …) inputs, with each linear
+        layer's inputs and outputs (the outputs still in the graph)."""
+        inputs, outputs = [], []
+        h, position = x, 0
+        for layer in self.layers:
+            if isinstance(layer, nn.Flatten):
+                h = h.flatten(2)
+            elif isinstance(layer, nn.Linear):
+                inputs.append(h.detach())
+                weight, bias = self.weights[position], self.biases[position]
+                h = (torch.baddbmm(bias.unsqueeze(1), h, weight.transpose(1, 2)) if bias is not None
+                     else torch.bmm(h, weight.transpose(1, 2)))
+                outputs.append(h)
+                position += 1
+            elif isinstance(layer, nn.Tanh):
+                h = torch.tanh(h)
+            else:
+                h = torch.relu(h)
+        return h, inputs, outputs
+
+    def set_gradients(self, k: int, weight_sums: list[torch.Tensor],
+                      bias_sums: list[Optional[torch.Tensor]]) -> None:
+        for module, weight_sum, bias_sum in zip(self.linears[k], weight_sums, bias_sums):
+            module.weight.grad = weight_sum[k]
+            if bias_sum is not None:
+                module.bias.grad = bias_sum[k]
+
+
+def clipped_sums(inputs: list[torch.Tensor], grads: list[torch.Tensor], has_bias: list[bool],
+                 max_grad_norm: Optional[float], weights: Optional[torch.Tensor] = None
+                 ) -> tuple[list[torch.Tensor], list[Optional[torch.Tensor]], torch.Tensor]:
+    """Per model k: Σ_i c_ki·∇ℓ_ki for each linear layer's weight and bias, and the norms.
+
+    `inputs[l]` (K, B, in) and `grads[l]` (K, B, out) are layer l's inputs and the gradients of
+    the summed loss at its outputs.  Record i of model k has the gradient norm
+    √Σ_l ‖g_kil‖²·(‖a_kil‖² + 1[bias]) (ghost norms: exact for one position per record), and
+    c_ki = min(1, C/(norm + 1e-6)) (Opacus's factor), or `weights` (K, B) instead when
+    `max_grad_norm` is None (no clipping).  All in fp32, whatever the forward ran in.
+    """
+    inputs = [a.float() for a in inputs]
+    grads = [g.float() for g in grads]
+    squared = torch.zeros(grads[0].shape[:2], device=grads[0].device)
+    for a, g, bias in zip(inputs, grads, has_bias):
+        squared += g.pow(2).sum(2) * (a.pow(2).sum(2) + (1.0 if bias else 0.0))
+    norms = squared.sqrt()
+    factors = clip_factors(norms, max_grad_norm) if max_grad_norm is not None else weights
+    weight_sums, bias_sums = [], []
+    for a, g, bias in zip(inputs, grads, has_bias):
+        weighted = g * factors.unsqueeze(2)
+        weight_sums.append(torch.bmm(weighted.transpose(1, 2), a))
+        bias_sums.append(weighted.sum(1) if bias else None)
+    return weight_sums, bias_sums, norms
+
+
+def _train_stacked(settings: TrainSettings, data: ArrayDataset, members: list[Member],
+                   device: torch.device,
+                   noise_cache: Optional[NoiseCache]) -> Iterator[tuple[int, TrainedModel]]:
+    runs = [start_run(settings, m.mask, data.input_shape, data.num_classes, m.seed, device,
+                      m.checkpoint, noise_cache) for m in members]
+    stack = _Stack(runs)
+    has_bias = [bias is not None for bias in stack.biases]
+    pool_x = torch.as_tensor(np.array(data.pool_x)).to(device)
+    pool_y = torch.as_tensor(np.array(data.pool_y)).to(device)
+    # Each model's training set as pool indices: row j of model k's D is pool record index[k][j].
+    index = [torch.as_tensor(np.flatnonzero(m.mask)).to(device) for m in members]
+    test_x, test_y = held_out_tensors(data, device)
+    epoch = [run.start_epoch for run in runs]
+    batches = [run.batches(device) if epoch[k] < settings.epochs else None
+               for k, run in enumerate(runs)]
+    finished: set[int] = set()
+    empty = torch.zeros(0, dtype=torch.long, device=device)
+    while True:
+        drawn: list[Optional[torch.Tensor]] = []
+        for k, run in enumerate(runs):
+            batch = None
+            while batches[k] is not None and batch is None:
+                batch = next(batches[k], None)
+                if batch is None:  # model k's epoch is over
+                    end_epoch(run, epoch[k], test_x, test_y, device)
+                    epoch[k] += 1
+                    batches[k] = run.batches(device) if epoch[k] < settings.epochs else None
+            drawn.append(batch)
+        for k, run in enumerate(runs):
+            if batches[k] is None and k not in finished:
+                finished.add(k)
+                yield k, finish_run(run, data, members[k].mask, test_x, test_y, device)
+        active = [k for k, batch in enumerate(drawn) if batch is not None]
+        if not active:
+            return
+        _stacked_step(stack, runs, active, drawn, index, pool_x, pool_y, has_bias, empty,
+                      settings, device)
+
+
+def _stacked_step(stack: _Stack, runs: list[ModelRun], active: list[int],
+                  drawn: list[Optional[torch.Tensor]], index: list[torch.Tensor],
+                  pool_x: torch.Tensor, pool_y: torch.Tensor, has_bias: list[bool],
+                  empty: torch.Tensor, settings: TrainSettings, device: torch.device) -> None:
+    """One step of every active model: its batch (padded), batched forward and clipped sums,
+    then its own noise and optimizer step.  Inactive models see padding and do not step."""
+    rows = [index[k][batch] if batch is not None else empty for k, batch in enumerate(drawn)]
+    sizes = torch.tensor([len(r) for r in rows], device=device)
+    if int(sizes.max()) == 0:  # only empty Poisson batches: every clipped sum is zero
+        weight_sums = [torch.zeros_like(w) for w in stack.weights]
+        bias_sums = [torch.zeros_like(b) if b is not None else None for b in stack.biases]
+    else:
+        picked = pad_sequence(rows, batch_first=True)  # (K, B), padding 0
+        valid = (torch.arange(picked.shape[1], device=device) < sizes.unsqueeze(1)).float()
+        with autocast(settings.precision, device):
+            logits, inputs, outputs = stack.forward(pool_x[picked])
+        losses = F.cross_entropy(logits.float().flatten(0, 1), pool_y[picked].flatten(),
+                                 reduction="none").view_as(valid) * valid
+        grads = torch.autograd.grad(losses.sum(), outputs)
+        private = runs[active[0]].private
+        weights = None if private else valid / sizes.clamp(min=1).unsqueeze(1)  # mean loss
+        weight_sums, bias_sums, _ = clipped_sums(
+            inputs, grads, has_bias, settings.max_grad_norm if private else None, weights)
+    for k in active:
+        run = runs[k]
+        stack.set_gradients(k, weight_sums, bias_sums)
+        if run.private:
+            noisy_step(run.model, run.optimizer, run.noise_std, run.schedule.expected_batch_size,
+                       run.rng)
+        else:
+            run.optimizer.step()
+        counted_step(run)
