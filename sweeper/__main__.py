@@ -33,6 +33,7 @@ from omegaconf.errors import (ConfigAttributeError, ConfigKeyError, OmegaConfBas
                               ValidationError)
 
 from jobs.data import DatasetUnavailable
+from sweeper import VERSION_TEXT
 from sweeper.config import (ConfigError, SweepConfig, did_you_mean, register_schema, to_sweep_config,
                             validate)
 from sweeper.scale import scaled
@@ -406,8 +407,15 @@ def check_command_line(argv: list[str]) -> list[str]:
     return _preflight_jobs(args)
 
 
-if __name__ == "__main__":
-    sys.argv = [sys.argv[0], *_with_default_experiment(sys.argv[1:])]
+def cli(argv: Optional[list[str]] = None) -> None:
+    """`python -m sweeper` and the `sweeper` console script (`sweeper.cli`): run a sweep, or
+    Hydra's help, completion or config printing; `--version` prints sweeper's own version
+    (Hydra's would be Hydra's)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--version" in argv:
+        print(VERSION_TEXT)
+        return
+    sys.argv = [sys.argv[0], *_with_default_experiment(argv)]
     code = run_directly(sys.argv[1:])
     if code is None:
         refused = check_command_line(sys.argv[1:])
@@ -419,3 +427,7 @@ if __name__ == "__main__":
     if code:
         sys.exit(code)
     exit_now()
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,4 +1,4 @@
-"""What every figure of the product shares: how it is saved and how ε is written on it.
+"""What every figure of the product shares: how it is saved (ε is written by `sweeper.formats`).
 
 Figures are drawn on matplotlib's Agg canvas directly (no pyplot, no global backend switch), so
 they work headless, in worker processes and in tests alike.  matplotlib itself is imported only
@@ -7,7 +7,6 @@ when a figure is drawn.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,8 +27,3 @@ def save_figure(fig: Figure, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     return path
-
-
-def format_epsilon(value: float) -> str:
-    """ε as people write it: ∞ for non-private training, else the shortest exact form."""
-    return "∞" if math.isinf(value) else f"{value:g}"

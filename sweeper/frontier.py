@@ -11,6 +11,7 @@ Command line: `python -m sweeper.frontier --help`.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
@@ -19,8 +20,9 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from sweeper import VERSION_TEXT
 from sweeper.bounds import precision_bound
-from sweeper.figures import format_epsilon
+from sweeper.formats import format_epsilon, jsonable
 from sweeper.store import ArtifactStore, split_sweep_location
 
 BASELINE_ATTACK = "always_member"
@@ -149,9 +151,9 @@ def plot_frontier(frame: pd.DataFrame, path: str | Path, title: str = "") -> Pat
     return path
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str = "python -m sweeper.frontier") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m sweeper.frontier",
+        prog=prog,
         description="Print the bound-vs-attack frontier of a finished (or running) sweep: for "
                     "every cell, the attack's best precision with its 95%% Clopper-Pearson interval "
                     "next to the Thudi et al. bound U, and draw it as a PNG.",
@@ -168,11 +170,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--plot", metavar="PATH", help="PNG path (default: <run dir>/frontier.png; "
                                                        "for a remote store, a local cache)")
     parser.add_argument("--no-plot", action="store_true", help="do not draw the PNG")
+    parser.add_argument("--version", action="version", version=VERSION_TEXT)
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.frontier") -> int:
+    args = _parser(prog).parse_args(argv)
     try:
         root, name = (split_sweep_location(args.run_dir) if args.run_dir
                       else (args.store_root, args.experiment))
@@ -183,7 +186,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     notes = sys.stderr if args.json else sys.stdout
     if args.json:
-        print(frame.to_json(orient="records", indent=1))
+        print(json.dumps(jsonable(frame.to_dict("records")), indent=1))  # ∞ as "inf", NaN null
     else:
         print(format_table(frame))
     if args.csv:

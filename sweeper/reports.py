@@ -34,7 +34,8 @@ from scipy.stats import t as student_t
 
 from jobs.pdtp import TABLE_COLUMNS as PDTP_TABLE_COLUMNS
 from sweeper.bounds import jayaraman_ppv_bound, precision_bound
-from sweeper.figures import format_epsilon, save_figure
+from sweeper.figures import save_figure
+from sweeper.formats import format_epsilon
 from sweeper.store import ArtifactStore
 
 if TYPE_CHECKING:  # drawn lazily: matplotlib is imported only where a figure is made

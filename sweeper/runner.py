@@ -33,6 +33,7 @@ import sweeper
 from jobs.data import load_dataset, require_dataset, synthetic_dataset
 from sweeper.config import ConfigError, SweepConfig, validate
 from sweeper.failures import TRANSIENT_EXCEPTIONS, Failure, classify
+from sweeper.formats import format_epsilon
 from sweeper.frontier import plot_frontier, sort_frontier
 from sweeper.plan import AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan
 from sweeper.ray_start import local_ray_confined, require_reachable
@@ -116,7 +117,7 @@ def check_cluster_resources(cfg: SweepConfig) -> None:
 
 
 def cell_label(cell: Cell) -> str:
-    return f"{cell.attack} ε={cell.epsilon:g} δ={cell.delta:g} p={cell.p:g} trial={cell.trial}"
+    return f"{cell.attack} ε={format_epsilon(cell.epsilon)} δ={cell.delta:g} p={cell.p:g} trial={cell.trial}"
 
 
 def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResult:

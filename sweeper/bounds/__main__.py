@@ -3,7 +3,8 @@
 Subcommands answer the questions a team asks before training: how far can any attacker's
 precision go (`precision`), which ε or which sampling rate p keeps it under a target (`plan`),
 how this bound compares with earlier ones (`compare`), and the papers' figures (`plot`).
-Every subcommand takes --json for machine-readable output (∞ is written as the string "inf").
+Every subcommand takes --json for machine-readable output.  ε = ∞ is written as every sweeper
+command writes it (`sweeper.formats`): `∞` in tables, the string "inf" in JSON.
 The subcommands whose numbers depend on δ take --form: "derived" (default) is Theorem 3.3's proof
 carried through, "printed" the formula as the papers print it (not a valid bound for δ > 0 and
 p < 1; see `sweeper.bounds`).
@@ -18,6 +19,7 @@ import math
 import sys
 from typing import Any, Callable, Optional, Sequence
 
+from sweeper import VERSION_TEXT
 from sweeper.bounds import (
     BOUND_FORMS,
     DEFAULT_TPR_FLOOR,
@@ -32,6 +34,7 @@ from sweeper.bounds import (
     sablayrolles_precision_bound,
     yeom_accuracy_bound,
 )
+from sweeper.formats import format_epsilon, jsonable
 
 Row = dict[str, Any]
 
@@ -62,7 +65,7 @@ def _fmt(value: Any) -> str:
         return "-"
     if isinstance(value, str):
         return value
-    return "inf" if value == math.inf else f"{value:.4g}"
+    return format_epsilon(value) if math.isinf(value) else f"{value:.4g}"
 
 
 def _table(columns: Sequence[tuple[str, str]], rows: Sequence[Row]) -> str:
@@ -80,19 +83,9 @@ def _table(columns: Sequence[tuple[str, str]], rows: Sequence[Row]) -> str:
     return "\n".join([head, "-" * len(head)] + [line(r) for r in cells])
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, float) and math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return value
-
-
 def _emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
     if args.json:
-        print(json.dumps(_jsonable(payload), indent=2, allow_nan=False))
+        print(json.dumps(jsonable(payload), indent=2, allow_nan=False))
     else:
         print(text)
 
@@ -212,11 +205,12 @@ def cmd_plot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 # --------------------------------------------------------------------------- parser
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m sweeper.bounds") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m sweeper.bounds",
+        prog=prog,
         description="Bounds on membership-inference precision from (ε, δ)-DP and the sampling "
                     "rate p (Thudi et al. 2022/2024).")
+    parser.add_argument("--version", action="version", version=VERSION_TEXT)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     fmt = argparse.RawDescriptionHelpFormatter
 
@@ -278,9 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.bounds") -> int:
     """Run the command line; return the exit status (2 for bad input, as argparse does)."""
-    parser = build_parser()
+    parser = build_parser(prog)
     try:
         args = parser.parse_args(argv)
         return args.func(args, args.parser)
