@@ -198,7 +198,7 @@ def frontier_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     _require(frame, FRONTIER_COLUMNS, "frontier")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    png = plot_frontier(frame, out_dir / "frontier.png", title="Bound vs attack frontier")
+    png = plot_frontier(frame, out_dir / "frontier.png")
     cells = frame[frame["precision"].notna() | (frame["attack"] == BASELINE_ATTACK)]
     table = (cells.groupby(["attack", "epsilon", "delta", "p"], sort=True)
              .agg(precision=("precision", "mean"), precision_ci_low=("precision_ci_low", "mean"),

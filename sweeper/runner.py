@@ -226,14 +226,15 @@ def mlflow_artifact_location(store: ArtifactStore) -> Optional[str]:
 
 
 #: The code that draws the figures: a change to it redraws them even when the table is the same.
-DRAWING_MODULES = ("sweeper.frontier", "sweeper.reports", "sweeper.figures")
+DRAWING_MODULES = ("sweeper.frontier", "sweeper.reports", "sweeper.figures", "sweeper.formats")
 FIGURES_STAMP = ".figures.json"
 
 
 def figures_key(cfg: SweepConfig, table_csv: bytes) -> str:
-    """What the figures are drawn from: the table they plot, the report, the title and the code."""
+    """What the figures are drawn from: the table they plot, the report, the title (the name and
+    the shadow models it names) and the code."""
     digest = hashlib.sha256(table_csv)
-    digest.update(f"\n{cfg.report}\n{cfg.name}\n".encode())
+    digest.update(f"\n{cfg.report}\n{cfg.name}\n{cfg.shadow.count}\n".encode())
     for name in DRAWING_MODULES:
         digest.update(Path(importlib.import_module(name).__file__).read_bytes())
     return digest.hexdigest()
@@ -267,7 +268,8 @@ def publish_figures(cfg: SweepConfig, store: ArtifactStore, results: pd.DataFram
         notes.append(line)
         echo(line)
 
-    plot_path = plot_frontier(results, folder / "frontier.png", title=cfg.name)
+    plot_path = plot_frontier(results, folder / "frontier.png", title=cfg.name,
+                              shadows=cfg.shadow.count)
     csv_path = folder / "frontier.csv"
     atomic_write_bytes(csv_path, table_csv)
     report_paths = draw(cfg.report, results, folder / "report", store.uri, note)
