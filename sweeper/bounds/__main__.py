@@ -24,16 +24,12 @@ from sweeper.bounds import (
     BOUND_FORMS,
     DEFAULT_TPR_FLOOR,
     epsilon_for_precision,
-    erlingsson_accuracy_bound,
-    humphries_accuracy_bound,
     jayaraman_ppv_bound,
-    mahloujifar_precision_bound,
     max_sampling_rate,
     precision_bound,
     precision_lower_bound,
-    sablayrolles_precision_bound,
-    yeom_accuracy_bound,
 )
+from sweeper.bounds.compare import ACCURACY, BOUNDS, PRECISION, Settings, compare_rows
 from sweeper.formats import format_epsilon, jsonable
 
 Row = dict[str, Any]
@@ -162,35 +158,27 @@ def cmd_compare(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     p = args.p
     _validate(parser, lambda: jayaraman_ppv_bound(args.epsilon_grid, args.delta, args.fpr, 1.0))
     _validate(parser, lambda: precision_bound(args.epsilon_grid, p, args.delta, args.tpr))
-    gamma = math.inf if p == 0 else (1.0 - p) / p
-    rows = []
-    for eps in args.epsilon_grid:
-        rows.append({
-            "epsilon": eps,
-            "thudi_precision": precision_bound(eps, p, args.delta, args.tpr, form=args.form),
-            "sablayrolles_precision": sablayrolles_precision_bound(eps, p),
-            "mahloujifar_precision": mahloujifar_precision_bound(eps) if p == 0.5 else None,
-            "jayaraman_ppv": jayaraman_ppv_bound(eps, args.delta, args.fpr, gamma),
-            "thudi_accuracy": precision_bound(eps, 0.5, args.delta, args.tpr, form=args.form),
-            "humphries_accuracy": humphries_accuracy_bound(eps, args.delta),
-            "erlingsson_accuracy": erlingsson_accuracy_bound(eps, args.delta),
-            "yeom_accuracy": yeom_accuracy_bound(eps),
-        })
-    precision_cols = [("epsilon", "ε"), ("thudi_precision", "Thudi U"),
-                      ("sablayrolles_precision", "Sablayrolles"),
-                      ("mahloujifar_precision", "Mahloujifar"),
-                      ("jayaraman_ppv", f"Jayaraman@FPR={args.fpr:g}")]
-    accuracy_cols = [("epsilon", "ε"), ("thudi_accuracy", "Thudi U(p=.5)"),
-                     ("humphries_accuracy", "Humphries"), ("erlingsson_accuracy", "Erlingsson"),
-                     ("yeom_accuracy", "Yeom")]
+    settings = Settings(p=p, delta=args.delta, tpr=args.tpr, fpr=args.fpr, form=args.form)
+    rows = compare_rows(args.epsilon_grid, settings)
+    headers = {b.key: b.header.replace("@FPR", f"@FPR={args.fpr:g}") for b in BOUNDS}
+    precision_cols = [("epsilon", "ε")] + [(b.key, headers[b.key]) for b in BOUNDS
+                                            if b.kind == PRECISION]
+    accuracy_cols = [("epsilon", "ε")] + [(b.key, headers[b.key]) for b in BOUNDS
+                                           if b.kind == ACCURACY]
     text = (f"Precision bounds at p = {p:g} (δ = {args.delta:g}, Thudi U in {args.form} form; "
             f"Sablayrolles is ε-DP only, "
             f"Mahloujifar only at p = 0.5, Jayaraman at γ = (1−p)/p):\n"
             + _table(precision_cols, rows)
             + "\n\nAccuracy bounds in Yeom's balanced experiment (p = 0.5), clipped to 1:\n"
             + _table(accuracy_cols, rows))
-    _emit(args, {"p": p, "delta": args.delta, "tpr": args.tpr, "fpr": args.fpr,
-                 "form": args.form, "rows": rows}, text)
+    payload = {"p": p, "delta": args.delta, "tpr": args.tpr, "fpr": args.fpr,
+               "form": args.form, "rows": rows}
+    if args.plot:
+        from sweeper.bounds.plots import plot_compare  # matplotlib only when plotting
+
+        payload["plot"] = str(plot_compare(args.plot, settings, args.epsilon_grid))
+        text += f"\n\nplot: {payload['plot']}"
+    _emit(args, payload, text)
     return 0
 
 
@@ -257,6 +245,9 @@ def build_parser(prog: str = "python -m sweeper.bounds") -> argparse.ArgumentPar
     compare.add_argument("--form", choices=BOUND_FORMS, default="derived", help=HELP_FORM)
     compare.add_argument("--fpr", type=float, default=0.01,
                          help="attack FPR α at which Jayaraman et al.'s PPV bound is taken (default 0.01)")
+    compare.add_argument("--plot", metavar="PNG",
+                         help="also draw every bound of the table against ε into this PNG: "
+                              "precision bounds (at p) and accuracy bounds (p = 0.5) in two panels")
     compare.add_argument("--json", action="store_true", help=HELP_JSON)
     compare.set_defaults(func=cmd_compare, parser=compare)
 
@@ -264,7 +255,7 @@ def build_parser(prog: str = "python -m sweeper.bounds") -> argparse.ArgumentPar
         "plot", formatter_class=fmt, help="write the papers' bound figures as PNG",
         description="Write PNGs:\n"
                     "  bound_vs_p.png:         U against p for ε ∈ {0.1, 1, 2, 5} (2024 Fig. 1)\n"
-                    "  compare_vs_epsilon.png: earlier bounds against ε at p = 0.5 (2022 Fig. 11)\n"
+                    "  compare_vs_epsilon.png: every bound of `compare` against ε at p = 0.5 (2022 Fig. 11)\n"
                     "  compare_vs_p.png:       U vs Sablayrolles et al. against p (2022 Fig. 12)")
     plot.add_argument("--out", default="bounds_plots", help="directory for the PNGs (default ./bounds_plots)")
     plot.add_argument("--json", action="store_true", help=HELP_JSON)
