@@ -68,7 +68,9 @@ def _report(result) -> None:
         print(f"FAILED {label}: {reason}", file=sys.stderr)
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+# An absolute path: imported as `sweeper.__main__` (the `sweeper` console script), a relative one
+# would be read as a Python package path (pkg://conf), which the conf folder is not.
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=CONFIG_NAME)
 def main(raw: DictConfig) -> None:
     try:
         cfg = to_sweep_config(raw)
