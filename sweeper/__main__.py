@@ -66,6 +66,26 @@ def _report(result) -> None:
               file=sys.stderr)
     for label, reason in result.failures:
         print(f"FAILED {label}: {reason}", file=sys.stderr)
+    print(where_to_look(result))
+
+
+def where_to_look(result) -> str:
+    """The last line of a sweep: where its results live once Ray (and its dashboard) is gone —
+    the results, the figures, the command that opens MLflow and the one that prints the table."""
+    import shlex
+
+    from sweeper.tracking import ui_command
+
+    figures = [str(p) for p in (result.plot_path, *result.report_paths)
+               if p is not None and Path(p).suffix == ".png"]
+    parts = [f"results {result.sweep_dir}"]
+    if figures:
+        parts.append("figures " + ", ".join(figures))
+    script = Path(sys.executable).parent / "sweeper"  # runnable as printed, as ui_command is
+    frontier = [str(script), "frontier"] if script.exists() else [sys.executable, "-m", "sweeper.frontier"]
+    parts += [f"MLflow: {ui_command(result.tracking_uri)}",
+              f"table: {shlex.join([*frontier, '--run-dir', str(result.sweep_dir)])}"]
+    return "where to look: " + " | ".join(parts)
 
 
 # An absolute path: imported as `sweeper.__main__` (the `sweeper` console script), a relative one

@@ -36,7 +36,7 @@ from sweeper.failures import TRANSIENT_EXCEPTIONS, Failure, classify
 from sweeper.formats import format_epsilon
 from sweeper.frontier import plot_frontier, sort_frontier
 from sweeper.plan import AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan
-from sweeper.ray_start import local_ray_confined, require_reachable
+from sweeper.ray_start import local_ray_confined, require_reachable, submitted_job_address
 from sweeper.reports import draw
 from sweeper.scale import scaled
 from sweeper.store import ArtifactStore, atomic_write_bytes
@@ -68,28 +68,37 @@ class SweepResult:
 @contextlib.contextmanager
 def ray_session(cfg: SweepConfig) -> Iterator[Optional[str]]:
     """Join the Ray this process already runs (tests), connect to `cluster.address` (refused
-    after `cluster.connect_timeout_s` when nothing answers), or start a new local Ray ("local":
+    after `cluster.connect_timeout_s` when nothing answers) or to the cluster running this process
+    as a Ray job (`ray job submit`, `submitted_job_address`), or start a new local Ray ("local":
     never a stale cluster found on the machine) that listens on loopback only and dies with this
-    process (`local_ray_confined`)."""
+    process (`local_ray_confined`).
+
+    The driver's job carries the sweep's name as `job_name` metadata, the column the Ray
+    dashboard's Jobs page shows, so the sweep is found by name there (a `ray job submit
+    --metadata-json` job_name wins)."""
     import ray
+    from ray.job_config import JobConfig
 
     if ray.is_initialized():
         yield None
         return
     runtime_env = runtime_environment(cfg)
+    job = JobConfig(metadata={"job_name": f"sweeper {cfg.name}", "sweeper_sweep": cfg.name})
+    address = cfg.cluster.address or submitted_job_address()
     with contextlib.ExitStack() as stack:
-        if cfg.cluster.address is None:
+        if address is None:
             adopt = stack.enter_context(local_ray_confined())
             context = ray.init(
                 address="local", num_cpus=cfg.cluster.num_cpus, runtime_env=runtime_env,
                 include_dashboard=cfg.cluster.include_dashboard,
                 dashboard_host=cfg.cluster.dashboard_host,
-                dashboard_port=cfg.cluster.dashboard_port, logging_level=logging.WARNING)
+                dashboard_port=cfg.cluster.dashboard_port, logging_level=logging.WARNING,
+                job_config=job)
             adopt()
         else:
-            require_reachable(cfg.cluster.address, cfg.cluster.connect_timeout_s)
-            context = ray.init(address=cfg.cluster.address, runtime_env=runtime_env,
-                               logging_level=logging.WARNING)
+            require_reachable(address, cfg.cluster.connect_timeout_s)
+            context = ray.init(address=address, runtime_env=runtime_env,
+                               logging_level=logging.WARNING, job_config=job)
         stack.callback(ray.shutdown)
         url = context.dashboard_url
         yield f"http://{url}" if url else None
