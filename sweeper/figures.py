@@ -14,8 +14,9 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-def save_figure(fig: Figure, path: Path) -> Path:
-    """Lay the figure out and write it as a PNG at `path` (folders created).
+def save_figure(fig: Figure, path: Path, layout: bool = True) -> Path:
+    """Lay the figure out (unless `layout` is False: a figure that placed its own legend and
+    caption against its laid-out panels) and write it as a PNG at `path` (folders created).
 
     matplotlib is imported here, not with the module: a rerun whose figures are up to date
     never loads it."""
@@ -24,6 +25,7 @@ def save_figure(fig: Figure, path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)
-    fig.tight_layout()
+    if layout:
+        fig.tight_layout()
     fig.savefig(path, dpi=120, bbox_inches="tight")  # legends and captions outside the axes too
     return path

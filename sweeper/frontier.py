@@ -218,16 +218,24 @@ def frontier_figure(frame: pd.DataFrame, title: str = ""):
         handles.append(Line2D([], [], marker="s", ls="none", color="grey", label=BASELINE_TEXT))
     if violations:
         handles.append(Line2D([], [], marker="X", ls="none", ms=10, color="red", label=VIOLATION_TEXT))
-    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.92), fontsize=8,
-               frameon=False, title=f"U: Thudi et al. Thm 3.3, δ = {delta:g}, TPR ≥ {floor:g}",
-               title_fontsize=8, alignment="left")
+    # Below the panels, not beside them: a figure as wide as three panels and a legend would be
+    # drawn tiny wherever it is shown at a page's width (MLflow's artifact view, a README).
+    legend = fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                        ncol=2 if len(panels) > 1 else 1, fontsize=8, frameon=False,
+                        title=f"U: Thudi et al. Thm 3.3, δ = {delta:g}, TPR ≥ {floor:g}",
+                        title_fontsize=8)
     caption = [f"Points of different ε are drawn {DODGE:g} apart along p so their bars do not overlap."]
     if oracle:
         caption.insert(0, ORACLE_TEXT + ".")
-    fig.text(0.01, 0.0, "\n".join(_wrap(line, 150) for line in caption), fontsize=7.5,
-             va="top", ha="left", color="dimgrey")
     if title:
         fig.suptitle(title, fontsize=10)
+    fig.tight_layout()  # where the panels end up, so the caption can go under the legend
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    box = legend.get_window_extent(FigureCanvasAgg(fig).get_renderer())
+    bottom = box.transformed(fig.transFigure.inverted()).y0
+    fig.text(0.5, bottom - 0.01, "\n".join(_wrap(line, 40 * len(panels) + 40) for line in caption),
+             fontsize=7.5, va="top", ha="center", color="dimgrey")
     return fig
 
 
@@ -243,7 +251,8 @@ def plot_frontier(frame: pd.DataFrame, path: str | Path, title: str = "",
     sweep; `shadows`, its shadow models per ε, when the caller knows them)."""
     from sweeper.figures import save_figure
 
-    return save_figure(frontier_figure(frame, frontier_title(frame, title, shadows)), Path(path))
+    figure = frontier_figure(frame, frontier_title(frame, title, shadows))
+    return save_figure(figure, Path(path), layout=False)  # laid out by frontier_figure
 
 
 def _parser(prog: str = "python -m sweeper.frontier") -> argparse.ArgumentParser:
