@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from sweeper.bounds import precision_bound, precision_lower_bound, sablayrolles_precision_bound
 from sweeper.bounds.compare import ACCURACY, BOUNDS, PRECISION, Settings, coincident
 from sweeper.figures import save_figure
+from sweeper.formats import format_epsilon
 
 #: ε values of the 2024 paper's Figure 1.
 FIGURE1_EPSILONS = (0.1, 1.0, 2.0, 5.0)
@@ -31,7 +32,7 @@ def plot_bound_vs_p(path: Path, epsilons: Sequence[float] = FIGURE1_EPSILONS) ->
     fig = Figure(figsize=(5.6, 4.2))
     ax = fig.add_subplot()
     for eps in epsilons:
-        ax.plot(p, precision_bound(eps, p), label=f"U, ε = {eps:g}")
+        ax.plot(p, precision_bound(eps, p), label=f"U, ε = {format_epsilon(eps)}")
     ax.plot(p, p, ":", color="grey", label="prior p (always member)")
     ax.set(xlabel="sampling probability p = P(x* ∈ D)", ylabel="precision bound",
            title="Upper bound on MI precision (Theorem 3.3, δ = 0)", xlim=(0, 1), ylim=(0, 1.02))
@@ -100,9 +101,10 @@ def plot_compare_vs_p(path: Path, epsilons: Sequence[float] = (0.5, 1.0, 2.0)) -
     ax = fig.add_subplot()
     for i, eps in enumerate(epsilons):
         colour = f"C{i}"
-        ax.plot(p, precision_bound(eps, p), color=colour, label=f"Thudi et al. U, ε = {eps:g}")
+        ax.plot(p, precision_bound(eps, p), color=colour,
+                label=f"Thudi et al. U, ε = {format_epsilon(eps)}")
         ax.plot(p, sablayrolles_precision_bound(eps, p), "--", color=colour,
-                label=f"Sablayrolles et al., ε = {eps:g}")
+                label=f"Sablayrolles et al., ε = {format_epsilon(eps)}")
         ax.plot(p, precision_lower_bound(eps, p), ":", color=colour, lw=1)
     ax.set(xlabel="sampling probability p = P(x* ∈ D)", ylabel="precision bound",
            title="Precision bounds vs p (dotted: lower bound)", xlim=(0, 1), ylim=(0, 1.02))
