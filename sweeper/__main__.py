@@ -35,6 +35,7 @@ from omegaconf.errors import (ConfigAttributeError, ConfigKeyError, ConfigTypeEr
                               OmegaConfBaseException, ValidationError)
 
 from jobs.data import DatasetUnavailable
+from sweeper import VERSION_TEXT
 from sweeper.credentials import scrub, scrub_override
 from sweeper.paths import option_problem
 from sweeper.config import (ConfigError, SweepConfig, did_you_mean, register_schema, to_sweep_config,
@@ -77,9 +78,31 @@ def _report(result) -> None:
               file=sys.stderr)
     for label, reason in result.failures:
         print(f"FAILED {label}: {reason}", file=sys.stderr)
+    print(where_to_look(result))
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def where_to_look(result) -> str:
+    """The last line of a sweep: where its results live once Ray (and its dashboard) is gone —
+    the results, the figures, the command that opens MLflow and the one that prints the table."""
+    import shlex
+
+    from sweeper.tracking import ui_command
+
+    figures = [str(p) for p in (result.plot_path, *result.report_paths)
+               if p is not None and Path(p).suffix == ".png"]
+    parts = [f"results {result.sweep_dir}"]
+    if figures:
+        parts.append("figures " + ", ".join(figures))
+    script = Path(sys.executable).parent / "sweeper"  # runnable as printed, as ui_command is
+    frontier = [str(script), "frontier"] if script.exists() else [sys.executable, "-m", "sweeper.frontier"]
+    parts += [f"MLflow: {ui_command(result.tracking_uri)}",
+              f"table: {shlex.join([*frontier, '--run-dir', str(result.sweep_dir)])}"]
+    return "where to look: " + " | ".join(parts)
+
+
+# An absolute path: imported as `sweeper.__main__` (the `sweeper` console script), a relative one
+# would be read as a Python package path (pkg://conf), which the conf folder is not.
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=CONFIG_NAME)
 def main(raw: DictConfig) -> None:
     try:
         cfg = to_sweep_config(raw)
@@ -515,8 +538,15 @@ def check_command_line(argv: list[str]) -> list[str]:
     return _preflight_jobs(args)
 
 
-if __name__ == "__main__":
-    sys.argv = [sys.argv[0], *command_line(sys.argv[1:])]
+def cli(argv: Optional[list[str]] = None) -> None:
+    """`python -m sweeper` and the `sweeper` console script (`sweeper.cli`): run a sweep, or
+    Hydra's help, completion or config printing; `--version` prints sweeper's own version
+    (Hydra's would be Hydra's)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--version" in argv:
+        print(VERSION_TEXT)
+        return
+    sys.argv = [sys.argv[0], *command_line(argv)]
     code = run_directly(sys.argv[1:])
     if code is None:
         refused = check_command_line(sys.argv[1:])
@@ -528,3 +558,7 @@ if __name__ == "__main__":
     if code:
         sys.exit(code)
     exit_now()
+
+
+if __name__ == "__main__":
+    cli()

@@ -222,8 +222,17 @@ class SweepConfig:
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
 
 
+#: What the grid's axes of names take, from the registries the validation checks against.
+#: `--help` shows them (conf/config.yaml's footer reads `${sweeper_grid_values:attack}`), so the
+#: help cannot drift from the code: the `attack:` config group names settings files (lira, …),
+#: not the grid's values (lira_online, …).
+GRID_VALUES = {"attack": lambda: list(ATTACKS), "policy": lambda: list(POLICIES)}
+
+
 def register_schema() -> None:
     ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)
+    OmegaConf.register_new_resolver(
+        "sweeper_grid_values", lambda axis: ", ".join(GRID_VALUES[axis]()), replace=True)
 
 
 class ConfigError(ValueError):

@@ -1,4 +1,4 @@
-"""What every figure of the product shares: how it is saved and how ε is written on it.
+"""What every figure of the product shares: how it is saved (ε is written by `sweeper.formats`).
 
 Figures are drawn on matplotlib's Agg canvas directly (no pyplot, no global backend switch), so
 they work headless, in worker processes and in tests alike.  matplotlib itself is imported only
@@ -7,7 +7,6 @@ when a figure is drawn.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,8 +14,9 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-def save_figure(fig: Figure, path: Path) -> Path:
-    """Lay the figure out and write it as a PNG at `path` (folders created).
+def save_figure(fig: Figure, path: Path, layout: bool = True) -> Path:
+    """Lay the figure out (unless `layout` is False: a figure that placed its own legend and
+    caption against its laid-out panels) and write it as a PNG at `path` (folders created).
 
     matplotlib is imported here, not with the module: a rerun whose figures are up to date
     never loads it."""
@@ -25,11 +25,7 @@ def save_figure(fig: Figure, path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    if layout:
+        fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight")  # legends and captions outside the axes too
     return path
-
-
-def format_epsilon(value: float) -> str:
-    """ε as people write it: ∞ for non-private training, else the shortest exact form."""
-    return "∞" if math.isinf(value) else f"{value:g}"

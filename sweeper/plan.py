@@ -21,6 +21,7 @@ from jobs.models import MEMBERSHIP_MECHANISM
 from jobs.training import TrainSettings
 from sweeper.bounds import epsilon_for_precision
 from sweeper.config import SweepConfig, sampling_rates
+from sweeper.formats import format_epsilon
 
 #: Bump when the meaning of stored artifacts changes, so old ones are not reused.
 ARTIFACT_VERSION = 3
@@ -106,7 +107,7 @@ class ModelSpec:
     def description(self) -> str:
         """Which model this is, for people: role, data, ε, p and trial or shadow index."""
         who = f"trial={self.index}" if self.role == "target" else f"shadow={self.index}"
-        return f"{self.role} {self.data.name} ε={_fmt(self.train.epsilon)} p={self.sample_rate:g} {who}"
+        return f"{self.role} {self.data.name} ε={format_epsilon(self.train.epsilon)} p={self.sample_rate:g} {who}"
 
     @property
     def label(self) -> str:
@@ -198,10 +199,6 @@ class SweepPlan:
     @property
     def key(self) -> str:
         return content_key("sweep", {"name": self.config.name, "cells": sorted(c.key for c in self.cells)})
-
-
-def _fmt(value: float) -> str:
-    return "∞" if math.isinf(value) else f"{value:g}"
 
 
 def build_plan(cfg: SweepConfig) -> SweepPlan:

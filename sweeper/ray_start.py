@@ -62,6 +62,21 @@ def bootstrap_address(address: str) -> Optional[tuple[str, int]]:
     return host.strip("[]"), int(port)
 
 
+#: Set by Ray's job supervisor in the environment of a job's driver (with RAY_ADDRESS).
+JOB_CONFIG_VARIABLE = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+
+
+def submitted_job_address() -> Optional[str]:
+    """The cluster that runs this process as a Ray job (`ray job submit -- sweeper …`), else None.
+
+    Ray's job supervisor starts the driver with the job's config and RAY_ADDRESS, the cluster's
+    GCS.  A sweep started that way joins that cluster rather than starting a Ray of its own, so its
+    tasks, logs and progress live in the dashboard the job was submitted to."""
+    if JOB_CONFIG_VARIABLE not in os.environ:
+        return None
+    return os.environ.get("RAY_ADDRESS") or "auto"
+
+
 def _recorded_cluster() -> Optional[str]:
     """The address `ray start` recorded on this machine (what Ray's "auto" reads), if any."""
     from ray._private.services import get_ray_address_from_environment

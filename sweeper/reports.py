@@ -34,7 +34,8 @@ from scipy.stats import t as student_t
 
 from jobs.pdtp import TABLE_COLUMNS as PDTP_TABLE_COLUMNS
 from sweeper.bounds import jayaraman_ppv_bound, precision_bound
-from sweeper.figures import format_epsilon, save_figure
+from sweeper.figures import save_figure
+from sweeper.formats import format_epsilon
 from sweeper.store import ArtifactStore
 
 if TYPE_CHECKING:  # drawn lazily: matplotlib is imported only where a figure is made
@@ -174,6 +175,16 @@ def _errorbar(ax: Any, x: np.ndarray, y: np.ndarray, low: np.ndarray, high: np.n
     ax.errorbar(x, y, yerr=[below, above], capsize=3, **style)
 
 
+#: How far apart along p the points of different series are drawn, so their bars do not hide
+#: each other (the CSVs keep the exact p).
+DODGE = 0.012
+
+
+def _dodge(rank: int, count: int) -> float:
+    """The offset along p of series `rank` of `count`, centred on the true p."""
+    return (rank - (count - 1) / 2) * DODGE
+
+
 def _p_grid(data_p: Iterable[float]) -> np.ndarray:
     """Where bound curves are evaluated: a fine grid plus the sweep's own p (exact there)."""
     return np.unique(np.r_[np.linspace(0.01, 0.99, 99), np.asarray(list(data_p), float)])
@@ -197,7 +208,7 @@ def frontier_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     _require(frame, FRONTIER_COLUMNS, "frontier")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    png = plot_frontier(frame, out_dir / "frontier.png", title="Bound vs attack frontier")
+    png = plot_frontier(frame, out_dir / "frontier.png")
     cells = frame[frame["precision"].notna() | (frame["attack"] == BASELINE_ATTACK)]
     table = (cells.groupby(["attack", "epsilon", "delta", "p"], sort=True)
              .agg(precision=("precision", "mean"), precision_ci_low=("precision_ci_low", "mean"),
@@ -334,7 +345,7 @@ def thudi_lira_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
         match4 = (fig4[panels] == pd.Series(dict(zip(panels, key)))).all(axis=1)
         rows3, rows4 = fig3[match3], fig4[match4]
         panel = {**dict(zip(panels, key)), "oracle": bool(rows3["oracle"].iloc[0])}
-        for (eps, delta), c in colour.items():
+        for rank, ((eps, delta), c) in enumerate(colour.items()):
             bound = rows3[(rows3["series"] == "bound U") & (rows3["epsilon"] == eps)
                           & (rows3["delta"] == delta)]
             if not bound.empty:
@@ -342,9 +353,11 @@ def thudi_lira_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
             points = rows3[(rows3["series"] == "precision") & (rows3["epsilon"] == eps)
                            & (rows3["delta"] == delta)].dropna(subset=["value"])
             if not points.empty:
-                _errorbar(ax3, points["p"].to_numpy(), points["value"].to_numpy(),
-                          points["low"].to_numpy(float), points["high"].to_numpy(float),
-                          fmt="o-", color=c, label=points["label"].iloc[0])
+                # measurements at a few p: points (U is the curve), ε apart so bars stay apart
+                _errorbar(ax3, points["p"].to_numpy() + _dodge(rank, len(colour)),
+                          points["value"].to_numpy(), points["low"].to_numpy(float),
+                          points["high"].to_numpy(float), fmt="o", linestyle="none", color=c,
+                          label=points["label"].iloc[0])
             gain = rows4[(rows4["series"] == "improvement") & (rows4["epsilon"] == eps)
                          & (rows4["delta"] == delta)].dropna(subset=["value"])
             if not gain.empty:
@@ -369,7 +382,8 @@ def thudi_lira_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
         for ax in (ax3, ax4):
             ax.grid(alpha=0.3)
         ax3.legend(fontsize=7, loc="lower right", title_fontsize=7,
-                   title="dashed: bound U per ε\nbars: ±1 sd over trials (1 trial: 95 % CP)")
+                   title="dashed: bound U per ε\nbars: ±1 sd over trials (1 trial: 95 % CP)\n"
+                         "points of different ε drawn 0.012 apart along p")
         ax4.legend(fontsize=7, title="95 % intervals", title_fontsize=7)
     figure3.suptitle("Attack precision against sampling probability p, per ε,\n"
                      "with the bound U (Thudi et al. 2024, Fig. 3)", fontsize=10)
@@ -445,11 +459,12 @@ def fixed_bound_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
         targets = sorted(table["target_precision"].unique(), reverse=True)
         colour = dict(zip(targets, _colours(len(targets))))
         for (key, panel_table), ax in zip(groups, axes):
-            for beta in targets:
+            for rank, beta in enumerate(targets):
                 curve = panel_table[panel_table["target_precision"] == beta]
                 if curve.empty:
                     continue
-                _errorbar(ax, curve["p"].to_numpy(), curve["accuracy"].to_numpy(),
+                _errorbar(ax, curve["p"].to_numpy() + _dodge(rank, len(targets)),
+                          curve["accuracy"].to_numpy(),
                           curve["ci_low"].to_numpy(float), curve["ci_high"].to_numpy(float),
                           fmt="o-", color=colour[beta], label=f"bound β = {beta:g}")
             title = " · ".join(str(k) for k in key)
@@ -459,7 +474,7 @@ def fixed_bound_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
             ax.legend(fontsize=8, title="U fixed at β (ε solved per p)", title_fontsize=8)
         fig.suptitle(f"{what} test accuracy against p at a fixed precision bound\n"
                      f"(Thudi et al. 2024, Fig. {5 if name == 'best' else 6}; "
-                     f"bars: 95 % interval over trials)", fontsize=10)
+                     f"bars: 95 % t interval over trials; β drawn 0.012 apart along p)", fontsize=10)
         paths += [save_figure(fig, out_dir / f"fixed_bound_{name}_accuracy.png"),
                   _write_csv(table, out_dir / f"fixed_bound_{name}_accuracy.csv")]
     return paths
@@ -963,7 +978,10 @@ def generalization_report(frame: pd.DataFrame, out_dir: Path, *,
             low = min(0.0, float(np.nanmin(values))) if len(values) else 0.0
             high = max(0.05, float(np.nanmax(values)) * 1.1) if len(values) else 1.0
             ax.plot([low, high], [low, high], "--", color="black", lw=1, label=line)
-            ax.set(title=head or None, xlabel=xlabel, ylabel="membership advantage (TPR − FPR)")
+            what = ("loss attack: Yeom's threshold and the best one" if series[0] == YEOM_SERIES
+                    else "loss_randomized: Yeom et al.'s Adversary 1")
+            ax.set(title=f"{head}\n{what}" if head else what, xlabel=xlabel,
+                   ylabel="membership advantage (TPR − FPR)")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=6)
     fig.suptitle("Membership advantage against the generalization gap (Yeom et al.)",

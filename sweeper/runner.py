@@ -33,11 +33,12 @@ import sweeper
 from jobs.data import load_dataset, require_dataset, synthetic_dataset
 from sweeper.config import ConfigError, SweepConfig, validate
 from sweeper.failures import TRANSIENT_EXCEPTIONS, Failure, classify
+from sweeper.formats import format_epsilon
 from sweeper.frontier import plot_frontier, sort_frontier
 from sweeper.plan import (AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan,
                           group_label, group_resources, models_per_task, training_groups)
 from sweeper.ray_start import (dynamic_agent_port, environment, free_dashboard_port,
-                               local_ray_confined, require_reachable)
+                               local_ray_confined, require_reachable, submitted_job_address)
 from sweeper.reports import draw
 from sweeper.scale import scaled
 from sweeper.store import ArtifactStore, atomic_write_bytes
@@ -69,17 +70,25 @@ class SweepResult:
 @contextlib.contextmanager
 def ray_session(cfg: SweepConfig) -> Iterator[Optional[str]]:
     """Join the Ray this process already runs (tests), connect to `cluster.address` (refused
-    after `cluster.connect_timeout_s` when nothing answers), or start a new local Ray ("local":
+    after `cluster.connect_timeout_s` when nothing answers) or to the cluster running this process
+    as a Ray job (`ray job submit`, `submitted_job_address`), or start a new local Ray ("local":
     never a stale cluster found on the machine) that listens on loopback only and dies with this
-    process (`local_ray_confined`)."""
+    process (`local_ray_confined`).
+
+    The driver's job carries the sweep's name as `job_name` metadata, the column the Ray
+    dashboard's Jobs page shows, so the sweep is found by name there (a `ray job submit
+    --metadata-json` job_name wins)."""
     import ray
+    from ray.job_config import JobConfig
 
     if ray.is_initialized():
         yield None
         return
     runtime_env = runtime_environment(cfg)
+    job = JobConfig(metadata={"job_name": f"sweeper {cfg.name}", "sweeper_sweep": cfg.name})
+    address = cfg.cluster.address or submitted_job_address()
     with contextlib.ExitStack() as stack:
-        if cfg.cluster.address is None:
+        if address is None:
             adopt = stack.enter_context(local_ray_confined())
             # Workers inherit the variables from the Ray processes started here: kept out of
             # Ray's runtime environment, so out of its agent's log and its dashboard.
@@ -92,12 +101,12 @@ def ray_session(cfg: SweepConfig) -> Iterator[Optional[str]]:
                     dashboard_port=free_dashboard_port(cfg.cluster.dashboard_host,
                                                        cfg.cluster.dashboard_port)
                     if cfg.cluster.include_dashboard else cfg.cluster.dashboard_port,
-                    logging_level=logging.WARNING)
+                    logging_level=logging.WARNING, job_config=job)
             adopt()
         else:
-            require_reachable(cfg.cluster.address, cfg.cluster.connect_timeout_s)
-            context = ray.init(address=cfg.cluster.address, runtime_env=runtime_env,
-                               logging_level=logging.WARNING)
+            require_reachable(address, cfg.cluster.connect_timeout_s)
+            context = ray.init(address=address, runtime_env=runtime_env,
+                               logging_level=logging.WARNING, job_config=job)
         stack.callback(ray.shutdown)
         url = context.dashboard_url
         yield f"http://{url}" if url else None
@@ -125,7 +134,7 @@ def check_cluster_resources(cfg: SweepConfig) -> None:
 
 
 def cell_label(cell: Cell) -> str:
-    return f"{cell.attack} ε={cell.epsilon:g} δ={cell.delta:g} p={cell.p:g} trial={cell.trial}"
+    return f"{cell.attack} ε={format_epsilon(cell.epsilon)} δ={cell.delta:g} p={cell.p:g} trial={cell.trial}"
 
 
 def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResult:
@@ -237,14 +246,15 @@ def mlflow_artifact_location(store: ArtifactStore) -> Optional[str]:
 
 
 #: The code that draws the figures: a change to it redraws them even when the table is the same.
-DRAWING_MODULES = ("sweeper.frontier", "sweeper.reports", "sweeper.figures")
+DRAWING_MODULES = ("sweeper.frontier", "sweeper.reports", "sweeper.figures", "sweeper.formats")
 FIGURES_STAMP = ".figures.json"
 
 
 def figures_key(cfg: SweepConfig, table_csv: bytes) -> str:
-    """What the figures are drawn from: the table they plot, the report, the title and the code."""
+    """What the figures are drawn from: the table they plot, the report, the title (the name and
+    the shadow models it names) and the code."""
     digest = hashlib.sha256(table_csv)
-    digest.update(f"\n{cfg.report}\n{cfg.name}\n".encode())
+    digest.update(f"\n{cfg.report}\n{cfg.name}\n{cfg.shadow.count}\n".encode())
     for name in DRAWING_MODULES:
         digest.update(Path(importlib.import_module(name).__file__).read_bytes())
     return digest.hexdigest()
@@ -278,7 +288,8 @@ def publish_figures(cfg: SweepConfig, store: ArtifactStore, results: pd.DataFram
         notes.append(line)
         echo(line)
 
-    plot_path = plot_frontier(results, folder / "frontier.png", title=cfg.name)
+    plot_path = plot_frontier(results, folder / "frontier.png", title=cfg.name,
+                              shadows=cfg.shadow.count)
     csv_path = folder / "frontier.csv"
     atomic_write_bytes(csv_path, table_csv)
     report_paths = draw(cfg.report, results, folder / "report", store.uri, note)

@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 
 from tqdm.auto import tqdm
 
+from sweeper import VERSION_TEXT
 from sweeper.frontier import sort_frontier
 from sweeper.store import ArtifactStore
 from sweeper.credentials import redact, scrub, tracking_uri_problem
@@ -74,9 +75,9 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
     return SyncReport(redact(uri), len(results), tracker.logged_now, artifacts)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str = "python -m sweeper.sync") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m sweeper.sync",
+        prog=prog,
         description="Log a sweep's results to MLflow after its tracking server was down: one "
                     "run per cell not logged yet, and the figures. Safe to run again: a second "
                     "sync logs nothing.")
@@ -87,11 +88,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--tracking-uri",
                         help="MLflow tracking URI (default: the sweep's tracking.uri, else "
                              "MLFLOW_TRACKING_URI, else the SQLite file under the store)")
+    parser.add_argument("--version", action="version", version=VERSION_TEXT)
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.sync") -> int:
+    args = _parser(prog).parse_args(argv)
     try:
         report = sync(args.store_root, args.experiment, args.tracking_uri, progress=True)
     except (FileNotFoundError, Refused) as error:

@@ -35,6 +35,7 @@ from typing import Any, Iterable, Optional
 from urllib.parse import unquote, urlsplit
 
 from sweeper.credentials import redact, redact_tree, scrub
+from sweeper.formats import epsilon_name, format_epsilon
 
 COORDINATES = ("dataset", "model", "epsilon", "delta", "p", "attack", "policy", "trial")
 SWEEP_KEY_TAG = "sweeper.sweep_key"
@@ -91,8 +92,7 @@ def summary_metrics(results, models_trained: Optional[int] = None,
         margins = (results["precision"] - results["bound"]).groupby(results["epsilon"]).max()
         for epsilon, margin in margins.items():
             if math.isfinite(margin):
-                label = "inf" if math.isinf(epsilon) else f"{epsilon:g}"
-                metrics[f"max_precision_minus_bound/epsilon_{label}"] = float(margin)
+                metrics[f"max_precision_minus_bound/epsilon_{epsilon_name(epsilon)}"] = float(margin)
     return metrics
 
 
@@ -192,8 +192,7 @@ def config_params(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def cell_run_name(row: dict[str, Any]) -> str:
-    epsilon = "∞" if math.isinf(row["epsilon"]) else f"{row['epsilon']:g}"
-    return f"{row['attack']} ε={epsilon} p={row['p']:g} δ={row['delta']:g} trial={row['trial']}"
+    return f"{row['attack']} ε={format_epsilon(row['epsilon'])} p={row['p']:g} δ={row['delta']:g} trial={row['trial']}"
 
 
 class SweepTracker:

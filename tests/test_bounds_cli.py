@@ -231,3 +231,67 @@ def test_module_entry_point_runs():
     bad = subprocess.run([sys.executable, "-m", "sweeper.bounds", "plan", "--target", "2",
                           "--p", "0.5"], cwd=REPO, capture_output=True, text=True)
     assert bad.returncode == 2 and "target" in bad.stderr
+
+
+# --------------------------------------------------------------------------- compare's figure
+
+NAMES = ("Thudi", "Sablayrolles", "Mahloujifar", "Jayaraman", "Humphries", "Erlingsson", "Yeom")
+
+
+def _lines(ax) -> dict[str, object]:
+    return {line.get_label(): line for line in ax.get_lines()}
+
+
+def test_compare_plot_draws_every_bound_of_the_table_on_labelled_panels(tmp_path, capsys):
+    png = tmp_path / "compare.png"
+    out = run_json(capsys, "compare", "--p", "0.5", "--epsilon-grid", "0.5,1,2", "--plot", str(png))
+    assert out["plot"] == str(png) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert set(out["rows"][0]) - {"epsilon"} == {  # the table's bounds, each plotted below
+        "thudi_precision", "sablayrolles_precision", "mahloujifar_precision", "jayaraman_ppv",
+        "thudi_accuracy", "humphries_accuracy", "erlingsson_accuracy", "yeom_accuracy"}
+    from sweeper.bounds.compare import Settings
+    from sweeper.bounds.plots import compare_figure
+
+    precision, accuracy = compare_figure(Settings(p=0.5), [0.5, 1, 2]).axes
+    assert "precision" in precision.get_ylabel() and "accuracy" in accuracy.get_ylabel()
+    labels = list(_lines(precision)) + list(_lines(accuracy))
+    for name in NAMES:
+        assert any(name in label for label in labels), name
+    # precision and accuracy bounds never share a panel
+    assert not any(n in label for label in _lines(precision) for n in ("Humphries", "Erlingsson", "Yeom"))
+    assert not any(n in label for label in _lines(accuracy) for n in ("Sablayrolles", "Mahloujifar"))
+    # Mahloujifar's curve is 1/(1 + e^-ε): at ε = 1, 0.731059
+    mahloujifar = next(line for label, line in _lines(precision).items() if "Mahloujifar" in label)
+    x, y = mahloujifar.get_data()
+    assert y[list(x).index(1.0)] == pytest.approx(1 / (1 + math.exp(-1)))
+
+
+def test_compare_plot_says_which_curves_coincide():
+    from sweeper.bounds.compare import Settings
+    from sweeper.bounds.plots import compare_figure
+
+    # δ = 0, p = 0.5: Humphries (e^ε + 0)/(e^ε + 1) = U(ε, 1/2) = 1/(1 + e^-ε) = Mahloujifar,
+    # so both are marked as coinciding with Thudi's U, drawn with different styles.
+    precision, accuracy = compare_figure(Settings(p=0.5), [1, 2]).axes
+    humphries = next(label for label in _lines(accuracy) if label.startswith("Humphries"))
+    mahloujifar = next(label for label in _lines(precision) if label.startswith("Mahloujifar"))
+    assert "coincide" in humphries and "coincide" in mahloujifar
+    styles = {(line.get_linestyle(), line.get_marker()) for line in accuracy.get_lines()}
+    assert len(styles) == 4
+    # δ = 0.01 > 0: Humphries (e + 0.01)/(e + 1) = 0.73375 at ε = 1, U derived (s = 0.01) = 1:
+    # they part, and the label no longer claims they coincide.
+    _, accuracy = compare_figure(Settings(p=0.5, delta=0.01), [1, 2]).axes
+    assert not any("coincide" in label for label in _lines(accuracy))
+    # p = 0.1: Mahloujifar is undefined there and the legend says it is not drawn.
+    precision, _ = compare_figure(Settings(p=0.1), [1, 2]).axes
+    entry = next(label for label in _lines(precision) if label.startswith("Mahloujifar"))
+    assert "not drawn" in entry and len(_lines(precision)[entry].get_xdata()) == 0
+
+
+def test_epsilon_is_written_one_way_in_text_and_one_way_in_json(capsys):
+    """Text for people: ∞; JSON: the string "inf" (plain JSON has no infinity; null loses it)."""
+    assert main(["plan", "--target", "0.8", "--epsilon", "inf"]) == 0
+    text = capsys.readouterr().out
+    assert "∞" in text and "inf" not in text.replace("information", "")
+    out = run_json(capsys, "plan", "--target", "0.8", "--epsilon", "inf")
+    assert out["rows"][0]["epsilon"] == "inf"

@@ -120,3 +120,18 @@ def test_frontier_command_without_a_sweep_says_what_to_do(tmp_path, capsys):
     assert main(["--run-dir", str(tmp_path / "sweeps" / "nothing")]) == 2
     assert main(["--run-dir", str(tmp_path / "not-a-sweep-folder")]) == 2
     assert "python -m sweeper" in capsys.readouterr().err
+
+
+def test_frontier_writes_infinite_epsilon_one_way_in_text_and_in_json(finished_sweep, capsys):
+    """People read ∞; JSON carries the string "inf" (plain JSON has no infinity, null loses it)."""
+    from sweeper.frontier import main
+
+    _, first, _ = finished_sweep
+    assert math.inf in set(first.results.epsilon)
+    assert main(["--run-dir", str(first.sweep_dir), "--no-plot"]) == 0
+    table = capsys.readouterr().out
+    assert " ∞ " in table and " inf " not in table
+    assert main(["--run-dir", str(first.sweep_dir), "--json", "--no-plot"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert {r["epsilon"] for r in records} == {"inf" if math.isinf(e) else e
+                                               for e in first.results.epsilon}

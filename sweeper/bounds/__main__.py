@@ -3,7 +3,8 @@
 Subcommands answer the questions a team asks before training: how far can any attacker's
 precision go (`precision`), which ε or which sampling rate p keeps it under a target (`plan`),
 how this bound compares with earlier ones (`compare`), and the papers' figures (`plot`).
-Every subcommand takes --json for machine-readable output (∞ is written as the string "inf").
+Every subcommand takes --json for machine-readable output.  ε = ∞ is written as every sweeper
+command writes it (`sweeper.formats`): `∞` in tables, the string "inf" in JSON.
 The subcommands whose numbers depend on δ take --form: "derived" (default) is Theorem 3.3's proof
 carried through, "printed" the formula as the papers print it (not a valid bound for δ > 0 and
 p < 1; see `sweeper.bounds`).
@@ -18,20 +19,18 @@ import math
 import sys
 from typing import Any, Callable, Optional, Sequence
 
+from sweeper import VERSION_TEXT
 from sweeper.bounds import (
     BOUND_FORMS,
     DEFAULT_TPR_FLOOR,
     epsilon_for_precision,
-    erlingsson_accuracy_bound,
-    humphries_accuracy_bound,
     jayaraman_ppv_bound,
-    mahloujifar_precision_bound,
     max_sampling_rate,
     precision_bound,
     precision_lower_bound,
-    sablayrolles_precision_bound,
-    yeom_accuracy_bound,
 )
+from sweeper.bounds.compare import ACCURACY, BOUNDS, PRECISION, Settings, compare_rows
+from sweeper.formats import format_epsilon, jsonable
 
 Row = dict[str, Any]
 
@@ -62,7 +61,7 @@ def _fmt(value: Any) -> str:
         return "-"
     if isinstance(value, str):
         return value
-    return "inf" if value == math.inf else f"{value:.4g}"
+    return format_epsilon(value) if math.isinf(value) else f"{value:.4g}"
 
 
 def _table(columns: Sequence[tuple[str, str]], rows: Sequence[Row]) -> str:
@@ -80,19 +79,9 @@ def _table(columns: Sequence[tuple[str, str]], rows: Sequence[Row]) -> str:
     return "\n".join([head, "-" * len(head)] + [line(r) for r in cells])
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, float) and math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return value
-
-
 def _emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
     if args.json:
-        print(json.dumps(_jsonable(payload), indent=2, allow_nan=False))
+        print(json.dumps(jsonable(payload), indent=2, allow_nan=False))
     else:
         print(text)
 
@@ -169,35 +158,27 @@ def cmd_compare(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     p = args.p
     _validate(parser, lambda: jayaraman_ppv_bound(args.epsilon_grid, args.delta, args.fpr, 1.0))
     _validate(parser, lambda: precision_bound(args.epsilon_grid, p, args.delta, args.tpr))
-    gamma = math.inf if p == 0 else (1.0 - p) / p
-    rows = []
-    for eps in args.epsilon_grid:
-        rows.append({
-            "epsilon": eps,
-            "thudi_precision": precision_bound(eps, p, args.delta, args.tpr, form=args.form),
-            "sablayrolles_precision": sablayrolles_precision_bound(eps, p),
-            "mahloujifar_precision": mahloujifar_precision_bound(eps) if p == 0.5 else None,
-            "jayaraman_ppv": jayaraman_ppv_bound(eps, args.delta, args.fpr, gamma),
-            "thudi_accuracy": precision_bound(eps, 0.5, args.delta, args.tpr, form=args.form),
-            "humphries_accuracy": humphries_accuracy_bound(eps, args.delta),
-            "erlingsson_accuracy": erlingsson_accuracy_bound(eps, args.delta),
-            "yeom_accuracy": yeom_accuracy_bound(eps),
-        })
-    precision_cols = [("epsilon", "ε"), ("thudi_precision", "Thudi U"),
-                      ("sablayrolles_precision", "Sablayrolles"),
-                      ("mahloujifar_precision", "Mahloujifar"),
-                      ("jayaraman_ppv", f"Jayaraman@FPR={args.fpr:g}")]
-    accuracy_cols = [("epsilon", "ε"), ("thudi_accuracy", "Thudi U(p=.5)"),
-                     ("humphries_accuracy", "Humphries"), ("erlingsson_accuracy", "Erlingsson"),
-                     ("yeom_accuracy", "Yeom")]
+    settings = Settings(p=p, delta=args.delta, tpr=args.tpr, fpr=args.fpr, form=args.form)
+    rows = compare_rows(args.epsilon_grid, settings)
+    headers = {b.key: b.header.replace("@FPR", f"@FPR={args.fpr:g}") for b in BOUNDS}
+    precision_cols = [("epsilon", "ε")] + [(b.key, headers[b.key]) for b in BOUNDS
+                                            if b.kind == PRECISION]
+    accuracy_cols = [("epsilon", "ε")] + [(b.key, headers[b.key]) for b in BOUNDS
+                                           if b.kind == ACCURACY]
     text = (f"Precision bounds at p = {p:g} (δ = {args.delta:g}, Thudi U in {args.form} form; "
             f"Sablayrolles is ε-DP only, "
             f"Mahloujifar only at p = 0.5, Jayaraman at γ = (1−p)/p):\n"
             + _table(precision_cols, rows)
             + "\n\nAccuracy bounds in Yeom's balanced experiment (p = 0.5), clipped to 1:\n"
             + _table(accuracy_cols, rows))
-    _emit(args, {"p": p, "delta": args.delta, "tpr": args.tpr, "fpr": args.fpr,
-                 "form": args.form, "rows": rows}, text)
+    payload = {"p": p, "delta": args.delta, "tpr": args.tpr, "fpr": args.fpr,
+               "form": args.form, "rows": rows}
+    if args.plot:
+        from sweeper.bounds.plots import plot_compare  # matplotlib only when plotting
+
+        payload["plot"] = str(plot_compare(args.plot, settings, args.epsilon_grid))
+        text += f"\n\nplot: {payload['plot']}"
+    _emit(args, payload, text)
     return 0
 
 
@@ -217,11 +198,12 @@ def cmd_plot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 # --------------------------------------------------------------------------- parser
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m sweeper.bounds") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m sweeper.bounds",
+        prog=prog,
         description="Bounds on membership-inference precision from (ε, δ)-DP and the sampling "
                     "rate p (Thudi et al. 2022/2024).")
+    parser.add_argument("--version", action="version", version=VERSION_TEXT)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     fmt = argparse.RawDescriptionHelpFormatter
 
@@ -268,6 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--form", choices=BOUND_FORMS, default="derived", help=HELP_FORM)
     compare.add_argument("--fpr", type=float, default=0.01,
                          help="attack FPR α at which Jayaraman et al.'s PPV bound is taken (default 0.01)")
+    compare.add_argument("--plot", metavar="PNG",
+                         help="also draw every bound of the table against ε into this PNG: "
+                              "precision bounds (at p) and accuracy bounds (p = 0.5) in two panels")
     compare.add_argument("--json", action="store_true", help=HELP_JSON)
     compare.set_defaults(func=cmd_compare, parser=compare)
 
@@ -275,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
         "plot", formatter_class=fmt, help="write the papers' bound figures as PNG",
         description="Write PNGs:\n"
                     "  bound_vs_p.png:         U against p for ε ∈ {0.1, 1, 2, 5} (2024 Fig. 1)\n"
-                    "  compare_vs_epsilon.png: earlier bounds against ε at p = 0.5 (2022 Fig. 11)\n"
+                    "  compare_vs_epsilon.png: every bound of `compare` against ε at p = 0.5 (2022 Fig. 11)\n"
                     "  compare_vs_p.png:       U vs Sablayrolles et al. against p (2022 Fig. 12)")
     plot.add_argument("--out", default="bounds_plots", help="directory for the PNGs (default ./bounds_plots)")
     plot.add_argument("--json", action="store_true", help=HELP_JSON)
@@ -283,9 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.bounds") -> int:
     """Run the command line; return the exit status (2 for bad input, as argparse does)."""
-    parser = build_parser()
+    parser = build_parser(prog)
     try:
         args = parser.parse_args(argv)
         return args.func(args, args.parser)

@@ -1,0 +1,46 @@
+"""`sweeper`, the console script: one command for a sweep and for the tools around it.
+
+    sweeper [+experiment=NAME] [key=value ...]   run a sweep (exactly `python -m sweeper`)
+    sweeper frontier [...]                        the frontier table and plots (`python -m sweeper.frontier`)
+    sweeper bounds COMMAND [...]                  the bounds (`python -m sweeper.bounds`)
+    sweeper sync [...]                            log a sweep to MLflow again (`python -m sweeper.sync`)
+    sweeper --version
+
+Why one script with subcommands rather than `sweeper-frontier`, `sweeper-bounds`: one name to
+install, complete and remember, as `mlflow ui` and `ray job` are.  The sweep keeps the bare
+form because that is Hydra's command line (`app key=value …`): a Hydra override always holds
+`=` or starts with `+`/`~`/`-`, so a first word that is a subcommand's name is never one.
+
+The installed script is also what makes Hydra's shell completion work: the bash function that
+`sweeper -sc install=bash` prints completes the program named by its argv[0] and asks it
+`sweeper -sc query=bash`, which `python -m sweeper` cannot answer (argv[0] is a path to
+`__main__.py`).  `eval "$(sweeper -sc install=bash)"` turns it on.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Optional, Sequence
+
+#: Subcommand → the module whose `main(argv) -> int` runs it.
+SUBCOMMANDS = {
+    "frontier": "sweeper.frontier",
+    "bounds": "sweeper.bounds.__main__",
+    "sync": "sweeper.sync",
+}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Dispatch on the first word: a subcommand's name runs that tool, anything else a sweep."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        tool = importlib.import_module(SUBCOMMANDS[argv[0]])
+        sys.exit(tool.main(argv[1:], prog=f"sweeper {argv[0]}"))
+    from sweeper.__main__ import cli  # Hydra, the schema: only for a sweep
+
+    cli(argv)
+
+
+if __name__ == "__main__":
+    main()

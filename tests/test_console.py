@@ -1,0 +1,100 @@
+"""The commands feel like their ecosystem: a `sweeper` console script, `--version` everywhere,
+Hydra's shell completion, the grid's values in `--help`, and ε written one way."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = Path(sys.executable).parent / "sweeper"  # where `pip install -e .` puts it
+# What `grid.attack` and `grid.policy` take (README's tables), by hand.
+ATTACK_VALUES = {"lira_online", "lira_offline", "lira_global", "loss", "loss_randomized", "shokri",
+                 "merlin", "morgan", "pdtp", "always_member", "output_threshold"}
+POLICY_VALUES = {"quantile_max", "calibrated"}
+
+
+def version() -> str:
+    return importlib.metadata.version("sweeper")
+
+
+def run(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+
+
+def test_the_console_script_is_declared_and_dispatches(capsys):
+    (entry,) = [e for e in importlib.metadata.entry_points(group="console_scripts")
+                if e.name == "sweeper"]
+    main = entry.load()
+    with pytest.raises(SystemExit) as done:
+        main(["bounds", "precision", "--epsilon", "2", "--p", "0.01", "--json"])
+    assert done.value.code == 0
+    # U = p·e²/(p·e² + 1 − p) at p = 0.01: 0.0694532 (the 2022 paper's 6.9 %)
+    assert json.loads(capsys.readouterr().out)["rows"][0]["upper"] == pytest.approx(0.0694532, abs=1e-7)
+    with pytest.raises(SystemExit) as done:
+        main(["frontier", "--help"])
+    assert done.value.code == 0 and "usage: sweeper frontier" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("module", ["sweeper.frontier", "sweeper.bounds.__main__", "sweeper.sync"])
+def test_every_tool_prints_sweepers_version(module, capsys):
+    tool = __import__(module, fromlist=["main"])
+    try:  # argparse's version action exits 0; `bounds` turns its exits into return codes
+        code = tool.main(["--version"])
+    except SystemExit as done:
+        code = done.code
+    assert code == 0 and capsys.readouterr().out.strip() == f"sweeper {version()}"
+
+
+def test_the_sweep_command_prints_sweepers_version_not_hydras():
+    done = run(sys.executable, "-m", "sweeper", "--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"sweeper {version()}"
+
+
+def test_help_lists_the_values_the_grid_takes():
+    done = run(sys.executable, "-m", "sweeper", "--help")
+    assert done.returncode == 0, done.stderr
+    lines = {line.split(":", 1)[0].strip(): line.split(":", 1)[1]
+             for line in done.stdout.splitlines() if line.strip().startswith("grid.")
+             and ":" in line and "," in line}
+    assert {v.strip() for v in lines["grid.attack"].split(",")} == ATTACK_VALUES
+    assert {v.strip() for v in lines["grid.policy"].split(",")} == POLICY_VALUES
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="the project is not installed (pip install -e .)")
+def test_installed_script_runs_and_completes_in_bash():
+    done = run(str(SCRIPT), "--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"sweeper {version()}"
+    done = run(str(SCRIPT), "bounds", "--version")
+    assert done.stdout.strip() == f"sweeper {version()}"
+    # Hydra's bash completion: the installed function completes `sweeper`, and asks it back.
+    done = run(str(SCRIPT), "-sc", "install=bash")
+    assert done.returncode == 0 and done.stdout.rstrip().endswith("hydra_bash_completion sweeper")
+    done = run(str(SCRIPT), "-sc", "query=bash",
+               env={"COMP_LINE": "sweeper grid.att", "COMP_POINT": "16"})
+    assert done.returncode == 0 and done.stdout.split() == ["grid.attack."], done.stderr
+    done = run(str(SCRIPT), "-sc", "query=bash",
+               env={"COMP_LINE": "sweeper +experiment=cifar10_l", "COMP_POINT": "29"})
+    assert done.stdout.split() == ["+experiment=cifar10_lira"]
+
+
+def test_epsilon_names_in_task_and_run_names_read_the_same():
+    """The Ray dashboard's task names and MLflow's run names write ∞ as ∞, like the tables."""
+    from sweeper.runner import cell_label
+    from sweeper.tracking import cell_run_name
+
+    cell = SimpleNamespace(attack="lira_online", epsilon=math.inf, delta=1e-5, p=0.5, trial=0)
+    assert cell_label(cell) == "lira_online ε=∞ δ=1e-05 p=0.5 trial=0"
+    assert cell_run_name(vars(cell)) == "lira_online ε=∞ p=0.5 δ=1e-05 trial=0"
+    cell.epsilon = 8.0
+    assert "ε=8 " in cell_label(cell) and "ε=8 " in cell_run_name(vars(cell))
