@@ -80,11 +80,11 @@ def compact(store: ArtifactStore, sweep: str, cell_keys: list[str],
     for key in cell_keys:
         try:
             table, checksums[key] = store.read_cell_table(sweep, key)
-        except FileNotFoundError:
-            coverage.missing.append(key)
-            continue
-        except (OSError, ValueError):
+        except ValueError:  # CorruptArtifact
             coverage.corrupt.append(key)
+            continue
+        except OSError:
+            coverage.missing.append(key)
             continue
         tables.append(table)
     coverage.present = len(tables)
@@ -146,10 +146,10 @@ def load_results(store: ArtifactStore, sweep: str) -> Results:
         try:
             tables.append(store.read_cell_table(sweep, key)[0])
             landed += 1
-        except FileNotFoundError:
-            coverage.missing.append(key)
-        except (OSError, ValueError):
+        except ValueError:  # CorruptArtifact
             coverage.corrupt.append(key)
+        except OSError:
+            coverage.missing.append(key)
     if landed and found:
         coverage.notes.append(f"{landed} cell(s) landed after the results dataset was compacted "
                               "(the sweep is running, or stopped before it ended): read from their "

@@ -158,6 +158,14 @@ class ObjectFiles:
         if self.exists(rel):
             self.fs.delete_file(self._path(rel))
 
+    def require_bucket(self) -> None:
+        """OSError, in one line, when the bucket itself is not there: a wrong store.root or
+        endpoint, not a sweep that has not run yet."""
+        bucket = self.base.split("/", 1)[0]
+        if self.fs.get_file_info(bucket).type == pafs.FileType.NotFound:
+            raise OSError(f"bucket {bucket!r} does not exist (or these credentials cannot see it): "
+                          "check store.root and its endpoint")
+
     def names(self, rel_dir: str) -> list[str]:
         selector = pafs.FileSelector(self._path(rel_dir), allow_not_found=True)
         return sorted(info.base_name for info in self.fs.get_file_info(selector)
@@ -353,14 +361,14 @@ class ArtifactStore:
         return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/{rel}"))
 
     def cell_state(self, sweep: str, cell_key: str) -> str:
-        """"present", "missing" or "corrupt" (its file failed its checksum): a cell to compute
-        unless present."""
+        """"present", "missing" (or unreadable) or "corrupt" (its file failed its checksum): a
+        cell to compute unless present."""
         try:
             self._read_checked(f"sweeps/{sweep}/cells/{cell_key}.parquet")
-        except FileNotFoundError:
-            return "missing"
-        except (OSError, ValueError):
+        except ValueError:  # CorruptArtifact
             return "corrupt"
+        except OSError:  # absent, or unreachable right now: computed again either way
+            return "missing"
         return "present"
 
     def has_cell(self, sweep: str, cell_key: str) -> bool:
@@ -424,6 +432,8 @@ class ArtifactStore:
         try:
             manifest = json.loads(self.files.read(rel))
         except FileNotFoundError:
+            if not self.is_local:
+                self.files.require_bucket()
             raise FileNotFoundError(f"no sweep results in {self.sweep_uri(sweep)} (no sweep.json)") from None
         except ValueError as error:
             raise ManifestError(f"{self.location(rel)} is corrupt (not JSON: {error}); rerun the "

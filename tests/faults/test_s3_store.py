@@ -67,3 +67,14 @@ def test_without_credentials_the_store_refuses(s3_server, tmp_path, monkeypatch)
     store = ArtifactStore(s3_server.uri("runs"))
     with pytest.raises(OSError):
         store.write_manifest("x", {"cells": []})
+
+
+def test_a_store_in_a_bucket_that_does_not_exist_is_one_line(s3_server, monkeypatch, capsys):
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    uri = s3_server.uri("x").replace(f"s3://{s3_server.bucket}/", "s3://nobucket/")
+    assert frontier_main(["--store-root", uri, "--experiment", "x", "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    assert "bucket 'nobucket' does not exist" in err and "Traceback" not in err
+    assert s3_server.env["AWS_SECRET_ACCESS_KEY"] not in err
