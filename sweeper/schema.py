@@ -123,7 +123,8 @@ CELL_COLUMNS: tuple[Column, ...] = (
 
 SCORE_COLUMNS: tuple[Column, ...] = (
     Column("record_id", I64, "index of the record in the sweep's pool", True),
-    Column("score", F64, "the attack's membership score (higher: more likely a member)", True),
+    Column("score", F64, "the attack's membership score (higher: more likely a member; null: "
+                         "none for this record)"),
     Column("member", BOOL, "ground truth: the record was in the target's training set", True),
     Column("model_key", STR, "content key of the target model", True),
     Column("attack", STR, "membership-inference attack", True),
@@ -177,6 +178,9 @@ def conform(table: pa.Table, schema: pa.Schema, what: str) -> pa.Table:
                 problems.append(f"column {field.name!r} is required")
                 continue
             arrays.append(pa.nulls(len(table), field.type))
+            continue
+        if not field.nullable and table[field.name].null_count:
+            problems.append(f"column {field.name!r} is required, but has nulls")
             continue
         try:
             arrays.append(table[field.name].cast(field.type))

@@ -177,3 +177,25 @@ def test_a_sweep_name_that_leaves_its_folder_is_refused(tmp_path, capsys, name):
     assert frontier_main(["--store-root", str(store_root), "--experiment", name]) == EXIT_REFUSED
     assert f"sweep name {name!r}" in capsys.readouterr().err
     assert not outside.exists() and not (tmp_path / "store").exists()
+
+
+def test_a_row_that_cannot_be_stored_leaves_a_failure_record(ray_local, tiny_config, capsys):
+    from sweeper.plan import build_plan
+    from sweeper.runner import _land
+
+    cells = build_plan(tiny_config).cells[:2]
+    store = ArtifactStore(tiny_config.store.root)
+    store.write_manifest("tiny", {"name": "tiny", "cells": [cell.key for cell in cells]})
+    rows = [{**cell_row("tiny", 0), "cell_key": cells[0].key},
+            {**cell_row("tiny", 1), "cell_key": cells[1].key, "precison": 0.5}]  # misspelt
+    landing = store.local_root / "sweeps" / "tiny" / "cells"
+    landing.write_text("")  # a file where the cells' folder goes: the first row's write fails
+    failed = _land(ray_local.put(rows), "tiny", cells, [], store, None, 0, 0)
+    assert [reason.split(":")[0] for _, reason in failed] == ["storing the row"] * 2
+    records = {record["cell_key"]: record for record in store.read_failures("tiny")}
+    assert records[cells[0].key]["kind"] == "transient"  # the store's I/O: a rerun retries it
+    assert records[cells[1].key]["kind"] == "deterministic"
+    assert "unknown column 'precison'" in records[cells[1].key]["reason"]
+    assert frontier_main(["--store-root", str(store.local_root), "--experiment", "tiny",
+                          "--no-plot"]) == EXIT_INCOMPLETE
+    assert capsys.readouterr().err.count("FAILED ") == 2

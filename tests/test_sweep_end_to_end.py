@@ -120,3 +120,11 @@ def test_frontier_command_without_a_sweep_says_what_to_do(tmp_path, capsys):
     assert main(["--run-dir", str(tmp_path / "sweeps" / "nothing")]) == 2
     assert main(["--run-dir", str(tmp_path / "not-a-sweep-folder")]) == 2
     assert "python -m sweeper" in capsys.readouterr().err
+
+
+def test_the_results_dataset_holds_the_sweeps_rows(finished_sweep):
+    _, first, second = finished_sweep
+    assert first.results_dir == second.results_dir == str(Path(first.sweep_dir).parents[1] / "results" / "cells")
+    frame = pd.read_parquet(first.results_dir, filters=[("sweep", "==", first.name)])
+    assert sorted(frame.cell_key) == sorted(first.results.cell_key)
+    assert set(frame["sweep"].astype(str)) == {first.name}
