@@ -74,33 +74,39 @@ class Results:
 
 def compact(store: ArtifactStore, sweep: str, cell_keys: list[str],
             echo: Callable[[str], None] = logger.info) -> Results:
-    """Write the sweep's readable results from the cells in the landing zone (unless the dataset
-    already holds exactly them) and return them.  Cells not landed are left out and counted."""
+    """Write the sweep's readable results from the cells in the landing zone and return them.
+    Cells not landed are left out and counted.
+
+    When the dataset was built from exactly the cells landed now (the same checksums: a rerun
+    with nothing to do), it is read rather than rebuilt: only the cells' checksum files are read,
+    not each cell's Parquet."""
+    sidecars = {key: store.cell_checksum(sweep, key) for key in cell_keys}
+    previous = store.read_results_manifest(sweep) or {}
+    if (previous.get("cells") == {key: value for key, value in sidecars.items() if value}
+            and _verified(store, previous)):
+        return load_results(store, sweep, cell_keys)
     tables, checksums, coverage = [], {}, Coverage(total=len(cell_keys))
     for key in cell_keys:
         try:
-            table, checksums[key] = store.read_cell_table(sweep, key)
+            data = store.read_cell_bytes(sweep, key)
+            tables.append(store.cell_table(data, f"{sweep}/{key}"))
         except ValueError:  # CorruptArtifact
             coverage.corrupt.append(key)
             continue
         except OSError:
             coverage.missing.append(key)
             continue
-        tables.append(table)
+        checksums[key] = sha256_hex(data)
     coverage.present = len(tables)
     _sort_out_failures(store, sweep, coverage)
-    cells = (pa.concat_tables(tables) if tables else CELLS_SCHEMA.empty_table())
+    cells = pa.concat_tables(tables) if tables else CELLS_SCHEMA.empty_table()
     scores_keys = sorted(set(cells["scores_key"].to_pylist()))
-    previous = store.read_results_manifest(sweep) or {}
-    if (previous.get("cells") == checksums and previous.get("scores") == scores_keys
-            and _verified(store, previous)):
-        return Results(cells.to_pandas(), coverage)
     files = {}
     scores_rel = part_path(SCORES_DATASET, sweep)
     scores_data, lost = _scores_file(store, scores_keys)
     if lost:
         echo(f"warning: the scores dataset lacks {len(lost)} attack(s) whose per-record scores "
-             f"are missing or failed their checksum ({', '.join(lost[:3])}…)")
+             f"are missing or failed their checksum ({', '.join(lost[:3])})")
     store.write_public(scores_rel, scores_data)
     files[scores_rel] = sha256_hex(scores_data)
     cells_rel = part_path(CELLS_DATASET, sweep)
@@ -112,12 +118,12 @@ def compact(store: ArtifactStore, sweep: str, cell_keys: list[str],
     return Results(cells.to_pandas(), coverage)
 
 
-def load_results(store: ArtifactStore, sweep: str) -> Results:
-    """The rows of the latest run of `sweep`: the compacted dataset when it is there and whole,
-    plus any cell that landed after it (read from the landing zone, and said so); cells neither
-    hold are counted as failed, corrupt or missing.  Raises FileNotFoundError (no sweep) or
-    `ManifestError` (an unreadable sweep.json)."""
-    keys = store.read_manifest(sweep)["cells"]
+def load_results(store: ArtifactStore, sweep: str, cell_keys: Optional[list[str]] = None) -> Results:
+    """The rows of the latest run of `sweep` (of `cell_keys`, when given): the compacted dataset
+    when it is there and whole, plus any cell that landed after it (read from the landing zone,
+    and said so); cells neither holds are counted as failed, corrupt or missing.  Raises
+    FileNotFoundError (no sweep) or `ManifestError` (an unreadable sweep.json)."""
+    keys = store.read_manifest(sweep)["cells"] if cell_keys is None else cell_keys
     wanted = set(keys)
     coverage = Coverage(total=len(keys))
     tables = []
@@ -144,7 +150,7 @@ def load_results(store: ArtifactStore, sweep: str) -> Results:
         if key in found:
             continue
         try:
-            tables.append(store.read_cell_table(sweep, key)[0])
+            tables.append(store.read_cell_table(sweep, key))
             landed += 1
         except ValueError:  # CorruptArtifact
             coverage.corrupt.append(key)

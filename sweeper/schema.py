@@ -169,6 +169,8 @@ def conform(table: pa.Table, schema: pa.Schema, what: str) -> pa.Table:
     """`table` with exactly `schema`'s columns, in order and type (absent nullable ones as nulls):
     cells landed by an older version of the row read into the current schema, anything else
     is refused."""
+    if table.schema.equals(schema):  # written by this version: nothing to do
+        return table
     problems = [f"unknown column {name!r}" for name in table.column_names
                 if schema.get_field_index(name) < 0]
     arrays = []

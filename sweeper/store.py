@@ -96,7 +96,7 @@ def parquet_bytes(table: pa.Table) -> bytes:
 def _read_parquet(data: bytes, rel: str) -> pa.Table:
     """A Parquet file's table; bytes that passed their checksum but are no Parquet are corrupt."""
     try:
-        return pq.read_table(pa.BufferReader(data))
+        return pq.ParquetFile(pa.BufferReader(data)).read()
     except pa.ArrowInvalid as error:
         raise CorruptArtifact(f"{rel} is not a Parquet file ({error})") from None
 
@@ -381,18 +381,32 @@ class ArtifactStore:
         self._write_checked(f"sweeps/{sweep}/cells/{cell_key}.parquet", data)
         self.files.delete(f"sweeps/{sweep}/failures/{cell_key}.json")
 
-    def read_cell_table(self, sweep: str, cell_key: str) -> tuple[pa.Table, str]:
-        """A landed cell's row (in the current schema) and its file's checksum; FileNotFoundError
-        or CorruptArtifact."""
-        rel = f"sweeps/{sweep}/cells/{cell_key}.parquet"
-        data = self._read_checked(rel)
+    def cell_checksum(self, sweep: str, cell_key: str) -> Optional[str]:
+        """The checksum a landed cell was written with (its .sha256), None when there is none."""
         try:
-            return conform(_read_parquet(data, rel), CELLS_SCHEMA, rel), sha256_hex(data)
-        except ValueError as error:  # a row no version of the schema wrote
+            return self.files.read(f"sweeps/{sweep}/cells/{cell_key}.parquet.sha256").decode(
+                errors="replace").strip()
+        except OSError:
+            return None
+
+    def read_cell_bytes(self, sweep: str, cell_key: str) -> bytes:
+        """A landed cell's file, checked; FileNotFoundError or CorruptArtifact."""
+        return self._read_checked(f"sweeps/{sweep}/cells/{cell_key}.parquet")
+
+    @staticmethod
+    def cell_table(data: bytes, where: str) -> pa.Table:
+        """A landed cell's row in the current schema; CorruptArtifact for a row that no version of
+        the schema wrote."""
+        try:
+            return conform(_read_parquet(data, where), CELLS_SCHEMA, where)
+        except ValueError as error:
             raise CorruptArtifact(str(error)) from None
 
+    def read_cell_table(self, sweep: str, cell_key: str) -> pa.Table:
+        return self.cell_table(self.read_cell_bytes(sweep, cell_key), f"{sweep}/{cell_key}")
+
     def read_cell(self, sweep: str, cell_key: str) -> pd.DataFrame:
-        return self.read_cell_table(sweep, cell_key)[0].to_pandas()
+        return self.read_cell_table(sweep, cell_key).to_pandas()
 
     def write_public(self, rel: str, data: bytes) -> None:
         """A file people read (the results datasets): mode 0644 on a local store."""
