@@ -40,7 +40,15 @@ def test_a_sweep_on_s3_keeps_credentials_out_of_everything(s3_server, procs, mak
     objects = [info.path for info in bucket.get_file_info(
         fs.FileSelector(f"{s3_server.bucket}/runs", recursive=True)) if info.type == fs.FileType.File]
     assert any("/models/" in path and path.endswith("meta.json") for path in objects)
-    assert sum("/cells/" in path and path.endswith(".parquet") for path in objects) == len(frame)
+    assert sum("/sweeps/on_s3/cells/" in path and path.endswith(".parquet")
+               for path in objects) == len(frame)
+    # The readable dataset is in the bucket too, and pyarrow reads it there in one call.
+    import pyarrow.dataset as ds
+
+    dataset = ds.dataset(f"{s3_server.bucket}/runs/results/cells", filesystem=bucket,
+                         partitioning="hive").to_table()
+    assert sorted(dataset["cell_key"].to_pylist()) == sorted(frame.cell_key)
+    assert set(dataset["sweep"].to_pylist()) == {"on_s3"}
     assert any(path.endswith("frontier.png") for path in objects)
     assert not (tmp_path / "runs").exists()
 
