@@ -26,7 +26,7 @@ import pandas as pd
 from sweeper.bounds import precision_bound
 from sweeper.figures import format_epsilon
 from sweeper.results import CELLS_DATASET, Coverage, Results, load_results
-from sweeper.store import ArtifactStore, ManifestError, split_sweep_location
+from sweeper.store import ArtifactStore, ManifestError, check_sweep_name, split_sweep_location
 
 logger = logging.getLogger(__name__)
 
@@ -56,13 +56,8 @@ def load_frontier(experiment: str = "quickstart", store_root: str | Path = "runs
 def sweep_location(experiment: str, store_root: str | Path,
                    run_dir: Optional[str | Path]) -> tuple[str, str]:
     """(store root, sweep name), the name checked like `name` is: it becomes a path."""
-    from sweeper.config import NAME_PATTERN
-
     root, name = split_sweep_location(run_dir) if run_dir is not None else (str(store_root), experiment)
-    if not NAME_PATTERN.match(name):
-        raise ValueError(f"sweep name {name!r}: use 1 to 100 letters, digits, '_', '-', '.', "
-                         "starting with a letter or digit (it becomes a folder name)")
-    return root, name
+    return root, check_sweep_name(name)
 
 
 def open_sweep(root: str, name: str) -> tuple[ArtifactStore, Results]:

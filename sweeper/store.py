@@ -34,6 +34,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -50,6 +51,18 @@ from sweeper.schema import RESULTS_SCHEMA_VERSION  # noqa: F401 - where the row 
 
 if TYPE_CHECKING:
     import torch
+
+#: A sweep's name (and any other name that becomes a folder): no '/', no leading '.' or '..'.
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+
+def check_sweep_name(name: str) -> str:
+    """`name`, when it is safe to use as a folder under the store; ValueError otherwise."""
+    if not NAME_PATTERN.match(name):
+        raise ValueError(f"sweep name {name!r}: use 1 to 100 letters, digits, '_', '-', '.', "
+                         "starting with a letter or digit (it becomes a folder name)")
+    return name
+
 
 class CorruptArtifact(ValueError):
     """A stored file whose bytes do not match the checksum written with them."""
