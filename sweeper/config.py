@@ -27,7 +27,7 @@ from jobs.policies import OBJECTIVES, POLICIES, CalibrationSettings
 from sweeper.bounds import BOUND_FORMS, epsilon_for_precision
 from sweeper.credentials import looks_secret, redact, uri_credentials
 from sweeper.reports import REPORTS
-from sweeper.store import NAME_PATTERN, is_uri
+from sweeper.store import is_uri
 
 #: Attacks that read an exact mechanism's release rather than a network's logits.
 MECHANISM_ATTACKS = tuple(name for name, attack in ATTACKS.items() if attack.reads_release)
@@ -43,6 +43,7 @@ REFUSED_ACCOUNTANTS = {
 }
 OPTIMIZERS = ("sgd", "adam")
 SCALES = ("full", "smoke")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 LIRA_VARIANCES = ("auto", "global", "per_record")
 LIRA_OFFLINE_COMBINES = ("log_cdf", "zscore")
 #: Where the store may live besides a local path (pyarrow file systems).

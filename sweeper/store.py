@@ -34,7 +34,6 @@ import hashlib
 import io
 import json
 import os
-import re
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -46,21 +45,18 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from sweeper.paths import name_problem
 from sweeper.schema import CELLS_SCHEMA, SCORES_SCHEMA, conform, row_table
 from sweeper.schema import RESULTS_SCHEMA_VERSION  # noqa: F401 - where the row builder reads it
 
 if TYPE_CHECKING:
     import torch
 
-#: A sweep's name (and any other name that becomes a folder): no '/', no leading '.' or '..'.
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-
-
 def check_sweep_name(name: str) -> str:
     """`name`, when it is safe to use as a folder under the store; ValueError otherwise."""
-    if not NAME_PATTERN.match(name):
-        raise ValueError(f"sweep name {name!r}: use 1 to 100 letters, digits, '_', '-', '.', "
-                         "starting with a letter or digit (it becomes a folder name)")
+    problem = name_problem("sweep name", name)
+    if problem:
+        raise ValueError(problem)
     return name
 
 

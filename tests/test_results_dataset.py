@@ -175,7 +175,7 @@ def test_a_sweep_name_that_leaves_its_folder_is_refused(tmp_path, capsys, name):
     store_root = tmp_path / "store" / "inner"
     outside = tmp_path / "x" / "sweeps"
     assert frontier_main(["--store-root", str(store_root), "--experiment", name]) == EXIT_REFUSED
-    assert f"sweep name {name!r}" in capsys.readouterr().err
+    assert f"sweep name={name!r}" in capsys.readouterr().err
     assert not outside.exists() and not (tmp_path / "store").exists()
 
 
