@@ -101,20 +101,21 @@ def compact(store: ArtifactStore, sweep: str, cell_keys: list[str],
     _sort_out_failures(store, sweep, coverage)
     cells = pa.concat_tables(tables) if tables else CELLS_SCHEMA.empty_table()
     scores_keys = sorted(set(cells["scores_key"].to_pylist()))
-    files = {}
-    scores_rel = part_path(SCORES_DATASET, sweep)
     scores_data, lost = _scores_file(store, scores_keys)
     if lost:
         echo(f"warning: the scores dataset lacks {len(lost)} attack(s) whose per-record scores "
              f"are missing or failed their checksum ({', '.join(lost[:3])})")
-    store.write_public(scores_rel, scores_data)
-    files[scores_rel] = sha256_hex(scores_data)
-    cells_rel = part_path(CELLS_DATASET, sweep)
-    cells_data = parquet_bytes(cells)
-    store.write_public(cells_rel, cells_data)
-    files[cells_rel] = sha256_hex(cells_data)
-    store.write_results_manifest(sweep, {"cells": checksums, "scores": scores_keys, "files": files,
-                                         "schema_version": RESULTS_SCHEMA_VERSION})
+    files = {part_path(SCORES_DATASET, sweep): scores_data,
+             part_path(CELLS_DATASET, sweep): parquet_bytes(cells)}
+    try:  # the data first: a crash before the manifest leaves files that fail its checksums
+        for rel, data in files.items():
+            store.write_public(rel, data)
+        store.write_results_manifest(sweep, {
+            "cells": checksums, "scores": scores_keys, "schema_version": RESULTS_SCHEMA_VERSION,
+            "files": {rel: sha256_hex(data) for rel, data in files.items()}})
+    except OSError as error:  # the rows are safe in the landing zone; readers fall back to it
+        echo(f"warning: the results dataset was not written ({error}); the frontier reads the "
+             "cells' own files until a rerun writes it")
     return Results(cells.to_pandas(), coverage)
 
 

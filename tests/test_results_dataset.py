@@ -199,3 +199,15 @@ def test_a_row_that_cannot_be_stored_leaves_a_failure_record(ray_local, tiny_con
     assert frontier_main(["--store-root", str(store.local_root), "--experiment", "tiny",
                           "--no-plot"]) == EXIT_INCOMPLETE
     assert capsys.readouterr().err.count("FAILED ") == 2
+
+
+def test_a_dataset_that_cannot_be_written_leaves_the_rows_readable(tmp_path):
+    store = ArtifactStore(tmp_path)
+    keys = land_sweep(store, "blocked", 2)
+    (tmp_path / "results").write_text("")  # a file where the datasets' folder goes
+    said: list[str] = []
+    assert len(compact(store, "blocked", keys, said.append).frame) == 2
+    assert any("results dataset was not written" in line for line in said)
+    loaded = load_results(store, "blocked")
+    assert sorted(loaded.frame.cell_key) == keys and loaded.coverage.complete
+    assert any("no compacted results dataset yet" in note for note in loaded.coverage.notes)
