@@ -59,7 +59,8 @@ def _report(result) -> None:
     print(f"done in {result.seconds:.1f} s: trained {result.models_trained} of "
           f"{result.models_total} models, computed {result.cells_computed} of "
           f"{result.cells_total} cells")
-    print(f"results (Parquet): {result.sweep_dir}  (one file per cell under cells/)")
+    print(f"results (Parquet): {result.results_dir}  (sweep={result.name}; "
+          "pandas.read_parquet reads it)")
     if result.plot_path is not None:
         print(f"frontier plot:     {result.plot_path}")
         print(f"frontier table:    {result.csv_path}")

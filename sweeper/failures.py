@@ -64,6 +64,16 @@ def classify(error: BaseException, retries: int, task: str = "") -> Failure:
                    f"{_one_line(error)} (still failing after {retries} retries)", text)
 
 
+def storing_failure(error: BaseException) -> Failure:
+    """A row the driver could not store: the store's I/O (transient: a rerun retries it) or a
+    row its schema refuses (deterministic: a bug in the row's code)."""
+    import traceback
+
+    kind = "transient" if isinstance(error, OSError) else "deterministic"
+    return Failure(kind, "storing the row", f"storing the row: {_one_line(error)}",
+                   "".join(traceback.format_exception(error)))
+
+
 def _one_line(error: BaseException) -> str:
     lines = [line for line in str(error).strip().splitlines() if line.strip()]
     return scrub(f"{type(error).__name__}: {lines[0].strip() if lines else ''}".rstrip(": "))

@@ -5,13 +5,17 @@ precision against p, one colour per ε, with each ε's bound and the always-memb
 marks every cell whose precision interval lies wholly above the bound: such a cell means a bug
 in training or accounting and must never be hidden.
 
-Command line: `python -m sweeper.frontier --help`.
+Both read the sweep's compacted results dataset (`sweeper.results`), adding cells that landed
+after it, and say how many of the sweep's cells are missing and why: a gap is never silent.
+
+Command line: `python -m sweeper.frontier --help`; exit codes in `EXIT_CODES`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import sys
 from pathlib import Path
@@ -23,18 +27,44 @@ import pandas as pd
 from sweeper import VERSION_TEXT
 from sweeper.bounds import precision_bound
 from sweeper.formats import format_epsilon, jsonable
-from sweeper.store import ArtifactStore, split_sweep_location
+from sweeper.results import CELLS_DATASET, Coverage, Results, load_results
+from sweeper.store import ArtifactStore, ManifestError, check_sweep_name, split_sweep_location
+
+logger = logging.getLogger(__name__)
 
 BASELINE_ATTACK = "always_member"
 SORT_ORDER = ["dataset", "attack", "policy", "epsilon", "delta", "p", "trial"]
+#: The command's exit codes.
+EXIT_OK, EXIT_REFUSED, EXIT_INCOMPLETE = 0, 2, 3
+EXIT_CODES = {EXIT_OK: "every cell of the sweep is present (violations are warned about, not an "
+                       "exit code)",
+              EXIT_REFUSED: "bad arguments, no such sweep, an unreadable store or sweep.json",
+              EXIT_INCOMPLETE: "some cells are missing, failed or corrupt (the table shows the "
+                               "others; --allow-partial exits 0)"}
 
 
 def load_frontier(experiment: str = "quickstart", store_root: str | Path = "runs",
                   run_dir: Optional[str | Path] = None) -> pd.DataFrame:
     """One row per cell of the latest run of `experiment` (or of the sweep at `run_dir`, a folder
-    or URI `<store.root>/sweeps/<name>`)."""
+    or URI `<store.root>/sweeps/<name>`), from its results dataset.  Cells that are not there,
+    and rows read from the cells' own files (no dataset yet), are logged as warnings."""
+    results = open_sweep(*sweep_location(experiment, store_root, run_dir))[1]
+    for line in [*results.coverage.notes,
+                 *([] if results.coverage.complete else [results.coverage.summary()])]:
+        logger.warning("%s", line)
+    return sort_frontier(results.frame)
+
+
+def sweep_location(experiment: str, store_root: str | Path,
+                   run_dir: Optional[str | Path]) -> tuple[str, str]:
+    """(store root, sweep name), the name checked like `name` is: it becomes a path."""
     root, name = split_sweep_location(run_dir) if run_dir is not None else (str(store_root), experiment)
-    return sort_frontier(ArtifactStore(root).read_results(name))
+    return root, check_sweep_name(name)
+
+
+def open_sweep(root: str, name: str) -> tuple[ArtifactStore, Results]:
+    store = ArtifactStore(root)
+    return store, load_results(store, name)
 
 
 def sort_frontier(frame: pd.DataFrame) -> pd.DataFrame:
@@ -275,19 +305,25 @@ def _parser(prog: str = "python -m sweeper.frontier") -> argparse.ArgumentParser
                                                        "for a remote store, a local cache)")
     parser.add_argument("--no-plot", action="store_true", help="do not draw the PNG")
     parser.add_argument("--version", action="version", version=VERSION_TEXT)
+    parser.add_argument("--allow-partial", action="store_true",
+                        help=f"exit {EXIT_OK} even when some of the sweep's cells are missing, "
+                             "failed or corrupt (they are still listed)")
+    parser.epilog = "exit codes: " + "; ".join(f"{code}: {text}" for code, text in EXIT_CODES.items())
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.frontier") -> int:
     args = _parser(prog).parse_args(argv)
     try:
-        root, name = (split_sweep_location(args.run_dir) if args.run_dir
-                      else (args.store_root, args.experiment))
-        store = ArtifactStore(root)
-        frame = sort_frontier(store.read_results(name))
+        root, name = sweep_location(args.experiment, args.store_root, args.run_dir)
+        store, results = open_sweep(root, name)
     except FileNotFoundError as error:
         print(f"error: {error}. Run `python -m sweeper` first, or pass --run-dir.", file=sys.stderr)
-        return 2
+        return EXIT_REFUSED
+    except (ManifestError, ValueError, OSError) as error:  # a bad name, an unreachable store
+        print(f"error: {one_line(error)}", file=sys.stderr)
+        return EXIT_REFUSED
+    frame, coverage = sort_frontier(results.frame), results.coverage
     notes = sys.stderr if args.json else sys.stdout
     if args.json:
         print(json.dumps(jsonable(frame.to_dict("records")), indent=1))  # ∞ as "inf", NaN null
@@ -308,10 +344,39 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
         print(f"WARNING: {violations} cell(s) prove a precision above the bound or an ε above the "
               "claimed one (column violation_reason): a bug in training or accounting.",
               file=sys.stderr)
-    failures = store.read_failures(name, store.read_manifest(name)["cells"])
-    for failure in failures:
-        print(f"FAILED {failure['cell']}: {failure['reason']}", file=sys.stderr)
-    return 0
+    print(f"results dataset: {store.location(CELLS_DATASET)} (sweep={name})", file=notes)
+    return report_coverage(coverage, args.allow_partial)
+
+
+def report_coverage(coverage: Coverage, allow_partial: bool) -> int:
+    """Print how whole the sweep is (stderr when it is not) and return the exit code."""
+    for note in coverage.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if coverage.complete:
+        print(coverage.summary(), file=sys.stderr)
+        return EXIT_OK
+    print(f"INCOMPLETE {coverage.summary()}", file=sys.stderr)
+    for label in coverage.failed.values():
+        print(f"FAILED {label}", file=sys.stderr)
+    if coverage.corrupt:
+        print(f"CORRUPT {len(coverage.corrupt)} cell file(s) failed their checksum: a rerun "
+              "recomputes them", file=sys.stderr)
+    if coverage.missing:
+        print(f"MISSING {len(coverage.missing)} cell(s) were never stored: the sweep is running, "
+              "or was stopped; a rerun computes them", file=sys.stderr)
+    if allow_partial:
+        return EXIT_OK
+    print(f"exit {EXIT_INCOMPLETE}: the table lacks cells (--allow-partial to accept that)",
+          file=sys.stderr)
+    return EXIT_INCOMPLETE
+
+
+def one_line(error: BaseException) -> str:
+    """An error's first line, credentials masked: what a person needs, not a traceback."""
+    from sweeper.credentials import redact_tree
+
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return redact_tree(lines[0] if lines else type(error).__name__)
 
 
 def experiment_report(store: ArtifactStore, name: str, frame: pd.DataFrame) -> list[Path]:

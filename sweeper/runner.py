@@ -32,7 +32,7 @@ import jobs
 import sweeper
 from jobs.data import load_dataset, require_dataset, synthetic_dataset
 from sweeper.config import ConfigError, SweepConfig, validate
-from sweeper.failures import TRANSIENT_EXCEPTIONS, Failure, classify
+from sweeper.failures import TRANSIENT_EXCEPTIONS, Failure, classify, storing_failure
 from sweeper.formats import format_epsilon
 from sweeper.frontier import plot_frontier, sort_frontier
 from sweeper.plan import (AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan,
@@ -40,7 +40,9 @@ from sweeper.plan import (AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, bui
 from sweeper.ray_start import (dynamic_agent_port, environment, free_dashboard_port,
                                local_ray_confined, require_reachable, submitted_job_address)
 from sweeper.reports import draw
+from sweeper.results import CELLS_DATASET, compact
 from sweeper.scale import scaled
+from sweeper.schema import SchemaError
 from sweeper.store import ArtifactStore, atomic_write_bytes
 from sweeper.tasks import attack_task, query_task, train_group_task, train_task
 from sweeper.credentials import redact, redact_tree
@@ -53,6 +55,7 @@ class SweepResult:
     name: str
     results: pd.DataFrame
     sweep_dir: str  # the sweep's folder, or its URI on a remote store
+    results_dir: str  # the store's readable results dataset (hive-partitioned by sweep)
     tracking_uri: str
     models_total: int
     models_trained: int
@@ -147,7 +150,9 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
 
     plan = build_plan(cfg)
     store = ArtifactStore(cfg.store.root)
-    todo_cells = [cell for cell in plan.cells if not store.has_cell(cfg.name, cell.key)]
+    states = {cell.key: store.cell_state(cfg.name, cell.key) for cell in plan.cells}
+    todo_cells = [cell for cell in plan.cells if states[cell.key] != "present"]
+    corrupt = {key for key, state in states.items() if state == "corrupt"}
     # Only models a missing cell reads: a finished cell never waits on a retrain.
     needed = {key for cell in todo_cells for key in (cell.scores.target, *cell.scores.shadows)}
     todo_models = [spec for key, spec in plan.models.items()
@@ -176,8 +181,12 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
             tracker = tracker_ready.result()
     else:
         store.write_manifest(cfg.name, manifest)
+    if corrupt:
+        failed = {label for label, _ in failures}
+        redone = sum(cell_label(cell) not in failed for cell in todo_cells if cell.key in corrupt)
+        echo(f"recomputed {redone} of {len(corrupt)} cells whose files failed their checksum")
 
-    results = sort_frontier(store.read_results(cfg.name))
+    results = sort_frontier(compact(store, cfg.name, manifest["cells"], echo).frame)
     release_freed_memory()
     figures, figures_key = publish_figures(cfg, store, results, echo)
     stamp = tracking_stamp(tracking_uri, cfg.tracking.experiment, plan.key, results.get("cell_key", []),
@@ -202,6 +211,7 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
                 figures_key))
     return SweepResult(
         name=cfg.name, results=results, sweep_dir=store.sweep_uri(cfg.name),
+        results_dir=store.location(CELLS_DATASET),
         tracking_uri=redact(tracking_uri), models_total=len(plan.models),
         models_trained=len(todo_models), cells_total=len(plan.cells),
         cells_computed=len(todo_cells) - len(failures),
@@ -484,8 +494,12 @@ def _land(ref, sweep: str, cells: list[Cell], upstream: list[tuple[Any, str]],
     for row, cell in zip(rows, cells):
         try:
             store.write_cell(sweep, row["cell_key"], row)
-        except OSError as error:  # the store, not the cell: the rest still land
-            failed.append((cell_label(cell), f"storing the row: {error}"))
+        except (OSError, SchemaError) as error:  # this row, not the others: they still land
+            failure = storing_failure(error)
+            failed.append((cell_label(cell), failure.reason))
+            with contextlib.suppress(OSError):  # the store may be what failed
+                store.write_failure(sweep, cell.key, failure.record(cell_label(cell), cell.key,
+                                                                    cell.coordinates))
             continue
         if tracker is not None:
             tracker.log_cell(row)

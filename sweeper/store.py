@@ -7,9 +7,14 @@
     checkpoints/<key>.pt     per-epoch training state (checksummed), deleted once the model is stored
     queries/<key>.npy        answers of model queries (augmented logits, Merlin), + .sha256
     scores/<key>.parquet     per-record attack scores (record_id, score, member), + .sha256
-    sweeps/<name>/cells/<cell key>.parquet   one results row per cell, + .sha256
+    results/cells/sweep=<name>/part-0.parquet    the readable results: one row per cell of the
+    results/scores/sweep=<name>/part-0.parquet   sweep's latest run, and its per-record scores
+                             (hive-partitioned datasets, compacted by `sweeper.results`)
+    sweeps/<name>/cells/<cell key>.parquet   the landing zone: one row per cell as it finishes,
+                                             + .sha256 (readers are pointed at results/ instead)
     sweeps/<name>/failures/<cell key>.json   why a cell failed (its traceback), until it succeeds
     sweeps/<name>/sweep.json                 the cells of the latest run of that sweep
+    sweeps/<name>/results.json               the checksums of the sweep's compacted results
     sweeps/<name>/tracked.json               what MLflow holds of the sweep (`tracking_stamp`)
     mlflow.db                the default MLflow tracking store (local stores only)
 
@@ -40,24 +45,44 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from sweeper.paths import name_problem
+from sweeper.schema import CELLS_SCHEMA, SCORES_SCHEMA, conform, row_table
+from sweeper.schema import RESULTS_SCHEMA_VERSION  # noqa: F401 - where the row builder reads it
+
 if TYPE_CHECKING:
     import torch
 
-#: Version of the results table's columns; readers check it.
-RESULTS_SCHEMA_VERSION = 3
+def check_sweep_name(name: str) -> str:
+    """`name`, when it is safe to use as a folder under the store; ValueError otherwise."""
+    problem = name_problem("sweep name", name)
+    if problem:
+        raise ValueError(problem)
+    return name
 
 
 class CorruptArtifact(ValueError):
     """A stored file whose bytes do not match the checksum written with them."""
 
 
-def _sha256(data: bytes) -> str:
+class ManifestError(ValueError):
+    """A sweep's sweep.json that cannot be read as a manifest (not JSON, or no `cells` list)."""
+
+
+def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+#: Mode of the files people read (the results datasets): they hold no secrets.
+PUBLIC_MODE = 0o644
+
+
+def atomic_write_bytes(path: Path, data: bytes, mode: Optional[int] = None) -> None:
+    """Write `data` to `path` whole or not at all; `mode` (default: mkstemp's 0600) is set before
+    the rename, so the file never appears with another."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    if mode is not None:
+        os.fchmod(fd, mode)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
         handle.flush()
@@ -71,13 +96,18 @@ def _npy_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def _parquet_bytes(frame: pd.DataFrame, metadata: dict[str, str] | None = None) -> bytes:
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    if metadata:
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
+def parquet_bytes(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
     return sink.getvalue().to_pybytes()
+
+
+def _read_parquet(data: bytes, rel: str) -> pa.Table:
+    """A Parquet file's table; bytes that passed their checksum but are no Parquet are corrupt."""
+    try:
+        return pq.ParquetFile(pa.BufferReader(data)).read()
+    except pa.ArrowInvalid as error:
+        raise CorruptArtifact(f"{rel} is not a Parquet file ({error})") from None
 
 
 def is_uri(root: str) -> bool:
@@ -94,8 +124,9 @@ class LocalFiles:
     def read(self, rel: str) -> bytes:
         return (self.root / rel).read_bytes()
 
-    def write(self, rel: str, data: bytes) -> None:
-        atomic_write_bytes(self.root / rel, data)
+    def write(self, rel: str, data: bytes, public: bool = False) -> None:
+        """`public`: a file people read (mode 0644); others keep mkstemp's 0600."""
+        atomic_write_bytes(self.root / rel, data, PUBLIC_MODE if public else None)
 
     def delete(self, rel: str) -> None:
         (self.root / rel).unlink(missing_ok=True)
@@ -124,7 +155,8 @@ class ObjectFiles:
                 raise FileNotFoundError(self._path(rel)) from error
             raise
 
-    def write(self, rel: str, data: bytes) -> None:
+    def write(self, rel: str, data: bytes, public: bool = False) -> None:
+        """`public` is for local files: an object's access is the bucket's policy."""
         with self.fs.open_output_stream(self._path(rel)) as stream:
             stream.write(data)
 
@@ -134,6 +166,14 @@ class ObjectFiles:
     def delete(self, rel: str) -> None:
         if self.exists(rel):
             self.fs.delete_file(self._path(rel))
+
+    def require_bucket(self) -> None:
+        """OSError, in one line, when the bucket itself is not there: a wrong store.root or
+        endpoint, not a sweep that has not run yet."""
+        bucket = self.base.split("/", 1)[0]
+        if self.fs.get_file_info(bucket).type == pafs.FileType.NotFound:
+            raise OSError(f"bucket {bucket!r} does not exist (or these credentials cannot see it): "
+                          "check store.root and its endpoint")
 
     def names(self, rel_dir: str) -> list[str]:
         selector = pafs.FileSelector(self._path(rel_dir), allow_not_found=True)
@@ -154,10 +194,10 @@ class StoredCheckpoint:
         except FileNotFoundError:
             return None
         digest, _, payload = data.partition(b"\n")
-        return payload if digest.decode(errors="replace") == _sha256(payload) else None
+        return payload if digest.decode(errors="replace") == sha256_hex(payload) else None
 
     def save(self, payload: bytes) -> None:
-        self._files.write(self._rel, _sha256(payload).encode() + b"\n" + payload)
+        self._files.write(self._rel, sha256_hex(payload).encode() + b"\n" + payload)
 
     def delete(self) -> None:
         self._files.delete(self._rel)
@@ -171,7 +211,7 @@ class StoredNoiseCache:
         self._files = files
 
     def _entry(self, key: str) -> StoredCheckpoint:
-        return StoredCheckpoint(self._files, f"calibration/{_sha256(key.encode())}.json")
+        return StoredCheckpoint(self._files, f"calibration/{sha256_hex(key.encode())}.json")
 
     def get(self, key: str) -> Optional[float]:
         payload = self._entry(key).load()
@@ -203,12 +243,18 @@ class ArtifactStore:
 
     def _write_checked(self, rel: str, data: bytes) -> None:
         """The checksum first, then the data: a crash between them reads as a mismatch."""
-        self.files.write(rel + ".sha256", _sha256(data).encode())
+        self.files.write(rel + ".sha256", sha256_hex(data).encode())
         self.files.write(rel, data)
 
     def _read_checked(self, rel: str) -> bytes:
+        """The file's bytes; FileNotFoundError when it is absent, CorruptArtifact when they do not
+        match their checksum or the checksum is lost."""
         data = self.files.read(rel)
-        if _sha256(data) != self.files.read(rel + ".sha256").decode().strip():
+        try:
+            expected = self.files.read(rel + ".sha256").decode(errors="replace").strip()
+        except FileNotFoundError:
+            raise CorruptArtifact(f"no checksum for {self.uri}/{rel}") from None
+        if sha256_hex(data) != expected:
             raise CorruptArtifact(f"checksum mismatch in {self.uri}/{rel}")
         return data
 
@@ -251,7 +297,7 @@ class ArtifactStore:
             "pool_logits.npy": _npy_bytes(np.asarray(pool_logits, dtype=np.float32)),
             "mask.npy": _npy_bytes(np.asarray(mask, dtype=bool)),
         }
-        meta = {**meta, "checksums": {name: _sha256(data) for name, data in files.items()}}
+        meta = {**meta, "checksums": {name: sha256_hex(data) for name, data in files.items()}}
         for name, data in files.items():
             self.files.write(f"models/{key}/{name}", data)
         self.files.write(f"models/{key}/meta.json", json.dumps(meta, indent=2, sort_keys=True).encode())
@@ -262,7 +308,7 @@ class ArtifactStore:
         files = {}
         for name, expected in meta["checksums"].items():
             data = self.files.read(f"models/{key}/{name}")
-            if _sha256(data) != expected:
+            if sha256_hex(data) != expected:
                 raise CorruptArtifact(f"checksum mismatch in {self.uri}/models/{key}/{name}")
             files[name] = data
         return files
@@ -298,32 +344,89 @@ class ArtifactStore:
     # --- per-record scores -------------------------------------------------------------------
 
     def write_scores(self, key: str, frame: pd.DataFrame) -> None:
-        self._write_checked(f"scores/{key}.parquet", _parquet_bytes(frame))
+        """Validated against `SCORES_SCHEMA` (SchemaError before anything is written)."""
+        table = conform(pa.Table.from_pandas(frame, preserve_index=False), SCORES_SCHEMA,
+                        f"scores {key}")
+        self._write_checked(f"scores/{key}.parquet", parquet_bytes(table))
+
+    def read_scores_table(self, key: str) -> pa.Table:
+        rel = f"scores/{key}.parquet"
+        return conform(_read_parquet(self._read_checked(rel), rel), SCORES_SCHEMA, rel)
 
     def read_scores(self, key: str) -> pd.DataFrame:
-        return pq.read_table(pa.BufferReader(self._read_checked(f"scores/{key}.parquet"))).to_pandas()
+        return self.read_scores_table(key).to_pandas()
 
     # --- results -----------------------------------------------------------------------------
 
     def sweep_uri(self, name: str) -> str:
-        """Where a sweep's results live, for people to read (a folder or a URI)."""
+        """The sweep's own folder (landing zone, manifests, figures): a folder or a URI."""
+        return self.location(f"sweeps/{name}")
+
+    def location(self, rel: str) -> str:
+        """A path under the store as people reach it: a local path, or the store's URI + rel."""
         if self.local_root is not None:
-            return str(self.local_root / "sweeps" / name)
+            return str(self.local_root / rel)
         parts = urlsplit(self.uri)
-        return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/sweeps/{name}"))
+        return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/{rel}"))
+
+    def cell_state(self, sweep: str, cell_key: str) -> str:
+        """"present", "missing" (or unreadable) or "corrupt" (its file failed its checksum): a
+        cell to compute unless present."""
+        try:
+            self._read_checked(f"sweeps/{sweep}/cells/{cell_key}.parquet")
+        except ValueError:  # CorruptArtifact
+            return "corrupt"
+        except OSError:  # absent, or unreachable right now: computed again either way
+            return "missing"
+        return "present"
 
     def has_cell(self, sweep: str, cell_key: str) -> bool:
-        return self._has_checked(f"sweeps/{sweep}/cells/{cell_key}.parquet")
+        return self.cell_state(sweep, cell_key) == "present"
 
     def write_cell(self, sweep: str, cell_key: str, row: dict[str, Any]) -> None:
-        frame = pd.DataFrame([row])
-        metadata = {"sweeper.schema_version": str(RESULTS_SCHEMA_VERSION)}
-        self._write_checked(f"sweeps/{sweep}/cells/{cell_key}.parquet", _parquet_bytes(frame, metadata))
+        """Land one cell's row, validated against `CELLS_SCHEMA` (SchemaError before anything is
+        written), and drop the cell's failure record."""
+        data = parquet_bytes(row_table(row))
+        self._write_checked(f"sweeps/{sweep}/cells/{cell_key}.parquet", data)
         self.files.delete(f"sweeps/{sweep}/failures/{cell_key}.json")
 
+    def cell_checksum(self, sweep: str, cell_key: str) -> Optional[str]:
+        """The checksum a landed cell was written with (its .sha256), None when there is none."""
+        try:
+            return self.files.read(f"sweeps/{sweep}/cells/{cell_key}.parquet.sha256").decode(
+                errors="replace").strip()
+        except OSError:
+            return None
+
+    def read_cell_bytes(self, sweep: str, cell_key: str) -> bytes:
+        """A landed cell's file, checked; FileNotFoundError or CorruptArtifact."""
+        return self._read_checked(f"sweeps/{sweep}/cells/{cell_key}.parquet")
+
+    @staticmethod
+    def cell_table(data: bytes, where: str) -> pa.Table:
+        """A landed cell's row in the current schema; CorruptArtifact for a row that no version of
+        the schema wrote."""
+        try:
+            return conform(_read_parquet(data, where), CELLS_SCHEMA, where)
+        except ValueError as error:
+            raise CorruptArtifact(str(error)) from None
+
+    def read_cell_table(self, sweep: str, cell_key: str) -> pa.Table:
+        return self.cell_table(self.read_cell_bytes(sweep, cell_key), f"{sweep}/{cell_key}")
+
     def read_cell(self, sweep: str, cell_key: str) -> pd.DataFrame:
-        data = self._read_checked(f"sweeps/{sweep}/cells/{cell_key}.parquet")
-        return pq.read_table(pa.BufferReader(data)).to_pandas()
+        return self.read_cell_table(sweep, cell_key).to_pandas()
+
+    def write_public(self, rel: str, data: bytes) -> None:
+        """A file people read (the results datasets): mode 0644 on a local store."""
+        self.files.write(rel, data, public=True)
+
+    def read_with_checksum(self, rel: str, expected: str) -> bytes:
+        """A file checked against the checksum a manifest holds for it."""
+        data = self.files.read(rel)
+        if sha256_hex(data) != expected:
+            raise CorruptArtifact(f"checksum mismatch in {self.uri}/{rel}")
+        return data
 
     def write_failure(self, sweep: str, cell_key: str, record: dict[str, Any]) -> None:
         self.files.write(f"sweeps/{sweep}/failures/{cell_key}.json",
@@ -346,10 +449,36 @@ class ArtifactStore:
         self.files.write(f"sweeps/{sweep}/sweep.json", json.dumps(manifest, indent=2, default=str).encode())
 
     def read_manifest(self, sweep: str) -> dict[str, Any]:
+        """The sweep's sweep.json; FileNotFoundError, or ManifestError (one line) when it is not
+        JSON or lists no cells."""
+        rel = f"sweeps/{sweep}/sweep.json"
         try:
-            return json.loads(self.files.read(f"sweeps/{sweep}/sweep.json"))
+            manifest = json.loads(self.files.read(rel))
         except FileNotFoundError:
+            if not self.is_local:
+                self.files.require_bucket()
             raise FileNotFoundError(f"no sweep results in {self.sweep_uri(sweep)} (no sweep.json)") from None
+        except ValueError as error:
+            raise ManifestError(f"{self.location(rel)} is corrupt (not JSON: {error}); rerun the "
+                                "sweep to rewrite it") from None
+        cells = manifest.get("cells") if isinstance(manifest, dict) else None
+        if not isinstance(cells, list) or not all(isinstance(key, str) for key in cells):
+            raise ManifestError(f"{self.location(rel)} has no `cells` list of cell keys; rerun the "
+                                "sweep to rewrite it")
+        return manifest
+
+    def write_results_manifest(self, sweep: str, manifest: dict[str, Any]) -> None:
+        self.files.write(f"sweeps/{sweep}/results.json",
+                         json.dumps(manifest, indent=1, sort_keys=True).encode())
+
+    def read_results_manifest(self, sweep: str) -> Optional[dict[str, Any]]:
+        """What the sweep's compacted results hold (`sweeper.results`), or None when there is none
+        or it is unreadable."""
+        try:
+            manifest = json.loads(self.files.read(f"sweeps/{sweep}/results.json"))
+        except (OSError, ValueError):
+            return None
+        return manifest if isinstance(manifest, dict) else None
 
     def write_tracking_stamp(self, sweep: str, stamp: dict[str, Any]) -> None:
         self.files.write(f"sweeps/{sweep}/tracked.json", json.dumps(stamp, sort_keys=True).encode())
@@ -366,7 +495,7 @@ class ArtifactStore:
         local, else in a local cache (and `publish` copies them into the store)."""
         if self.local_root is not None:
             return self.local_root / "sweeps" / sweep
-        return Path("~/.cache/sweeper/figures").expanduser() / _sha256(self.uri.encode())[:12] / sweep
+        return Path("~/.cache/sweeper/figures").expanduser() / sha256_hex(self.uri.encode())[:12] / sweep
 
     def publish(self, rel: str, local_path: Path) -> None:
         """Copy a file drawn on this machine (a figure) into a remote store; local stores hold it."""
@@ -374,16 +503,11 @@ class ArtifactStore:
             self.files.write(rel, Path(local_path).read_bytes())
 
     def read_results(self, sweep: str) -> pd.DataFrame:
-        """The rows of the latest run of `sweep`; a damaged cell file is left out (a rerun
-        recomputes it) rather than read."""
-        keys = self.read_manifest(sweep)["cells"]
-        frames = []
-        for key in keys:
-            try:
-                frames.append(self.read_cell(sweep, key))
-            except (OSError, ValueError):
-                continue
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        """The rows of the latest run of `sweep` (`sweeper.results.load_results`: the compacted
+        dataset, and cells landed since; what is missing or damaged is left out)."""
+        from sweeper.results import load_results  # it reads through this class
+
+        return load_results(self, sweep).frame
 
 
 def split_sweep_location(location: str | Path) -> tuple[str, str]:

@@ -135,3 +135,11 @@ def test_frontier_writes_infinite_epsilon_one_way_in_text_and_in_json(finished_s
     records = json.loads(capsys.readouterr().out)
     assert {r["epsilon"] for r in records} == {"inf" if math.isinf(e) else e
                                                for e in first.results.epsilon}
+
+
+def test_the_results_dataset_holds_the_sweeps_rows(finished_sweep):
+    _, first, second = finished_sweep
+    assert first.results_dir == second.results_dir == str(Path(first.sweep_dir).parents[1] / "results" / "cells")
+    frame = pd.read_parquet(first.results_dir, filters=[("sweep", "==", first.name)])
+    assert sorted(frame.cell_key) == sorted(first.results.cell_key)
+    assert set(frame["sweep"].astype(str)) == {first.name}

@@ -54,11 +54,17 @@ def test_damaged_results_and_model_are_recomputed_not_used(sweep):
     assert not store.has_model(target)
     with pytest.raises(CorruptArtifact):
         store.read_model_outputs(target)
-    # A damaged cell is left out of the table rather than read.
-    assert set(store.read_results(cfg.name).cell_key) == set(rows.index) - {*target_cells, altered}
+    # The damaged cell files read as corrupt; the compacted dataset, checked by its own checksum,
+    # still holds every row.
+    damaged = {*target_cells, altered}
+    assert {key for key in rows.index if store.cell_state(cfg.name, key) == "corrupt"} == damaged
+    assert set(store.read_results(cfg.name).cell_key) == set(rows.index)
 
-    second = run_sweep(cfg, progress=False)
+    said: list[str] = []
+    second = run_sweep(cfg, progress=False, echo=said.append)
     assert not second.failures
+    assert f"recomputed {len(damaged)} of {len(damaged)} cells whose files failed their checksum" \
+        in said
     assert second.models_trained == 1  # the damaged target; its shadows are intact
     assert second.cells_computed == len(target_cells) + 1
     again = second.results.set_index("cell_key").sort_index()
@@ -115,7 +121,9 @@ def test_damaged_query_answers_read_as_absent(tmp_path, damage):
 
 def test_damaged_scores_are_refused(tmp_path):
     store = ArtifactStore(tmp_path)
-    frame = pd.DataFrame({"record_id": np.arange(5), "score": np.linspace(0, 1, 5)})
+    frame = pd.DataFrame({"record_id": np.arange(5), "score": np.linspace(0, 1, 5),
+                          "member": [True, False, True, False, True], "model_key": "m",
+                          "attack": "loss"})
     store.write_scores("s", frame)
     pd.testing.assert_frame_equal(store.read_scores("s"), frame)
     _flip_byte(tmp_path / "scores" / "s.parquet", 40)

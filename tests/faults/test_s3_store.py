@@ -40,7 +40,15 @@ def test_a_sweep_on_s3_keeps_credentials_out_of_everything(s3_server, procs, mak
     objects = [info.path for info in bucket.get_file_info(
         fs.FileSelector(f"{s3_server.bucket}/runs", recursive=True)) if info.type == fs.FileType.File]
     assert any("/models/" in path and path.endswith("meta.json") for path in objects)
-    assert sum("/cells/" in path and path.endswith(".parquet") for path in objects) == len(frame)
+    assert sum("/sweeps/on_s3/cells/" in path and path.endswith(".parquet")
+               for path in objects) == len(frame)
+    # The readable dataset is in the bucket too, and pyarrow reads it there in one call.
+    import pyarrow.dataset as ds
+
+    dataset = ds.dataset(f"{s3_server.bucket}/runs/results/cells", filesystem=bucket,
+                         partitioning="hive").to_table()
+    assert sorted(dataset["cell_key"].to_pylist()) == sorted(frame.cell_key)
+    assert set(dataset["sweep"].to_pylist()) == {"on_s3"}
     assert any(path.endswith("frontier.png") for path in objects)
     assert not (tmp_path / "runs").exists()
 
@@ -67,3 +75,14 @@ def test_without_credentials_the_store_refuses(s3_server, tmp_path, monkeypatch)
     store = ArtifactStore(s3_server.uri("runs"))
     with pytest.raises(OSError):
         store.write_manifest("x", {"cells": []})
+
+
+def test_a_store_in_a_bucket_that_does_not_exist_is_one_line(s3_server, monkeypatch, capsys):
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    uri = s3_server.uri("x").replace(f"s3://{s3_server.bucket}/", "s3://nobucket/")
+    assert frontier_main(["--store-root", uri, "--experiment", "x", "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    assert "bucket 'nobucket' does not exist" in err and "Traceback" not in err
+    assert s3_server.env["AWS_SECRET_ACCESS_KEY"] not in err
