@@ -47,7 +47,6 @@ import pyarrow.parquet as pq
 
 from sweeper.paths import name_problem
 from sweeper.schema import CELLS_SCHEMA, SCORES_SCHEMA, conform, row_table
-from sweeper.schema import RESULTS_SCHEMA_VERSION  # noqa: F401 - where the row builder reads it
 
 if TYPE_CHECKING:
     import torch

@@ -29,7 +29,8 @@ from jobs.training import draw_mask, resolve_device, train_model
 from sweeper.bounds import epsilon_from_precision, epsilon_from_rates, precision_bound, \
     precision_lower_bound
 from sweeper.plan import AttackSpec, Cell, ModelSpec, QuerySpec
-from sweeper.store import RESULTS_SCHEMA_VERSION, ArtifactStore
+from sweeper.schema import RESULTS_SCHEMA_VERSION
+from sweeper.store import ArtifactStore
 
 
 def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str,
