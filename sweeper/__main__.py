@@ -50,8 +50,6 @@ CONFIG_NAME = "config"
 
 def _report(result) -> None:
     from sweeper.frontier import format_table
-    from sweeper.store import split_sweep_location
-    from sweeper.tracking import where_to_look
 
     print()
     print(format_table(result.results))
@@ -64,14 +62,7 @@ def _report(result) -> None:
     if result.plot_path is not None:
         print(f"frontier plot:     {result.plot_path}")
         print(f"frontier table:    {result.csv_path}")
-    if result.tracking_warning:  # never an `mlflow ui` at a store that missed runs, or is gone
-        root, _ = split_sweep_location(result.sweep_dir)
-        sync = shlex.join([sys.executable, "-m", "sweeper.sync", "--experiment", result.name,
-                           "--store-root", root])
-        print(f"MLflow:            tracking failed (warning above), the results are whole in "
-              f"Parquet; log them to MLflow with: {sync}")
-    else:
-        print(f"MLflow:            {where_to_look(result.tracking_uri)}")
+    print(f"MLflow:            {_mlflow_line(result)}")
     violations = int(result.results["violation"].sum()) if not result.results.empty else 0
     if violations:
         print(f"WARNING: {violations} cell(s) prove a precision above the bound or an ε above the "
@@ -82,13 +73,24 @@ def _report(result) -> None:
     print(where_to_look(result))
 
 
+def _mlflow_line(result) -> str:
+    """How to open the sweep's runs; never an `mlflow ui` at a store that missed runs, or is gone."""
+    from sweeper.store import split_sweep_location
+    from sweeper.tracking import tracking_link
+
+    if not result.tracking_warning:
+        return tracking_link(result.tracking_uri)
+    root, _ = split_sweep_location(result.sweep_dir)
+    sync = shlex.join([sys.executable, "-m", "sweeper.sync", "--experiment", result.name,
+                       "--store-root", root])
+    return (f"tracking failed (warning above), the results are whole in Parquet; log them to "
+            f"MLflow with: {sync}")
+
+
 def where_to_look(result) -> str:
     """The last line of a sweep: where its results live once Ray (and its dashboard) is gone —
-    the results, the figures, the command that opens MLflow and the one that prints the table."""
-    import shlex
-
-    from sweeper.tracking import ui_command
-
+    the results, the figures, the command that prints the table and, last so that it can be
+    copied to the end of the line, the one that opens MLflow (or backfills it)."""
     figures = [str(p) for p in (result.plot_path, *result.report_paths)
                if p is not None and Path(p).suffix == ".png"]
     parts = [f"results {result.sweep_dir}"]
@@ -96,8 +98,8 @@ def where_to_look(result) -> str:
         parts.append("figures " + ", ".join(figures))
     script = Path(sys.executable).parent / "sweeper"  # runnable as printed, as ui_command is
     frontier = [str(script), "frontier"] if script.exists() else [sys.executable, "-m", "sweeper.frontier"]
-    parts += [f"MLflow: {ui_command(result.tracking_uri)}",
-              f"table: {shlex.join([*frontier, '--run-dir', str(result.sweep_dir)])}"]
+    parts += [f"table: {shlex.join([*frontier, '--run-dir', str(result.sweep_dir)])}",
+              f"MLflow: {_mlflow_line(result)}"]
     return "where to look: " + " | ".join(parts)
 
 

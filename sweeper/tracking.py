@@ -168,7 +168,7 @@ def _database_identity(uri: str) -> Optional[tuple[int, int]]:
     return state.st_dev, state.st_ino
 
 
-def where_to_look(uri: str) -> str:
+def tracking_link(uri: str) -> str:
     """How to open the tracking store `uri` (credentials redacted): the `mlflow ui` command for
     a local store, the server's address otherwise."""
     if urlsplit(uri).scheme in ("http", "https", "databricks"):
