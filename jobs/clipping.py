@@ -186,9 +186,10 @@ class _Conv2dRule(_Rule):
         return per_record.reshape(records, *module.weight.shape)
 
     @staticmethod
-    def _slice(module: nn.Conv2d, floats_per_record: int) -> int:
-        """Records per slice so that one slice's work stays under `CHUNK_FLOATS`."""
-        return max(1, CHUNK_FLOATS // floats_per_record)
+    def _slice(grad: torch.Tensor, floats_per_record: int) -> int:
+        """Records per slice so that one slice's work stays under `CHUNK_FLOATS` and under the
+        layer's output gradient, which is already in memory: the work never doubles the peak."""
+        return max(1, min(CHUNK_FLOATS, grad.numel()) // floats_per_record)
 
     def norms(self, seen: _Seen, grad: torch.Tensor) -> torch.Tensor:
         module: nn.Conv2d = seen.module
@@ -199,7 +200,7 @@ class _Conv2dRule(_Rule):
         ghost = self._ghost(module, positions)
         per_record = fan_in * positions + (positions * positions if ghost
                                            else module.out_channels * fan_in)
-        step = self._slice(module, per_record)
+        step = self._slice(grad, per_record)
         total = torch.zeros(batch, device=grad.device, dtype=torch.float32)
         if _trainable(module.weight):
             for start in range(0, batch, step):
@@ -227,7 +228,7 @@ class _Conv2dRule(_Rule):
         if _trainable(module.weight):
             weights = grad.new_empty(grad.shape[0], *module.weight.shape)
             fan_in = module.in_channels * math.prod(module.kernel_size)
-            step = self._slice(module, fan_in * math.prod(grad.shape[2:]) + module.weight.numel())
+            step = self._slice(grad, fan_in * math.prod(grad.shape[2:]) + module.weight.numel())
             for start in range(0, grad.shape[0], step):
                 weights[start:start + step] = self._grouped_weights(
                     module, seen.input[start:start + step], grad[start:start + step])
