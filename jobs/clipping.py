@@ -387,6 +387,9 @@ class PerSampleClipper:
             self._seen = []
             raise ValueError("a layer ran twice in one forward pass: per-sample norms of shared "
                              "weights are not supported")
+        for layer in self._layers:  # the previous step's sums are overwritten: free them first
+            for parameter in layer.parameters(recurse=False):
+                parameter.grad = None
         try:
             # Only the anchor is asked for: autograd runs every tap, and no weight gradient.
             torch.autograd.grad(loss_sum, [anchor], allow_unused=True)
