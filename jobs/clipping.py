@@ -76,11 +76,10 @@ class _Rule:
         """Each record's gradient of each trainable parameter."""
         raise NotImplementedError
 
-    def keeps_samples(self, seen: _Seen, grad: torch.Tensor) -> bool:
-        """Whether the layer's per-record gradients (B × its parameters) are no larger than
-        what book-keeping holds until the clip factors are known (its output gradient and its
-        input).  Both sides grow with B, so the choice is the same at every batch size."""
-        parameters = sum(p.numel() for p in seen.module.parameters(recurse=False) if p.requires_grad)
+    def keeps_samples(self, seen: _Seen, grad: torch.Tensor, parameters: int) -> bool:
+        """Whether the layer's per-record gradients (B × its `parameters` trainable floats) are
+        no larger than what book-keeping holds until the clip factors are known (its output
+        gradient and its input).  Both sides grow with B: the choice is the same at every B."""
         return grad.shape[0] * parameters <= grad.numel() + seen.input.numel()
 
 
@@ -264,7 +263,7 @@ class _NormRule(_Rule):
             samples.append((module.bias, self._per_record(module, grad)))
         return samples
 
-    def keeps_samples(self, seen: _Seen, grad: torch.Tensor) -> bool:
+    def keeps_samples(self, seen: _Seen, grad: torch.Tensor, parameters: int) -> bool:
         return True  # one float per channel and record: never larger than the output gradient
 
 
@@ -335,6 +334,11 @@ class PerSampleClipper:
         self.max_grad_norm = float(max_grad_norm)
         self._layers = [m for m in model.modules() if _rule_for(m) is not None
                         and any(p.requires_grad for p in m.parameters(recurse=False))]
+        # Asked every step: looked up once (a module's parameters() is slow next to a small step).
+        self._parameters = [p for m in self._layers for p in m.parameters(recurse=False)
+                            if p.requires_grad]
+        self._sizes = {id(m): sum(p.numel() for p in m.parameters(recurse=False) if p.requires_grad)
+                       for m in self._layers}
         self._seen: list[Optional[_Seen]] = []
         self._anchor: Optional[torch.Tensor] = None
         # Filled during the backward pass, per layer (by its place in `_seen`): its squared
@@ -371,7 +375,7 @@ class PerSampleClipper:
         seen = self._seen[index]
         self._seen[index] = None
         rule = _rule_for(seen.module)
-        if rule.keeps_samples(seen, grad):
+        if rule.keeps_samples(seen, grad, self._sizes[id(seen.module)]):
             samples = rule.per_sample(seen, grad)
             self._squared[index] = _squared_norms(samples, grad.shape[0], grad.device)
             self._kept[index] = samples
@@ -387,9 +391,8 @@ class PerSampleClipper:
             self._seen = []
             raise ValueError("a layer ran twice in one forward pass: per-sample norms of shared "
                              "weights are not supported")
-        for layer in self._layers:  # the previous step's sums are overwritten: free them first
-            for parameter in layer.parameters(recurse=False):
-                parameter.grad = None
+        for parameter in self._parameters:  # the previous step's sums: free them first
+            parameter.grad = None
         try:
             # Only the anchor is asked for: autograd runs every tap, and no weight gradient.
             torch.autograd.grad(loss_sum, [anchor], allow_unused=True)
@@ -412,10 +415,8 @@ class PerSampleClipper:
 
     def zero_sum(self) -> None:
         """An empty Poisson batch: the clipped sum is zero (the noise is added all the same)."""
-        for layer in self._layers:
-            for parameter in layer.parameters(recurse=False):
-                if parameter.requires_grad:
-                    parameter.grad = torch.zeros_like(parameter)
+        for parameter in self._parameters:
+            parameter.grad = torch.zeros_like(parameter)
 
 
 def clip_factors(norms: torch.Tensor, max_grad_norm: float) -> torch.Tensor:
