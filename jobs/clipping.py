@@ -359,7 +359,8 @@ class PerSampleClipper:
             if self._anchor is None:
                 self._anchor = torch.zeros((), device=output.device, requires_grad=True)
             index = len(self._seen)
-            self._seen.append(_Seen(module, inputs[0].detach()))
+            # fp32 whatever the forward ran in (bf16 autocast): norms and sums are taken in fp32.
+            self._seen.append(_Seen(module, inputs[0].detach().float()))
             return _Tap.apply(output, self._anchor, functools.partial(self._take, index))
 
         handles = [layer.register_forward_hook(record) for layer in self._layers]
@@ -372,6 +373,7 @@ class PerSampleClipper:
     def _take(self, index: int, grad: torch.Tensor) -> None:
         """One layer's output gradient, during the backward pass: its norms now, and either its
         per-record gradients (the input and the output gradient then released) or both kept."""
+        grad = grad.float()  # a no-op in fp32; after a bf16 forward, norms and sums in fp32
         seen = self._seen[index]
         self._seen[index] = None
         rule = _rule_for(seen.module)
