@@ -28,6 +28,9 @@ tasks ran (Ray's timeline, read before Ray shuts down) and the CPUs Ray had, so 
 orchestration overhead = wall − task seconds ÷ CPUs; split into the time before the first task
 started (imports, Ray, data, MLflow), the time after the last one ended (figures, MLflow, exit)
 and the CPU time left idle in between (worker start-up, the tail where one task runs alone).
+It also counts the CPU seconds no task can overlap — the driver's, Ray's own processes' and each
+worker's start-up (imports) — whose sum ÷ CPUs is the overhead's floor on this machine; unlike
+wall seconds, CPU seconds hold on a machine shared with other work.
 
 `--project DIR` measures another checkout's sweeper (e.g. the main branch, for a before/after
 figure) with this same benchmark: `python -m bench.startup --project ../other-checkout`.
@@ -108,6 +111,7 @@ def _child(record_path: str, argv: list[str]) -> None:
 
     tasks: list[tuple[float, float]] = []  # (start, end) of every Ray task, epoch seconds
     cpus = [0.0]
+    ray_cpu: dict[str, float] = {}  # CPU seconds of Ray's processes, read before Ray shuts down
     paused = [0.0]  # the wait for the timeline, taken off the wall
 
     def with_timeline(function):
@@ -122,6 +126,7 @@ def _child(record_path: str, argv: list[str]) -> None:
                 paused[0] += 2
                 tasks.extend((e["ts"] / 1e6, (e["ts"] + e["dur"]) / 1e6) for e in ray.timeline()
                              if str(e.get("cat", "")).startswith("task::") and e.get("ph") == "X")
+                ray_cpu.update(_descendants_cpu())
         return wrapper
 
     def patch(module) -> None:
@@ -165,7 +170,9 @@ def _child(record_path: str, argv: list[str]) -> None:
             spent[p] for p in PHASE_ORDER if p not in ("start", "other", "exit")))
         Path(record_path).write_text(json.dumps({"begun": begun, "returned": time.time(),
                                                  "spent": spent, "code": code, "tasks": tasks,
-                                                 "cpus": cpus[0], "paused": paused[0]}))
+                                                 "cpus": cpus[0], "paused": paused[0],
+                                                 "driver_cpu": sum(os.times()[:2]),
+                                                 "ray_cpu": ray_cpu}))
 
     real_exit = os._exit
 
@@ -183,6 +190,46 @@ def _child(record_path: str, argv: list[str]) -> None:
         raise
     finally:
         record(code)
+
+
+def _descendants_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) so far of this process's descendants: Ray's own processes
+    (GCS, raylet, agents, log monitor, dashboard) apart from its workers (`ray::` titles other
+    than the agents'), whose CPU includes the tasks they ran."""
+    tick = os.sysconf("SC_CLK_TCK")
+    table: dict[int, tuple[int, float, str]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
+                title = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+            except OSError:
+                continue
+            table[int(name)] = (int(stat[1]), (int(stat[11]) + int(stat[12])) / tick, title)
+    found, stack = [], [os.getpid()]
+    while stack:
+        parent = stack.pop()
+        for pid, (ppid, _, _) in table.items():
+            if ppid == parent:
+                found.append(pid)
+                stack.append(pid)
+    out = {"ray": 0.0, "workers": 0.0, "worker_count": 0}
+    for pid in found:
+        _, seconds, title = table[pid]
+        worker = title.startswith("ray::") and not title.endswith("Agent")
+        out["workers" if worker else "ray"] += seconds
+        out["worker_count"] += int(worker)
+    return out
+
+
+def _worker_start_cpu(project: Path) -> float:
+    """CPU seconds a fresh interpreter takes to import what a worker imports before its first
+    task (Ray and the task bodies, with torch): every worker pays it outside any task."""
+    code = ("import time; import ray, sweeper.tasks; "
+            "print(time.process_time())")
+    done = subprocess.run([sys.executable, "-c", code], env=_environment(project),
+                          capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
 
 
 # --- the benchmark ------------------------------------------------------------------------------
@@ -238,6 +285,14 @@ def _overhead(project: Path, folder: Path, args: list[str], timeout: float) -> N
     print(f"  before the first task   {first - data['spawned']:6.1f} s")
     print(f"  idle CPU time between   {(last - first) - busy / cpus:6.1f} s  (warm-up, tail, gaps)")
     print(f"  after the last task     {data['ended'] - last - data['paused']:6.1f} s")
+    ray_cpu, workers = data["ray_cpu"], data["ray_cpu"].get("worker_count", 0)
+    start_cpu = _worker_start_cpu(project)
+    fixed = data["driver_cpu"] + ray_cpu.get("ray", 0.0) + workers * start_cpu
+    print(f"CPU seconds that no task overlaps: the driver {data['driver_cpu']:.1f} s (imports, "
+          f"Ray's start, data, MLflow, figures), Ray's own processes {ray_cpu.get('ray', 0.0):.1f} s, "
+          f"{workers} workers' start-up {workers} × {start_cpu:.1f} s (ray and sweeper.tasks "
+          f"imported, measured apart): {fixed:.1f} s, so at least {fixed / cpus:.1f} s of wall = "
+          f"{100 * fixed / cpus / wall:.1f} % even if all of it ran beside the tasks")
     print("phases of the driver (a phase's lazy imports count to it):")
     for phase in PHASE_ORDER:
         print(f"  {phase:<9} {data['spent'][phase]:6.2f} s")

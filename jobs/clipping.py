@@ -8,13 +8,19 @@ cheaper route exists:
 * the **norm** of record i's gradient is computed per layer from what the layer saw: for a
   linear layer on a vector input it is ‖a_i‖·‖g_i‖ (the "ghost norm": a_i the layer's input,
   g_i the gradient at its output); for a sequence or a convolution either the ghost form
-  Σ_{t,t'} (a_t·a_t')(g_t·g_t') or the record's materialised gradient, whichever is cheaper
-  (T² against the layer's parameter count); normalisation layers' gradients are small and
-  are materialised;
-* the **clipped sum** is then one weighted gradient per layer, Σ_i c_i·a_iᵀg_i, taken from the
-  same stored activations and output gradients (book-keeping, Bu et al. 2023), so there is no
-  second backward pass; and autograd is asked only for the gradients at the layers' outputs,
-  so it never computes the unclipped weight gradients at all.
+  Σ_{t,t'} (a_t·a_t')(g_t·g_t') or the record's materialised gradient (T² against the layer's
+  parameter count, and see the clipped sum below); normalisation layers' gradients are small
+  and are materialised;
+* the **clipped sum** Σ_i c_i·∇ℓ_i is taken per layer from whichever of two things is
+  smaller to keep until the clip factors c_i are known: the layer's output gradient (with the
+  input it already holds) — one weighted gradient Σ_i c_i·a_iᵀg_i at the end (book-keeping, Bu et
+  al. 2023) — or each record's gradient of the layer's own weights, summed with the factors
+  (small for early convolutions: 896 floats a record for a 3→32 conv against 32 768 for its
+  output gradient).  Either way there is no second backward pass.  Each layer's share is taken
+  *during* the backward pass, as its output gradient arrives (an identity autograd node after
+  the layer hands it over), so a layer that keeps per-record gradients releases its output
+  gradient and input at once, the layers' outputs are never held, and autograd is asked only
+  for the gradients at the layers' outputs, so it never computes the unclipped weight gradients.
 
 The mechanism is exactly Opacus's: clip factor min(1, C / (‖∇ℓ_i‖ + 1e-6)) on the gradient of
 each record's own loss, so `jobs.training` can add the same Gaussian noise and the accountant's
@@ -23,6 +29,7 @@ each record's own loss, so `jobs.training` can add the same Gaussian noise and t
 
 from __future__ import annotations
 
+import functools
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,15 +49,21 @@ NORM_EPSILON = 1e-6
 
 @dataclass
 class _Seen:
-    """What one layer saw in the forward pass: its input and its output (still in the graph)."""
+    """What one layer saw in the forward pass: its input (detached; the same storage autograd
+    saves for the layer's backward, so holding it costs nothing until then)."""
 
     module: nn.Module
     input: torch.Tensor
-    output: torch.Tensor
+
+
+#: One layer's per-record gradients: (parameter, (B, *parameter.shape)) for each trainable one.
+Samples = list[tuple[nn.Parameter, torch.Tensor]]
 
 
 class _Rule:
-    """Per-sample squared gradient norms and the clipped gradient sum of one layer type."""
+    """Per-sample squared gradient norms and the clipped gradient sum of one layer type, by
+    book-keeping (`norms` then `accumulate`, from the input and the output gradient) or from the
+    per-record gradients (`per_sample`), whichever `keeps_samples` finds smaller."""
 
     def norms(self, seen: _Seen, grad: torch.Tensor) -> torch.Tensor:  # (B,)
         raise NotImplementedError
@@ -58,6 +71,23 @@ class _Rule:
     def accumulate(self, seen: _Seen, grad: torch.Tensor, factors: torch.Tensor) -> None:
         """Write Σ_i factors_i·∇ℓ_i into each trainable parameter's `.grad`."""
         raise NotImplementedError
+
+    def per_sample(self, seen: _Seen, grad: torch.Tensor) -> Samples:
+        """Each record's gradient of each trainable parameter."""
+        raise NotImplementedError
+
+    def keeps_samples(self, seen: _Seen, grad: torch.Tensor, parameters: int) -> bool:
+        """Whether the layer's per-record gradients (B × its `parameters` trainable floats) are
+        no larger than what book-keeping holds until the clip factors are known (its output
+        gradient and its input).  Both sides grow with B: the choice is the same at every B."""
+        return grad.shape[0] * parameters <= grad.numel() + seen.input.numel()
+
+
+def _squared_norms(samples: Samples, batch: int, device: torch.device) -> torch.Tensor:
+    total = torch.zeros(batch, device=device, dtype=torch.float32)
+    for _, per_record in samples:
+        total += per_record.float().pow(2).reshape(batch, -1).sum(1)
+    return total
 
 
 def _sequence(tensor: torch.Tensor) -> torch.Tensor:
@@ -86,13 +116,11 @@ class _LinearRule(_Rule):
             if _trainable(module.bias):
                 total += g_sq
             return total
+        # A sequence short enough for book-keeping (T·(in + out) < in·out, see `keeps_samples`)
+        # has T² < in·out, so the Gram form is the cheaper one.
         a, g = _sequence(a).float(), _sequence(g).float()
-        positions = a.shape[1]
         if _trainable(module.weight):
-            if positions * positions <= module.in_features * module.out_features:
-                total += (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
-            else:
-                total += torch.bmm(g.transpose(1, 2), a).pow(2).sum((1, 2))
+            total += (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
         if _trainable(module.bias):
             total += g.sum(1).pow(2).sum(1)
         return total
@@ -103,6 +131,16 @@ class _LinearRule(_Rule):
         weighted = g * factors.to(g.dtype)[:, None, None]
         _set_grad(module.weight, weighted.flatten(0, 1).T @ a.flatten(0, 1))
         _set_grad(module.bias, weighted.sum((0, 1)))
+
+    def per_sample(self, seen: _Seen, grad: torch.Tensor) -> Samples:
+        module: nn.Linear = seen.module
+        a, g = _sequence(seen.input), _sequence(grad)
+        samples = []
+        if _trainable(module.weight):
+            samples.append((module.weight, torch.bmm(g.transpose(1, 2), a)))  # (B, out, in)
+        if _trainable(module.bias):
+            samples.append((module.bias, g.sum(1)))
+        return samples
 
 
 class _Conv2dRule(_Rule):
@@ -135,33 +173,41 @@ class _Conv2dRule(_Rule):
         return (torch.bmm(u.transpose(1, 2), u) * torch.bmm(g.transpose(1, 2), g)).sum((1, 2))
 
     @staticmethod
-    def _grouped_norms(module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor,
-                       out_shape: torch.Size) -> torch.Tensor:
+    def _grouped_weights(module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """(b, C_out, C_in, kh, kw): each record's weight gradient, from (b, C_in, H, W) inputs
+        and (b, C_out, H_out, W_out) output gradients."""
         records = a.shape[0]
         per_record = torch.nn.grad.conv2d_weight(
             a.reshape(1, -1, *a.shape[2:]),
             (records * module.out_channels, module.in_channels, *module.kernel_size),
-            g.reshape(1, -1, *out_shape), stride=module.stride, padding=module.padding,
+            g.reshape(1, -1, *g.shape[2:]), stride=module.stride, padding=module.padding,
             dilation=module.dilation, groups=records)
-        return per_record.reshape(records, -1).float().pow(2).sum(1)
+        return per_record.reshape(records, *module.weight.shape)
+
+    @staticmethod
+    def _slice(grad: torch.Tensor, floats_per_record: int) -> int:
+        """Records per slice so that one slice's work stays under `CHUNK_FLOATS` and under the
+        layer's output gradient, which is already in memory: the work never doubles the peak."""
+        return max(1, min(CHUNK_FLOATS, grad.numel()) // floats_per_record)
 
     def norms(self, seen: _Seen, grad: torch.Tensor) -> torch.Tensor:
         module: nn.Conv2d = seen.module
-        batch, out_shape = grad.shape[0], grad.shape[2:]
+        batch = grad.shape[0]
         g = grad.reshape(batch, module.out_channels, -1)  # (B, C_out, L)
         positions = g.shape[2]
         fan_in = module.in_channels * math.prod(module.kernel_size)
         ghost = self._ghost(module, positions)
         per_record = fan_in * positions + (positions * positions if ghost
                                            else module.out_channels * fan_in)
-        step = max(1, CHUNK_FLOATS // per_record)
+        step = self._slice(grad, per_record)
         total = torch.zeros(batch, device=grad.device, dtype=torch.float32)
         if _trainable(module.weight):
             for start in range(0, batch, step):
-                a, gc = seen.input[start:start + step], g[start:start + step]
+                a, gc = seen.input[start:start + step], grad[start:start + step]
                 total[start:start + step] += (
-                    self._gram_norms(module, a, gc.float()) if ghost
-                    else self._grouped_norms(module, a, gc, out_shape))
+                    self._gram_norms(module, a, gc.reshape(len(gc), module.out_channels, -1).float())
+                    if ghost else
+                    self._grouped_weights(module, a, gc).reshape(len(gc), -1).float().pow(2).sum(1))
         if _trainable(module.bias):
             total += g.float().sum(2).pow(2).sum(1)
         return total
@@ -174,6 +220,21 @@ class _Conv2dRule(_Rule):
                 seen.input, module.weight.shape, weighted, stride=module.stride,
                 padding=module.padding, dilation=module.dilation, groups=module.groups))
         _set_grad(module.bias, weighted.sum((0, 2, 3)))
+
+    def per_sample(self, seen: _Seen, grad: torch.Tensor) -> Samples:
+        module: nn.Conv2d = seen.module
+        samples = []
+        if _trainable(module.weight):
+            weights = grad.new_empty(grad.shape[0], *module.weight.shape)
+            fan_in = module.in_channels * math.prod(module.kernel_size)
+            step = self._slice(grad, fan_in * math.prod(grad.shape[2:]) + module.weight.numel())
+            for start in range(0, grad.shape[0], step):
+                weights[start:start + step] = self._grouped_weights(
+                    module, seen.input[start:start + step], grad[start:start + step])
+            samples.append((module.weight, weights))
+        if _trainable(module.bias):
+            samples.append((module.bias, grad.sum((2, 3))))
+        return samples
 
 
 class _NormRule(_Rule):
@@ -193,24 +254,33 @@ class _NormRule(_Rule):
         shape = module.normalized_shape  # (B, *, *normalized_shape) → (B, *normalized_shape)
         return values.reshape(values.shape[0], -1, *shape).sum(1)
 
-    def _gradients(self, seen: _Seen, grad: torch.Tensor) -> list[tuple[nn.Parameter, torch.Tensor]]:
+    def per_sample(self, seen: _Seen, grad: torch.Tensor) -> Samples:
         module = seen.module
-        out = []
+        samples = []
         if _trainable(module.weight):
-            out.append((module.weight, self._per_record(module, grad * self._normalized(module, seen.input))))
+            samples.append((module.weight, self._per_record(module, grad * self._normalized(module, seen.input))))
         if _trainable(module.bias):
-            out.append((module.bias, self._per_record(module, grad)))
-        return out
+            samples.append((module.bias, self._per_record(module, grad)))
+        return samples
 
-    def norms(self, seen: _Seen, grad: torch.Tensor) -> torch.Tensor:
-        total = torch.zeros(grad.shape[0], device=grad.device, dtype=torch.float32)
-        for _, per_record in self._gradients(seen, grad):
-            total += per_record.float().pow(2).reshape(grad.shape[0], -1).sum(1)
-        return total
+    def keeps_samples(self, seen: _Seen, grad: torch.Tensor, parameters: int) -> bool:
+        return True  # one float per channel and record: never larger than the output gradient
 
-    def accumulate(self, seen: _Seen, grad: torch.Tensor, factors: torch.Tensor) -> None:
-        for parameter, per_record in self._gradients(seen, grad):
-            _set_grad(parameter, torch.einsum("b,b...->...", factors.to(per_record.dtype), per_record))
+
+class _Tap(torch.autograd.Function):
+    """Identity on a layer's output; in the backward pass it hands the output's gradient to
+    `take` and passes it on unchanged.  Its second input, a scalar `anchor`, is what the clipper
+    asks autograd for, so that autograd runs every tap and computes no weight gradient."""
+
+    @staticmethod
+    def forward(ctx, output: torch.Tensor, anchor: torch.Tensor, take) -> torch.Tensor:
+        ctx.take = take
+        return output.view_as(output)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        ctx.take(grad)
+        return grad, None, None
 
 
 #: The layer types the engine can clip, by class.  A model with trainable parameters anywhere
@@ -264,16 +334,34 @@ class PerSampleClipper:
         self.max_grad_norm = float(max_grad_norm)
         self._layers = [m for m in model.modules() if _rule_for(m) is not None
                         and any(p.requires_grad for p in m.parameters(recurse=False))]
-        self._seen: list[_Seen] = []
+        # Asked every step: looked up once (a module's parameters() is slow next to a small step).
+        self._parameters = [p for m in self._layers for p in m.parameters(recurse=False)
+                            if p.requires_grad]
+        self._sizes = {id(m): sum(p.numel() for p in m.parameters(recurse=False) if p.requires_grad)
+                       for m in self._layers}
+        self._seen: list[Optional[_Seen]] = []
+        self._anchor: Optional[torch.Tensor] = None
+        # Filled during the backward pass, per layer (by its place in `_seen`): its squared
+        # per-record norms, and what its clipped sum is taken from once the factors are known.
+        self._squared: dict[int, torch.Tensor] = {}
+        self._kept: dict[int, tuple[_Seen, torch.Tensor] | Samples] = {}
 
     @contextmanager
     def watch(self) -> Iterator[None]:
-        """Record each layer's input and output during one forward pass."""
-        self._seen = []
+        """Record each layer's input during one forward pass, and put a tap after its output
+        through which the backward pass hands over the output's gradient."""
+        self._seen, self._squared, self._kept = [], {}, {}
+        self._anchor = None
 
-        def record(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+        def record(module: nn.Module, inputs: tuple, output: torch.Tensor) -> Optional[torch.Tensor]:
+            if not output.requires_grad:
+                return None
+            if self._anchor is None:
+                self._anchor = torch.zeros((), device=output.device, requires_grad=True)
+            index = len(self._seen)
             # fp32 whatever the forward ran in (bf16 autocast): norms and sums are taken in fp32.
-            self._seen.append(_Seen(module, inputs[0].detach().float(), output))
+            self._seen.append(_Seen(module, inputs[0].detach().float()))
+            return _Tap.apply(output, self._anchor, functools.partial(self._take, index))
 
         handles = [layer.register_forward_hook(record) for layer in self._layers]
         try:
@@ -282,26 +370,55 @@ class PerSampleClipper:
             for handle in handles:
                 handle.remove()
 
+    def _take(self, index: int, grad: torch.Tensor) -> None:
+        """One layer's output gradient, during the backward pass: its norms now, and either its
+        per-record gradients (the input and the output gradient then released) or both kept."""
+        grad = grad.float()  # a no-op in fp32; after a bf16 forward, norms and sums in fp32
+        seen = self._seen[index]
+        self._seen[index] = None
+        rule = _rule_for(seen.module)
+        if rule.keeps_samples(seen, grad, self._sizes[id(seen.module)]):
+            samples = rule.per_sample(seen, grad)
+            self._squared[index] = _squared_norms(samples, grad.shape[0], grad.device)
+            self._kept[index] = samples
+        else:
+            self._squared[index] = rule.norms(seen, grad)
+            self._kept[index] = (seen, grad)
+
     def clip_and_sum(self, loss_sum: torch.Tensor) -> torch.Tensor:
         """Set each parameter's `.grad` to the clipped sum; return the per-sample norms (B,)."""
-        seen, self._seen = self._seen, []
+        seen, anchor = self._seen, self._anchor
+        self._anchor = None
         if len({id(s.module) for s in seen}) != len(seen):
+            self._seen = []
             raise ValueError("a layer ran twice in one forward pass: per-sample norms of shared "
                              "weights are not supported")
-        grads = [g.float() for g in torch.autograd.grad(loss_sum, [s.output for s in seen])]
-        squared = sum(_rule_for(s.module).norms(s, g) for s, g in zip(seen, grads))
-        norms = squared.sqrt()
-        factors = clip_factors(norms, self.max_grad_norm)
-        for s, g in zip(seen, grads):
-            _rule_for(s.module).accumulate(s, g, factors)
-        return norms
+        for parameter in self._parameters:  # the previous step's sums: free them first
+            parameter.grad = None
+        try:
+            # Only the anchor is asked for: autograd runs every tap, and no weight gradient.
+            torch.autograd.grad(loss_sum, [anchor], allow_unused=True)
+            if len(self._squared) != len(seen):
+                raise ValueError("a layer's output did not reach the loss: its per-sample norms "
+                                 "are unknown")
+            norms = sum(self._squared.values()).sqrt()
+            factors = clip_factors(norms, self.max_grad_norm)
+            for index in sorted(self._kept):
+                kept = self._kept.pop(index)  # released layer by layer
+                if isinstance(kept, tuple):
+                    _rule_for(kept[0].module).accumulate(kept[0], kept[1], factors)
+                else:
+                    for parameter, per_record in kept:
+                        _set_grad(parameter, torch.einsum("b,b...->...",
+                                                          factors.to(per_record.dtype), per_record))
+            return norms
+        finally:
+            self._seen, self._squared, self._kept = [], {}, {}
 
     def zero_sum(self) -> None:
         """An empty Poisson batch: the clipped sum is zero (the noise is added all the same)."""
-        for layer in self._layers:
-            for parameter in layer.parameters(recurse=False):
-                if parameter.requires_grad:
-                    parameter.grad = torch.zeros_like(parameter)
+        for parameter in self._parameters:
+            parameter.grad = torch.zeros_like(parameter)
 
 
 def clip_factors(norms: torch.Tensor, max_grad_norm: float) -> torch.Tensor:

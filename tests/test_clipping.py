@@ -65,14 +65,7 @@ def _opacus_clipped_sum(model: nn.Module, x, y, max_grad_norm: float):
     return norms, [torch.einsum("i,i...", factors, g) for g in samples]
 
 
-@pytest.mark.parametrize("name", sorted(ARCHITECTURES) + ["toy"])
-def test_clipped_sum_equals_opacus_per_sample_reference(name):
-    torch.manual_seed(0)
-    if name == "toy":
-        model, x = _Toy(), torch.randn(9, 3, 6, 6)
-    else:
-        model, x = build_model(name, SHAPES[name], 10), torch.rand(9, *SHAPES[name])
-    y = torch.randint(0, 5 if name == "toy" else 10, (len(x),))
+def _assert_matches_opacus(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> None:
     # A clip norm between the records' norms, so some are clipped and some are not.
     reference_norms, reference = _opacus_clipped_sum(model, x, y, 1.0)
     max_grad_norm = float(reference_norms.median())
@@ -89,6 +82,86 @@ def test_clipped_sum_equals_opacus_per_sample_reference(name):
     for parameter, expected in zip([p for p in model.parameters() if p.requires_grad], reference):
         scale = expected.abs().max().item()
         assert (parameter.grad - expected).abs().max().item() <= 1e-5 * max(scale, 1.0)
+
+
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES) + ["toy"])
+def test_clipped_sum_equals_opacus_per_sample_reference(name):
+    torch.manual_seed(0)
+    if name == "toy":
+        model, x = _Toy(), torch.randn(9, 3, 6, 6)
+    else:
+        model, x = build_model(name, SHAPES[name], 10), torch.rand(9, *SHAPES[name])
+    y = torch.randint(0, 5 if name == "toy" else 10, (len(x),))
+    _assert_matches_opacus(model, x, y)
+
+
+class _Head(nn.Module):
+    """`layer`, then a tanh and a linear head to 5 classes."""
+
+    def __init__(self, layer: nn.Module, features: int):
+        super().__init__()
+        self.layer, self.head = layer, nn.Linear(features, 5)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.layer(x)).flatten(1))
+
+
+# Each layer's clipped sum comes from its per-record gradients when those are no larger than its
+# output gradient and input together (per record, against its trainable parameters), else from
+# book-keeping.  The sizes, per record, worked out by hand:
+PATHS = {
+    # 3·8·9 + 8 = 224 parameters ≤ 8·36 output gradient + 3·36 input = 396: per-record gradients.
+    "conv, per record": (lambda: nn.Conv2d(3, 8, 3, padding=1), (3, 6, 6), 8 * 36, True),
+    # 16·16·9 + 16 = 2320 > 16·16 + 16·16 = 512: book-keeping; 16 positions·(16 + 144) = 2560 ≥
+    # 16·144 = 2304, so its norms are each record's weight gradient (grouped convolution).
+    "conv, book-keeping, grouped norms": (lambda: nn.Conv2d(16, 16, 3, padding=1), (16, 4, 4),
+                                          16 * 16, False),
+    # A 1×1 output: 32·8·9 + 8 = 2312 > 8 + 32·9 = 296: book-keeping; 1 position·(8 + 288) <
+    # 8·288 = 2304, so its norms take the Gram (ghost) form.
+    "conv, book-keeping, Gram norms": (lambda: nn.Conv2d(32, 8, 3), (32, 3, 3), 8, False),
+    # A linear layer on vectors: 20·30 + 30 = 630 > 20 + 30: book-keeping, ghost norms.
+    "linear, book-keeping": (lambda: nn.Linear(20, 30), (20,), 30, False),
+    # Over 12 positions: 4·6 + 6 = 30 ≤ 12·(4 + 6) = 120: per-record gradients.
+    "linear sequence, per record": (lambda: nn.Linear(4, 6), (12, 4), 12 * 6, True),
+    # Over 3 positions: 20·30 + 30 = 630 > 3·50 = 150: book-keeping, Gram norms (T² = 9 ≤ 600).
+    "linear sequence, book-keeping": (lambda: nn.Linear(20, 30), (3, 20), 3 * 30, False),
+    # GroupNorm's 2·6 affine parameters: always per record.
+    "group norm, per record": (lambda: nn.GroupNorm(2, 6), (6, 3, 3), 6 * 9, True),
+}
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_each_per_layer_path_equals_opacus(path):
+    """Each way a layer's clipped sum is taken, alone in front of a linear head, against
+    Opacus's per-sample reference — and it is the path the sizes above say it is."""
+    from jobs.clipping import RULES, _Seen
+
+    make, shape, features, keeps = PATHS[path]
+    torch.manual_seed(1)
+    layer = make()
+    x = torch.randn(9, *shape)
+    seen = _Seen(layer, x)
+    parameters = sum(p.numel() for p in layer.parameters())
+    assert RULES[type(layer)].keeps_samples(seen, layer(x).detach(), parameters) is keeps
+    _assert_matches_opacus(_Head(layer, features), x, torch.randint(0, 5, (9,)))
+
+
+def test_layer_outputs_are_not_held_after_the_forward_pass():
+    """Each layer's output (which a tanh after it does not save) is freed during the forward
+    pass, as in a plain one: the engine keeps nothing of it, only its gradient later."""
+    import weakref
+
+    model = build_model("mnist_cnn", SHAPES["mnist_cnn"], 10)
+    outputs = []
+    for layer in (model[0][0], model[0][3]):  # the two convolutions, each followed by a tanh
+        layer.register_forward_hook(lambda m, i, out: outputs.append(weakref.ref(out)))
+    clipper = PerSampleClipper(model, 1.0)
+    x, y = torch.rand(6, *SHAPES["mnist_cnn"]), torch.randint(0, 10, (6,))
+    with clipper.watch():
+        logits = model(x)
+    assert len(outputs) == 2 and all(ref() is None for ref in outputs)
+    clipper.clip_and_sum(nn.functional.cross_entropy(logits, y, reduction="sum"))
+    assert all(p.grad is not None for p in model.parameters())
 
 
 @pytest.mark.parametrize("kernel, stride, padding", [(3, 1, 1), (4, 2, 0), (8, 2, 2), ((3, 2), (1, 2), (2, 0))])
