@@ -322,7 +322,7 @@ def group_label(group: list[ModelSpec]) -> str:
     if len(group) == 1:
         return group[0].label
     first = group[0]
-    return (f"train {len(group)} models: {first.data.name} ε={_fmt(first.train.epsilon)} "
+    return (f"train {len(group)} models: {first.data.name} ε={format_epsilon(first.train.epsilon)} "
             f"({', '.join(f'{s.role[0]}{s.index}/p={s.sample_rate:g}' for s in group)})")
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import threading
 
-import pytest
 import torch
 
 from sweeper.runner import run_sweep
