@@ -9,6 +9,7 @@ import time
 import pytest
 from ray.util.state import list_tasks
 
+from sweeper.frontier import EXIT_INCOMPLETE
 from sweeper.frontier import main as frontier_main
 from sweeper.runner import run_sweep
 from sweeper.store import ArtifactStore
@@ -63,10 +64,12 @@ def test_a_deterministic_failure_is_not_retried(sweep, ray_dashboard):
 
 def test_summaries_list_the_failed_cells(sweep, capsys):
     cfg, result = sweep
-    assert frontier_main(["--store-root", cfg.store.root, "--experiment", cfg.name, "--no-plot"]) == 0
+    args = ["--store-root", cfg.store.root, "--experiment", cfg.name, "--no-plot"]
+    assert frontier_main(args) == EXIT_INCOMPLETE  # failed cells are a gap, never a silent 0
     err = capsys.readouterr().err
     for label, _ in result.failures:
         assert f"FAILED {label}: " in err
+    assert frontier_main([*args, "--allow-partial"]) == 0
 
 
 def test_a_rerun_retries_only_the_failed_cells(sweep):
