@@ -38,6 +38,7 @@ from typing import Iterator, Optional
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd.graph import GradientEdge, get_gradient_edge
 
 #: Largest number of floats one chunk of a per-sample computation may hold (≈ 64 MB):
 #: convolutions are processed a slice of the batch at a time below it.
@@ -341,6 +342,8 @@ class PerSampleClipper:
                        for m in self._layers}
         self._seen: list[Optional[_Seen]] = []
         self._anchor: Optional[torch.Tensor] = None
+        # The book-keeping layers' output gradient edges, by their place in `_seen`.
+        self._edges: list[tuple[int, GradientEdge]] = []
         # Filled during the backward pass, per layer (by its place in `_seen`): its squared
         # per-record norms, and what its clipped sum is taken from once the factors are known.
         self._squared: dict[int, torch.Tensor] = {}
@@ -348,19 +351,27 @@ class PerSampleClipper:
 
     @contextmanager
     def watch(self) -> Iterator[None]:
-        """Record each layer's input during one forward pass, and put a tap after its output
-        through which the backward pass hands over the output's gradient."""
-        self._seen, self._squared, self._kept = [], {}, {}
+        """Record each layer's input during one forward pass, and mark how its output's gradient
+        is to be handed over: a layer that keeps per-record gradients gets a tap after its
+        output, through which the backward pass hands the gradient over as soon as it is known;
+        a book-keeping layer keeps its output gradient until the end anyway, so autograd is asked
+        for it directly, by the output's gradient edge (which holds the layer's autograd node,
+        not the output)."""
+        self._seen, self._squared, self._kept, self._edges = [], {}, {}, []
         self._anchor = None
 
         def record(module: nn.Module, inputs: tuple, output: torch.Tensor) -> Optional[torch.Tensor]:
             if not output.requires_grad:
                 return None
-            if self._anchor is None:
-                self._anchor = torch.zeros((), device=output.device, requires_grad=True)
             index = len(self._seen)
             # fp32 whatever the forward ran in (bf16 autocast): norms and sums are taken in fp32.
-            self._seen.append(_Seen(module, inputs[0].detach().float()))
+            seen = _Seen(module, inputs[0].detach().float())
+            self._seen.append(seen)
+            if not _rule_for(module).keeps_samples(seen, output, self._sizes[id(module)]):
+                self._edges.append((index, get_gradient_edge(output)))
+                return None
+            if self._anchor is None:
+                self._anchor = torch.zeros((), device=output.device, requires_grad=True)
             return _Tap.apply(output, self._anchor, functools.partial(self._take, index))
 
         handles = [layer.register_forward_hook(record) for layer in self._layers]
@@ -371,8 +382,9 @@ class PerSampleClipper:
                 handle.remove()
 
     def _take(self, index: int, grad: torch.Tensor) -> None:
-        """One layer's output gradient, during the backward pass: its norms now, and either its
-        per-record gradients (the input and the output gradient then released) or both kept."""
+        """One layer's output gradient: its norms now, and either its per-record gradients (the
+        input and the output gradient then released; during the backward pass, through its
+        tap) or both kept for book-keeping (after the backward pass)."""
         grad = grad.float()  # a no-op in fp32; after a bf16 forward, norms and sums in fp32
         seen = self._seen[index]
         self._seen[index] = None
@@ -387,8 +399,8 @@ class PerSampleClipper:
 
     def clip_and_sum(self, loss_sum: torch.Tensor) -> torch.Tensor:
         """Set each parameter's `.grad` to the clipped sum; return the per-sample norms (B,)."""
-        seen, anchor = self._seen, self._anchor
-        self._anchor = None
+        seen, anchor, edges = self._seen, self._anchor, self._edges
+        self._anchor, self._edges = None, []
         if len({id(s.module) for s in seen}) != len(seen):
             self._seen = []
             raise ValueError("a layer ran twice in one forward pass: per-sample norms of shared "
@@ -396,8 +408,13 @@ class PerSampleClipper:
         for parameter in self._parameters:  # the previous step's sums: free them first
             parameter.grad = None
         try:
-            # Only the anchor is asked for: autograd runs every tap, and no weight gradient.
-            torch.autograd.grad(loss_sum, [anchor], allow_unused=True)
+            # Autograd is asked for the book-keeping layers' output gradients and, when a layer
+            # has a tap, for the anchor (so that it runs every tap); never for a weight gradient.
+            wanted = [edge for _, edge in edges] + ([anchor] if anchor is not None else [])
+            grads = torch.autograd.grad(loss_sum, wanted, allow_unused=True) if wanted else ()
+            for (index, _), grad in zip(edges, grads):
+                if grad is not None:
+                    self._take(index, grad)
             if len(self._squared) != len(seen):
                 raise ValueError("a layer's output did not reach the loss: its per-sample norms "
                                  "are unknown")
