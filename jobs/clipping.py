@@ -98,7 +98,8 @@ def _sequence(tensor: torch.Tensor) -> torch.Tensor:
 
 def _set_grad(parameter: Optional[nn.Parameter], value: torch.Tensor) -> None:
     if parameter is not None and parameter.requires_grad:
-        parameter.grad = value.reshape(parameter.shape).to(parameter.dtype)
+        parameter.grad = value if value.shape == parameter.shape and value.dtype == parameter.dtype \
+            else value.reshape(parameter.shape).to(parameter.dtype)
 
 
 def _trainable(parameter: Optional[nn.Parameter]) -> bool:
@@ -109,14 +110,15 @@ class _LinearRule(_Rule):
     def norms(self, seen: _Seen, grad: torch.Tensor) -> torch.Tensor:
         module: nn.Linear = seen.module
         a, g = seen.input, grad
-        total = torch.zeros(a.shape[0], device=a.device, dtype=torch.float32)
         if a.dim() == 2:  # one position: the ghost norm is exact and costs B·(in + out)
-            g_sq = g.float().pow(2).sum(1)
-            if _trainable(module.weight):
-                total += g_sq * a.float().pow(2).sum(1)
-            if _trainable(module.bias):
-                total += g_sq
-            return total
+            g_sq = torch.linalg.vecdot(g, g)
+            if not _trainable(module.weight):
+                return g_sq
+            a_sq = torch.linalg.vecdot(a, a)
+            if _trainable(module.bias):  # ‖g‖²·‖a‖² + ‖g‖² = ‖g‖²·(‖a‖² + 1)
+                a_sq.add_(1.0)
+            return g_sq.mul_(a_sq)
+        total = torch.zeros(a.shape[0], device=a.device, dtype=torch.float32)
         # A sequence short enough for book-keeping (T·(in + out) < in·out, see `keeps_samples`)
         # has T² < in·out, so the Gram form is the cheaper one.
         a, g = _sequence(a).float(), _sequence(g).float()
@@ -128,10 +130,11 @@ class _LinearRule(_Rule):
 
     def accumulate(self, seen: _Seen, grad: torch.Tensor, factors: torch.Tensor) -> None:
         module: nn.Linear = seen.module
-        a, g = _sequence(seen.input), _sequence(grad)
-        weighted = g * factors.to(g.dtype)[:, None, None]
-        _set_grad(module.weight, weighted.flatten(0, 1).T @ a.flatten(0, 1))
-        _set_grad(module.bias, weighted.sum((0, 1)))
+        # (B·T, in) and (B·T, out): one position a record (a vector input) is a plain 2-D matrix.
+        a = seen.input if seen.input.dim() == 2 else seen.input.reshape(-1, seen.input.shape[-1])
+        weighted = (grad * factors.view((-1,) + (1,) * (grad.dim() - 1))).reshape(-1, grad.shape[-1])
+        _set_grad(module.weight, weighted.T @ a)
+        _set_grad(module.bias, weighted.sum(0))
 
     def per_sample(self, seen: _Seen, grad: torch.Tensor) -> Samples:
         module: nn.Linear = seen.module
@@ -372,7 +375,7 @@ class PerSampleClipper:
                 return None
             if self._anchor is None:
                 self._anchor = torch.zeros((), device=output.device, requires_grad=True)
-            return _Tap.apply(output, self._anchor, functools.partial(self._take, index))
+            return _Tap.apply(output, self._anchor, functools.partial(self._take, index, True))
 
         handles = [layer.register_forward_hook(record) for layer in self._layers]
         try:
@@ -381,7 +384,7 @@ class PerSampleClipper:
             for handle in handles:
                 handle.remove()
 
-    def _take(self, index: int, grad: torch.Tensor) -> None:
+    def _take(self, index: int, keeps_samples: bool, grad: torch.Tensor) -> None:
         """One layer's output gradient: its norms now, and either its per-record gradients (the
         input and the output gradient then released; during the backward pass, through its
         tap) or both kept for book-keeping (after the backward pass)."""
@@ -389,7 +392,7 @@ class PerSampleClipper:
         seen = self._seen[index]
         self._seen[index] = None
         rule = _rule_for(seen.module)
-        if rule.keeps_samples(seen, grad, self._sizes[id(seen.module)]):
+        if keeps_samples:
             samples = rule.per_sample(seen, grad)
             self._squared[index] = _squared_norms(samples, grad.shape[0], grad.device)
             self._kept[index] = samples
@@ -414,11 +417,12 @@ class PerSampleClipper:
             grads = torch.autograd.grad(loss_sum, wanted, allow_unused=True) if wanted else ()
             for (index, _), grad in zip(edges, grads):
                 if grad is not None:
-                    self._take(index, grad)
+                    self._take(index, False, grad)
             if len(self._squared) != len(seen):
                 raise ValueError("a layer's output did not reach the loss: its per-sample norms "
                                  "are unknown")
-            norms = sum(self._squared.values()).sqrt()
+            squared = [self._squared[index] for index in sorted(self._squared)]
+            norms = (squared[0] if len(squared) == 1 else torch.stack(squared).sum(0)).sqrt()
             factors = clip_factors(norms, self.max_grad_norm)
             for index in sorted(self._kept):
                 kept = self._kept.pop(index)  # released layer by layer
@@ -439,5 +443,6 @@ class PerSampleClipper:
 
 
 def clip_factors(norms: torch.Tensor, max_grad_norm: float) -> torch.Tensor:
-    """Opacus's clip factor min(1, C / (‖g‖ + 1e-6))."""
-    return (max_grad_norm / (norms + NORM_EPSILON)).clamp(max=1.0)
+    """Opacus's clip factor min(1, C / (‖g‖ + 1e-6)) (as 1/(‖g‖ + 1e-6)·C, in place: these few
+    kernels on B floats are a visible part of a small model's step)."""
+    return (norms + NORM_EPSILON).reciprocal_().mul_(max_grad_norm).clamp_max_(1.0)
