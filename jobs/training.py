@@ -249,14 +249,17 @@ def noisy_step(model: nn.Module, optimizer: torch.optim.Optimizer, noise_std: fl
                expected_batch_size: int, rng: _Rng) -> None:
     """Add N(0, noise_std²) to each parameter's clipped-sum `.grad`, divide by the expected
     batch and step: the part of a DP step after clipping, shared with `jobs.stacked`."""
-    parameters = [p for p in model.parameters() if p.requires_grad]
-    # One draw for every coordinate (a small model's step is a fraction of a millisecond, so
-    # one kernel per parameter tensor would dominate it).
-    noise = torch.normal(0.0, noise_std, size=(sum(p.numel() for p in parameters),),
-                         device=parameters[0].device, generator=rng.noise,
-                         dtype=parameters[0].dtype)
-    for parameter, part in zip(parameters, noise.split([p.numel() for p in parameters])):
-        parameter.grad.add_(part.view_as(parameter)).div_(expected_batch_size)
+    # The optimizer's list, not `model.parameters()`: walking the modules every step costs more
+    # than a small model's noise.
+    parameters = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
+    sizes = [p.numel() for p in parameters]
+    # One draw for every coordinate and one kernel each to add it and divide (a small model's
+    # step is a fraction of a millisecond, so kernels per parameter tensor would dominate it).
+    noise = torch.normal(0.0, noise_std, size=(sum(sizes),), device=parameters[0].device,
+                         generator=rng.noise, dtype=parameters[0].dtype)
+    grads = [p.grad for p in parameters]
+    torch._foreach_add_(grads, [part.view_as(p) for p, part in zip(parameters, noise.split(sizes))])
+    torch._foreach_div_(grads, expected_batch_size)
     optimizer.step()
 
 

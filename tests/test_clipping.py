@@ -146,6 +146,38 @@ def test_each_per_layer_path_equals_opacus(path):
     _assert_matches_opacus(_Head(layer, features), x, torch.randint(0, 5, (9,)))
 
 
+def _graph_nodes(tensor: torch.Tensor) -> list[str]:
+    """The names of every autograd node behind `tensor`."""
+    names, stack, visited = [], [tensor.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in visited:
+            continue
+        visited.add(node)
+        names.append(type(node).__name__)
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return names
+
+
+@pytest.mark.parametrize("name, taps", [("logistic_regression", 0), ("tanh_mlp64", 0),
+                                         ("relu_mlp256x2", 0), ("mnist_cnn", 1)])
+def test_only_layers_that_keep_per_record_gradients_get_a_tap(name, taps):
+    """A tap (an autograd node after the layer) only where the layer keeps per-record gradients:
+    by the sizes per record, only `mnist_cnn`'s first convolution (16·1·8·8 + 16 = 1040
+    parameters ≤ 16·13·13 output gradient + 28·28 input = 3488); every linear layer on vectors
+    book-keeps (in·out + out > in + out), and its output gradient is asked of autograd by its
+    gradient edge.  The clipped sum on both paths is Opacus's."""
+    torch.manual_seed(0)
+    model = build_model(name, SHAPES[name], 10)
+    x, y = torch.rand(9, *SHAPES[name]), torch.randint(0, 10, (9,))
+    clipper = PerSampleClipper(model, 1.0)
+    with clipper.watch():
+        logits = model(x)
+    assert _graph_nodes(logits).count("_TapBackward") == taps
+    clipper.clip_and_sum(nn.functional.cross_entropy(logits, y, reduction="sum"))
+    _assert_matches_opacus(model, x, y)
+
+
 def test_layer_outputs_are_not_held_after_the_forward_pass():
     """Each layer's output (which a tanh after it does not save) is freed during the forward
     pass, as in a plain one: the engine keeps nothing of it, only its gradient later."""
