@@ -368,8 +368,8 @@ class SweepTracker:
 
     def _score_summary(self, scores_key: str) -> list[tuple[str, float]]:
         """`score_metrics` of a cell's scores, read once per scores key (the cells of one attack's
-        policies share them); none when they cannot be read (the cell's row is logged all the
-        same: its scores file is recomputed by a rerun that needs it)."""
+        policies share them); none when they cannot be read (missing, or failed their checksum):
+        the cell's row, its result, is logged all the same, with a warning."""
         if self.read_scores is None:
             return []
         if scores_key not in self._score_summaries:
