@@ -211,7 +211,7 @@ def command_line(argv: list[str]) -> list[str]:
             pending.pop(0)
         else:
             options.append(token)
-    return [*options, *_with_default_experiment(overrides, asks_help=_asks_help(argv))]
+    return [*options, *_with_default_experiment(yaml_specials(overrides), asks_help=_asks_help(argv))]
 
 
 def _asks_help(argv: list[str]) -> bool:
@@ -245,7 +245,7 @@ def preflight(overrides: list[str], config_name: str = CONFIG_NAME) -> SweepConf
 def composed(overrides: list[str], config_name: str = CONFIG_NAME) -> tuple[SweepConfig, DictConfig]:
     """`preflight`'s configuration and Hydra's own settings of the same composition (`hydra.*`:
     its logging), so that a plain run composes once."""
-    overrides = _with_default_experiment(list(overrides))
+    overrides = _with_default_experiment(yaml_specials(overrides))
     problems = _path_problems(overrides, config_name) + _number_problems(overrides)
     if any(problem.startswith("--config-name") for problem in problems):
         raise ConfigError(problems)
@@ -330,6 +330,31 @@ def _path_problems(overrides: list[str], config_name: str) -> list[str]:
         problems.append(f"--config-name={config_name}: names a config of the config folder, not "
                         "a path; give another folder with --config-dir")
     return problems
+
+
+#: YAML's spellings of the float specials (.inf, -.inf, +.inf, .nan; any case), as conf/'s files
+#: write them; Hydra's override grammar knows only inf and nan, and reads `.inf` as a string.
+_YAML_SPECIAL = re.compile(r"(?<![\w.])([-+]?)\.(inf|nan)(?![\w.])", re.IGNORECASE)
+
+
+def yaml_specials(overrides: list[str]) -> list[str]:
+    """The overrides with YAML's `.inf`/`.nan` in a number field written as Hydra's `inf`/`nan`,
+    so `grid.epsilon=[.inf]` means what it means in an experiment file (Hydra alone refuses it:
+    "Value '.inf' of type 'str' could not be converted to Float").  A string field keeps them."""
+    return [_YAML_SPECIAL.sub(r"\1\2", override) if _takes_numbers(override) else override
+            for override in overrides]
+
+
+def _takes_numbers(override: str) -> bool:
+    """Whether the field `override` sets holds floats: a float, or a list of them."""
+    key, sep, _ = override.lstrip("+~").partition("=")
+    node: Any = SweepConfig
+    for part in key.split("."):
+        if not (sep and dataclasses.is_dataclass(node) and part in _fields(node)):
+            return False
+        node = _fields(node)[part]
+    args = [a for a in typing.get_args(node) if a is not type(None)]  # Optional[…], list[…]
+    return node is float or (len(args) == 1 and args[0] is float)
 
 
 #: A number written with an exponent (1e400, 2.5E-7); bare digits cannot overflow a float here.

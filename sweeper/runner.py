@@ -166,7 +166,8 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
 
     def opened_tracker():
         return open_tracker(tracking_uri, cfg.tracking.experiment, cfg.name, plan.key,
-                            config_params(config), mlflow_artifact_location(store))
+                            config_params(config), mlflow_artifact_location(store),
+                            store.read_scores_table)
 
     failures: list[tuple[str, str]] = []
     tracker = dashboard_url = None

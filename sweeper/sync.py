@@ -54,7 +54,7 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
     artifact_location = ((store.local_root / "mlartifacts").as_uri()
                          if store.local_root is not None else None)
     tracker = SweepTracker(uri, config["tracking"]["experiment"], experiment, manifest["sweep_key"],
-                           config_params(config), artifact_location)
+                           config_params(config), artifact_location, store.read_scores_table)
     results = sort_frontier(store.read_results(experiment))
     for row in tqdm(results.to_dict("records"), desc="cells synced", unit="cell",
                     disable=not progress):
@@ -70,8 +70,9 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
             relative = path.parent.relative_to(folder).as_posix()
             tracker.client.log_artifact(tracker.run_id, str(path), None if relative == "." else relative)
             artifacts += 1
-    failed = bool(store.read_failures(experiment, manifest["cells"]))
-    tracker.client.set_terminated(tracker.run_id, status="FAILED" if failed else "FINISHED")
+    tracker.terminate(failed=bool(store.read_failures(experiment, manifest["cells"])))
+    if tracker.failure is not None:
+        raise ConnectionError(f"MLflow at {redact(uri)} failed: {tracker.failure}")
     return SyncReport(redact(uri), len(results), tracker.logged_now, artifacts)
 
 

@@ -16,7 +16,15 @@ logging) reopens MLflow and backfills what is missing.
 The records read like a model-training experiment in MLflow's UI: the experiment is tagged as one
 (`mlflow.experimentKind`), the sweep's run carries MLflow's standard source tags and a summary
 of the sweep, every metric is stamped with the time its cell landed, and ε is also a numeric
-metric (`epsilon_value`, with `EPSILON_INF_VALUE` standing in for ∞) so it can be plotted.
+metric (`epsilon_value`, with `EPSILON_INF_VALUE` standing in for ∞) so it can be plotted.  Each
+cell's run also summarises its per-record scores (`score_metrics`: quantiles of the members' and
+the non-members' scores), so one run shows how far apart the two are, not only where the
+threshold cut.
+
+A rerun of the same sweep (a resume after a crash, a backfill) reopens its run rather than making
+another, so the run keeps every cell of the sweep under it; its Duration is then the time the
+sweep's invocations held it, added up (as a resumed run's runtime is elsewhere), not the time
+since the first one started: see `SweepTracker.terminate`.
 """
 
 from __future__ import annotations
@@ -31,8 +39,10 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 from urllib.parse import unquote, urlsplit
+
+import numpy as np
 
 from sweeper.credentials import redact, redact_tree, scrub
 from sweeper.formats import epsilon_name, format_epsilon
@@ -51,6 +61,14 @@ EXPERIMENT_KIND = "custom_model_development"
 EPSILON_INF_VALUE = 1e9
 #: Logged first, so MLflow's compare views and run tables open on them.
 KEY_METRICS = ("precision", "bound", "violation", "epsilon_value")
+#: Quantiles of a cell's per-record scores logged on its run, members and non-members apart.
+SCORE_QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
+#: On a reopened sweep run: the time its earlier invocations held it, and when this one opened it
+#: (ms), so that an invocation killed before it closed the run still counts (`SweepTracker`).
+DURATION_BEFORE_TAG = "sweeper.duration_before_ms"
+OPENED_TAG = "sweeper.opened_ms"
+
+logger = logging.getLogger(__name__)
 
 
 def ui_command(uri: str) -> str:
@@ -75,6 +93,26 @@ def cell_metrics(row: dict[str, Any]) -> list[tuple[str, float]]:
                 and not isinstance(value, bool)):
             values[name] = value
     return [(name, float(value)) for name, value in values.items() if math.isfinite(float(value))]
+
+
+def score_metrics(scores) -> list[tuple[str, float]]:
+    """A cell's per-record scores in a few numbers: the `SCORE_QUANTILES` of the members' scores
+    (`scores/member_q50`, …) and of the non-members' (`scores/nonmember_q50`, …), numpy's default
+    (linear) quantiles over the records that have a score.  Where the two sets of quantiles sit
+    apart is what the attack found; the cell's `threshold` metric is where it cut.  `scores` is a
+    table with `score` and `member` columns (pyarrow or pandas); a group with no scores, or a
+    quantile that is not finite, is left out, as NaN metrics are."""
+    score = np.asarray(scores["score"].to_numpy(), dtype=float)  # a null score reads as NaN
+    member = np.asarray(scores["member"].to_numpy(), dtype=bool)
+    metrics = []
+    for group, mask in (("member", member), ("nonmember", ~member)):
+        values = score[mask & ~np.isnan(score)]
+        if not len(values):
+            continue
+        for q, value in zip(SCORE_QUANTILES, np.quantile(values, SCORE_QUANTILES)):
+            if math.isfinite(value):
+                metrics.append((f"scores/{group}_q{round(q * 100):02d}", float(value)))
+    return metrics
 
 
 def summary_metrics(results, models_trained: Optional[int] = None,
@@ -195,21 +233,36 @@ def cell_run_name(row: dict[str, Any]) -> str:
     return f"{row['attack']} ε={format_epsilon(row['epsilon'])} p={row['p']:g} δ={row['delta']:g} trial={row['trial']}"
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class SweepTracker:
+    """The sweep's MLflow run, opened (created, or reopened by its plan key) for one invocation.
+
+    `read_scores(scores_key)` returns a cell's per-record scores (a table with `score` and
+    `member`), for the summary each cell run carries (`score_metrics`); without it cells carry
+    their row's metrics only.
+    """
+
     def __init__(self, uri: str, experiment: str, sweep_name: str, sweep_key: str,
-                 params: dict[str, Any], artifact_location: Optional[str]):
+                 params: dict[str, Any], artifact_location: Optional[str],
+                 read_scores: Optional[Callable[[str], Any]] = None):
         from mlflow import MlflowClient
 
         # MLflow prints "View run … at: URL" and "View experiment at: URL" for every run it
         # ends on a tracking server: two lines per cell, through the progress bars.  The sweep
         # prints where its results are once, at the end.
         os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-        self.uri, self.sweep_name = uri, sweep_name
+        self.uri, self.sweep_name, self.read_scores = uri, sweep_name, read_scores
+        self.opened_ms = _now_ms()
         self.client = MlflowClient(tracking_uri=uri)
         self.failure: Optional[str] = None  # why tracking stopped, once it has
         self.missed_cells: set[str] = set()
         self.missed_artifacts = 0
         self.logged_now = 0
+        self._score_summaries: dict[str, list[tuple[str, float]]] = {}  # by scores key
+        self._last_cell_end_ms = 0  # of the cells logged before this invocation
         found = self.client.get_experiment_by_name(experiment)
         self.experiment_id = found.experiment_id if found else self.client.create_experiment(
             experiment, artifact_location=artifact_location)
@@ -221,15 +274,22 @@ class SweepTracker:
         tags = source_tags()
         if existing:
             self.run_id = existing[0].info.run_id
+            self.logged_cells = self._logged_cell_keys()
+            self.start_ms = existing[0].info.start_time
+            self.duration_before_ms = self._duration_before(existing[0])
             self.client.update_run(self.run_id, status="RUNNING")
+            tags.update({DURATION_BEFORE_TAG: str(self.duration_before_ms),
+                         OPENED_TAG: str(self.opened_ms)})
             for key, value in tags.items():  # who ran it last, from which commit
                 self.client.set_tag(self.run_id, key, value)
         else:
-            run = self.client.create_run(self.experiment_id, run_name=sweep_name, tags={
+            run = self.client.create_run(self.experiment_id, run_name=sweep_name,
+                                         start_time=self.opened_ms, tags={
                 **tags, SWEEP_KEY_TAG: sweep_key, "sweeper.sweep": sweep_name})
             self.run_id = run.info.run_id
+            self.start_ms, self.duration_before_ms = self.opened_ms, 0
             self._log_params(self.run_id, params)
-        self.logged_cells = self._logged_cell_keys()
+            self.logged_cells = set()
         self.database = _database_identity(uri)  # the SQLite file MLflow opened, if one
 
     def _logged_cell_keys(self) -> set[str]:
@@ -244,11 +304,24 @@ class SweepTracker:
             for run in page:
                 if run.info.status == "FINISHED":
                     keys.add(run.data.tags.get(CELL_KEY_TAG, ""))
+                    self._last_cell_end_ms = max(self._last_cell_end_ms, run.info.end_time or 0)
                 else:
                     self.client.delete_run(run.info.run_id)
             token = page.token
             if not token:
                 return keys
+
+    def _duration_before(self, run) -> int:
+        """How long (ms) the sweep's earlier invocations held its run: what its Duration said when
+        the last of them closed it, and when that one was killed before closing it (the run is
+        still RUNNING), the time it held the run until its last cell was logged, added to what
+        the earlier ones held it."""
+        info, tags = run.info, run.data.tags
+        if info.status != "RUNNING":
+            return max(0, (info.end_time or info.start_time) - info.start_time)
+        before = int(tags.get(DURATION_BEFORE_TAG, 0))
+        opened = int(tags.get(OPENED_TAG, info.start_time))
+        return before + max(0, self._last_cell_end_ms - opened)
 
     def _log_params(self, run_id: str, params: dict[str, Any]) -> None:
         from mlflow.entities import Param
@@ -280,17 +353,33 @@ class SweepTracker:
         from mlflow.entities import Metric
 
         key = row["cell_key"]
-        now_ms = int(time.time() * 1000)
+        scores = self._score_summary(row["scores_key"])
+        now_ms = _now_ms()
         run = self.client.create_run(self.experiment_id, run_name=cell_run_name(row),
                                      start_time=now_ms,
                                      tags={PARENT_TAG: self.run_id, CELL_KEY_TAG: key,
                                            "sweeper.model_key": row["model_key"]})
         self._log_params(run.info.run_id, {k: row[k] for k in COORDINATES})
-        metrics = [Metric(name, value, now_ms, 0) for name, value in cell_metrics(row)]
+        metrics = [Metric(name, value, now_ms, 0) for name, value in [*cell_metrics(row), *scores]]
         self.client.log_batch(run.info.run_id, metrics=metrics)
         self.client.set_terminated(run.info.run_id)
         self.logged_cells.add(key)
         self.logged_now += 1
+
+    def _score_summary(self, scores_key: str) -> list[tuple[str, float]]:
+        """`score_metrics` of a cell's scores, read once per scores key (the cells of one attack's
+        policies share them); none when they cannot be read (missing, or failed their checksum):
+        the cell's row, its result, is logged all the same, with a warning."""
+        if self.read_scores is None:
+            return []
+        if scores_key not in self._score_summaries:
+            try:
+                self._score_summaries[scores_key] = score_metrics(self.read_scores(scores_key))
+            except (OSError, ValueError) as error:  # missing, or failed its checksum
+                logger.warning("cell run without its score summary: scores %s unreadable (%s)",
+                               scores_key, error)
+                self._score_summaries[scores_key] = []
+        return self._score_summaries[scores_key]
 
     def log_artifact(self, path: Path) -> None:
         if self.failure is None:
@@ -302,16 +391,26 @@ class SweepTracker:
         """The sweep run's own metrics (see `summary_metrics`), stamped now."""
         from mlflow.entities import Metric
 
-        now_ms = int(time.time() * 1000)
+        now_ms = _now_ms()
         batch = [Metric(name, value, now_ms, 0) for name, value in metrics.items()]
         if self.failure is None:
             self._guarded(lambda: self.client.log_batch(self.run_id, metrics=batch))
 
-    def finish(self, failed: bool) -> Optional[str]:
-        """Close the sweep's run; a warning of what was not logged when tracking went down."""
+    def terminate(self, failed: bool) -> None:
+        """Close the sweep's run, its Duration the time its invocations held it: this one's (since
+        it opened the run) added to the earlier ones' (`_duration_before`).  A first run ends now;
+        a reopened one ends that long after it started, which is earlier than now: MLflow shows
+        Duration as end − start, and a rerun a day later must not make a 2-minute sweep a day
+        long.  Its cells keep the times they were logged at."""
+        end_ms = self.start_ms + self.duration_before_ms + max(0, _now_ms() - self.opened_ms)
         if self.failure is None:
             self._guarded(self.client.set_terminated, self.run_id,
-                          "FAILED" if failed else "FINISHED")
+                          "FAILED" if failed else "FINISHED", end_ms)
+
+    def finish(self, failed: bool) -> Optional[str]:
+        """Close the sweep's run (`terminate`); a warning of what was not logged when tracking
+        went down."""
+        self.terminate(failed)
         if self.failure is None and _database_identity(self.uri) != self.database:
             # SQLite writes on through a deleted file's open handle without an error: what was
             # logged went nowhere anyone can open.
@@ -329,11 +428,13 @@ class SweepTracker:
 
 
 def open_tracker(uri: str, experiment: str, sweep_name: str, sweep_key: str,
-                 params: dict[str, Any], artifact_location: Optional[str]) -> Optional[SweepTracker]:
+                 params: dict[str, Any], artifact_location: Optional[str],
+                 read_scores: Optional[Callable[[str], Any]] = None) -> Optional[SweepTracker]:
     """A tracker, or None with a warning when the tracking store cannot be reached."""
     logging.getLogger("mlflow").setLevel(logging.WARNING)  # not its schema-migration chatter
     try:
-        return SweepTracker(uri, experiment, sweep_name, sweep_key, params, artifact_location)
+        return SweepTracker(uri, experiment, sweep_name, sweep_key, params, artifact_location,
+                            read_scores)
     except Exception as error:  # noqa: BLE001 - any tracking failure must not stop the sweep
         warnings.warn(f"MLflow tracking at {redact(uri)} is unavailable ({type(error).__name__}); "
                       "results still land in Parquet, but no runs are logged. Once it is back, "

@@ -8,6 +8,7 @@ never created, and no MLflow database appears.  A few cases run the real command
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -277,6 +278,24 @@ def test_a_valid_command_line_passes_and_writes_nothing(tmp_path):
     assert isinstance(cfg, SweepConfig) and cfg.name == "quickstart"
     assert cfg.grid.p == [0.5, 1.0]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("epsilon, expected", [
+    ("[.inf]", [math.inf]), ("[4,.inf]", [4.0, math.inf]), ("[.Inf,8]", [math.inf, 8.0]),
+    ("[+.INF]", [math.inf]), ("[inf]", [math.inf])])
+def test_yamls_inf_is_infinity_alone_or_in_a_list(epsilon, expected, tmp_path):
+    # Hydra's grammar reads `.inf` (YAML's spelling, the experiment files') as the string '.inf'.
+    cfg = preflight([f"grid.epsilon={epsilon}", "tracking.experiment=.inf",
+                     f"store.root={tmp_path / 'runs'}"])
+    assert cfg.grid.epsilon == expected
+    assert cfg.tracking.experiment == ".inf"  # a string field keeps what was typed
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_yamls_negative_inf_is_refused_as_a_number(tmp_path):
+    message = refused(tmp_path, ["grid.epsilon=[4,-.inf]"])
+    assert "grid.epsilon: -inf must be > 0 (inf allowed: no privacy)" in message
+    assert "could not be converted" not in message
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)

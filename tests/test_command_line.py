@@ -141,6 +141,14 @@ def test_cfg_job_works_in_any_position_among_overrides(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_yamls_inf_alone_in_grid_epsilon_reaches_hydra_as_infinity(tmp_path):
+    # `--cfg job` goes through Hydra's own entry point, not the preflight.
+    result = run("-m", "sweeper", "grid.epsilon=[.inf]", "--cfg", "job", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert yaml.safe_load(result.stdout)["grid"]["epsilon"] == [float("inf")]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_bounds_plot_into_an_unwritable_folder_is_one_error_line(tmp_path):
     result = run("-m", "sweeper.bounds", "plot", "--out", "/proc/sweeper-plots", cwd=tmp_path)
     assert result.returncode == 2
