@@ -4,6 +4,12 @@ Every attack maps the target model's logits on the evaluation records (and, for 
 need them, the logits and membership masks of shadow models) to one score per record, higher
 meaning "more likely a member".  Attacks never train: models come from the content-keyed store,
 so adding an attack to a finished sweep costs only scoring.
+
+Each attack registers itself in `ATTACKS` where it is defined (`register_attack`), with its own
+frozen settings dataclass: the fields are exactly the `attack.*` settings it reads (its model
+query's included), and the attack is handed only that object.  Its scores' content key is
+derived from those fields (`settings_items`), so a setting it reads cannot be left out of the
+key, and a setting it does not read cannot split the store.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import numpy as np
 from scipy.special import log_ndtr, logsumexp
 
 from jobs.merlin import morgan_decisions, morgan_thresholds
+from jobs.registry import Registry
 from jobs.shokri import shokri
 
 #: Below this many shadow models, per-record variances are too noisy (Carlini et al. §4.2).
@@ -47,7 +54,12 @@ class AttackInputs:
 
 @dataclass
 class AttackSettings:
-    """Attack knobs that are part of the sweep config (`attack.*`)."""
+    """Attack knobs that are part of the sweep config (`attack.*`).
+
+    The config's schema only: an attack never sees it whole, but the fields its own settings
+    dataclass names (`Attack.settings_from`).  Every field here is read by some attack
+    (tests/test_attack_keys.py holds that).
+    """
 
     # LiRA: one variance for all records ("global") or one per record; "auto" uses the global
     # one below GLOBAL_VARIANCE_BELOW shadow models, as Carlini et al. recommend for few shadows.
@@ -77,6 +89,71 @@ class AttackSettings:
     # PDTP: the first this-many members of each target are left out, once per training seed.
     pdtp_records: int = 10
     pdtp_seeds: int = 3
+
+
+@dataclass(frozen=True)
+class Attack:
+    """A registered attack: its scoring function and what the planner must know about it."""
+
+    score: Callable[[AttackInputs, Any], np.ndarray]
+    # Its frozen settings dataclass: exactly the `attack.*` settings score and query read.
+    settings_type: type
+    needs_shadows: bool
+    # Scores a mechanism's release rather than a network's logits (its rates are then exact).
+    reads_release: bool = False
+    # The model query it needs, as (kind, settings), or None (`jobs.queries`).
+    asks: Optional[Callable[[Any], Optional[tuple[str, dict]]]] = None
+    # A per-record measure (PDTP), reported as its own figures rather than as a precision.
+    measures_records: bool = False
+
+    def settings_from(self, config: AttackSettings) -> Any:
+        """Its settings, each field taken by name from the sweep's `attack.*` section."""
+        return self.settings_type(**{field.name: getattr(config, field.name)
+                                     for field in dataclasses.fields(self.settings_type)})
+
+    def settings_of(self, items: tuple[tuple[str, Any], ...]) -> Any:
+        """Its settings back from their key items (`settings_items`), as a task receives them."""
+        return self.settings_type(**dict(items))
+
+    def query(self, settings: Any) -> Optional[tuple[str, dict]]:
+        return self.asks(settings) if self.asks is not None else None
+
+
+def settings_items(settings: Any) -> tuple[tuple[str, Any], ...]:
+    """An attack's settings as (name, value) pairs in field order: what its scores' key holds.
+
+    The order is part of stored keys (they hash a list, not a mapping): the fields of each
+    settings dataclass are declared in the order of the hand-kept tuples they replaced, so keys
+    of scores stored before stay as they were.  Reordering fields re-keys that attack.
+    """
+    return tuple((field.name, getattr(settings, field.name)) for field in dataclasses.fields(settings))
+
+
+#: Every attack, by its `grid.attack` name, in registration order.
+ATTACKS: Registry[Attack] = Registry("attack")
+
+
+def register_attack(name: str, settings_type: type, *, needs_shadows: bool, reads_release: bool = False,
+                    asks: Optional[Callable[[Any], Optional[tuple[str, dict]]]] = None,
+                    measures_records: bool = False) -> Callable[[Callable], Callable]:
+    """Decorator: register the scoring function as attack `name`, reading `settings_type`.
+
+    The settings type must be a frozen dataclass whose fields are `AttackSettings` fields: the
+    attack is handed an instance of it and nothing else, so it can read no other setting.
+    """
+    params = getattr(settings_type, "__dataclass_params__", None)
+    if params is None or not params.frozen:
+        raise TypeError(f"attack {name!r}: settings {settings_type.__name__} must be a frozen dataclass")
+    unknown = {f.name for f in dataclasses.fields(settings_type)} - \
+        {f.name for f in dataclasses.fields(AttackSettings)}
+    if unknown:
+        raise TypeError(f"attack {name!r} reads {sorted(unknown)}, which are not attack.* settings")
+
+    def register(score: Callable) -> Callable:
+        ATTACKS.add(name, Attack(score, settings_type, needs_shadows, reads_release, asks,
+                                 measures_records))
+        return score
+    return register
 
 
 def logit_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -166,30 +243,74 @@ def _shadow_statistics(
     return mean_in, std_in, mean_out, std_out
 
 
-def lira_online(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
+def _augmentation_query(settings: Any) -> Optional[tuple[str, dict]]:
+    """LiRA's query: the logits of augmented copies, when `augment_flip` or `augment_shift` ask."""
+    if not settings.augment_flip and settings.augment_shift == 0:
+        return None
+    asked: dict[str, Any] = {"flip": settings.augment_flip, "shift": settings.augment_shift}
+    if settings.augment_shift > 0:  # shifts were once axis-only with zero fill: not the same views
+        asked["shifts"] = "grid_reflect"
+    return "augmented_logits", asked
+
+
+def _online_ratio(inputs: AttackInputs, variance: str) -> np.ndarray:
+    """Online LiRA's mean log-likelihood ratio, with `variance` as `lira_variance` says."""
+    target_phi, shadow_phi = _confidences(inputs)
+    mean_in, std_in, mean_out, std_out = _shadow_statistics(shadow_phi, inputs.shadow_members, variance)
+    ratio = _gaussian_log_pdf(target_phi, mean_in, std_in) - _gaussian_log_pdf(target_phi, mean_out, std_out)
+    return ratio.mean(axis=0)
+
+
+@dataclass(frozen=True)
+class LiraOnlineSettings:
+    """What online LiRA reads: its variance fit and its query augmentations."""
+
+    lira_variance: str
+    augment_flip: bool
+    augment_shift: int
+
+
+@register_attack("lira_online", LiraOnlineSettings, needs_shadows=True, asks=_augmentation_query)
+def lira_online(inputs: AttackInputs, settings: LiraOnlineSettings) -> np.ndarray:
     """Carlini et al. Algorithm 1: log-likelihood ratio of the target's φ under IN vs OUT fits.
 
     With query augmentations each augmentation gets its own fits and the log-ratios are averaged
     (Carlini et al. fit one Gaussian per augmentation with diagonal covariance, which is the sum;
     the mean ranks records identically and keeps scores comparable across augmentation counts).
     """
-    target_phi, shadow_phi = _confidences(inputs)
-    mean_in, std_in, mean_out, std_out = _shadow_statistics(
-        shadow_phi, inputs.shadow_members, settings.lira_variance)
-    ratio = _gaussian_log_pdf(target_phi, mean_in, std_in) - _gaussian_log_pdf(target_phi, mean_out, std_out)
-    return ratio.mean(axis=0)
+    return _online_ratio(inputs, settings.lira_variance)
 
 
-def lira_global(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
+@dataclass(frozen=True)
+class LiraGlobalSettings:
+    """What global-variance LiRA reads: only its query augmentations (its variance is fixed)."""
+
+    augment_flip: bool
+    augment_shift: int
+
+
+@register_attack("lira_global", LiraGlobalSettings, needs_shadows=True, asks=_augmentation_query)
+def lira_global(inputs: AttackInputs, settings: LiraGlobalSettings) -> np.ndarray:
     """Online LiRA with one variance pooled over all records, whatever `lira_variance` says.
 
     Carlini et al.'s variant for few shadow models, as its own grid value so that a sweep can
     set it beside the per-record fit.
     """
-    return lira_online(inputs, dataclasses.replace(settings, lira_variance="global"))
+    return _online_ratio(inputs, "global")
 
 
-def lira_offline(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
+@dataclass(frozen=True)
+class LiraOfflineSettings:
+    """What offline LiRA reads: online LiRA's settings and how augmentations are combined."""
+
+    lira_variance: str
+    augment_flip: bool
+    augment_shift: int
+    lira_offline_combine: str
+
+
+@register_attack("lira_offline", LiraOfflineSettings, needs_shadows=True, asks=_augmentation_query)
+def lira_offline(inputs: AttackInputs, settings: LiraOfflineSettings) -> np.ndarray:
     """Offline LiRA: how far above the OUT distribution the target's φ lies (one-sided).
 
     Carlini et al. score with the one-sided Φ((φ − μ_out)/σ_out).  How query augmentations
@@ -214,22 +335,44 @@ def lira_offline(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
     return log_ndtr(z).mean(axis=0)
 
 
-def loss_threshold(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
-    """Yeom et al.: members have low loss; score = −cross-entropy with p_y clamped."""
-    logits = np.asarray(inputs.target_logits, dtype=np.float64)
+def clamped_log_p(logits: np.ndarray, labels: np.ndarray, clamp: float) -> np.ndarray:
+    """log p_y of each record's label, clamped below at log(clamp): −(the clamped loss)."""
+    logits = np.asarray(logits, dtype=np.float64)
     log_probs = logits - logsumexp(logits, axis=-1, keepdims=True)
-    log_p_true = np.take_along_axis(log_probs, inputs.labels[:, None], axis=-1)[:, 0]
-    return np.maximum(log_p_true, np.log(settings.loss_clamp))
+    log_p_true = np.take_along_axis(log_probs, labels[:, None], axis=-1)[:, 0]
+    return np.maximum(log_p_true, np.log(clamp))
 
 
-def yeom_loss_bound(settings: AttackSettings) -> float:
+@dataclass(frozen=True)
+class LossSettings:
+    """What the loss attack reads: the clamp on p_y."""
+
+    loss_clamp: float
+
+
+@register_attack("loss", LossSettings, needs_shadows=False)
+def loss_threshold(inputs: AttackInputs, settings: LossSettings) -> np.ndarray:
+    """Yeom et al.: members have low loss; score = −cross-entropy with p_y clamped."""
+    return clamped_log_p(inputs.target_logits, inputs.labels, settings.loss_clamp)
+
+
+@dataclass(frozen=True)
+class LossRandomizedSettings(LossSettings):
+    """What Adversary 1 reads: the loss clamp, the bound B and the seed of its coin flips."""
+
+    loss_bound: Optional[float]
+    seed: int
+
+
+def yeom_loss_bound(settings: LossRandomizedSettings | AttackSettings) -> float:
     """B of Yeom et al.'s Adversary 1: `loss_bound`, else −ln(loss_clamp), the largest loss the
     clamp lets through."""
     return float(settings.loss_bound if settings.loss_bound is not None
                  else -np.log(settings.loss_clamp))
 
 
-def loss_randomized(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
+@register_attack("loss_randomized", LossRandomizedSettings, needs_shadows=False)
+def loss_randomized(inputs: AttackInputs, settings: LossRandomizedSettings) -> np.ndarray:
     """Yeom et al.'s Adversary 1: say "member" with probability 1 − loss/B, for a loss bounded by B.
 
     A randomized decision, not a ranking: the score is the decision itself (1 member, 0 not), so
@@ -242,34 +385,44 @@ def loss_randomized(inputs: AttackInputs, settings: AttackSettings) -> np.ndarra
     return (coins < member_probability).astype(np.float64)
 
 
-def merlin(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
-    """Jayaraman et al.'s Merlin: the share of small input perturbations that raise the loss.
-
-    A member sits near a loss minimum the model was fitted to, so noise tends to raise its loss.
-    The ratios are the answer of the model's "merlin" query.
-    """
-    if inputs.target_query is None:
-        raise ValueError("Merlin needs the target's merlin query")
-    return np.asarray(inputs.target_query, dtype=np.float64)
+@dataclass(frozen=True)
+class NoSettings:
+    """For attacks that read no setting: their key holds none."""
 
 
-def morgan(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
-    """Jayaraman et al.'s Morgan: member iff φ_L ≤ loss ≤ φ_U and merlin ≥ φ_M (1 or 0).
-
-    The three thresholds are chosen on the shadow models, whose membership is known, for the
-    highest PPV within `morgan_fpr`; the target's membership is never read.
-    """
-    if inputs.shadow_logits is None or inputs.shadow_query is None or inputs.target_query is None:
-        raise ValueError("Morgan needs shadow models and the merlin query of target and shadows")
-    shadow_loss = -np.stack([loss_threshold(AttackInputs(logits, inputs.holdout_labels), settings)
-                             for logits in inputs.shadow_logits])
-    thresholds = morgan_thresholds(shadow_loss, inputs.shadow_query, inputs.shadow_members,
-                                   fpr=settings.morgan_fpr, min_tpr=settings.morgan_min_tpr)
-    loss = -loss_threshold(inputs, settings)
-    return morgan_decisions(loss, inputs.target_query, thresholds).astype(np.float64)
+@register_attack("always_member", NoSettings, needs_shadows=False)
+def always_member(inputs: AttackInputs, settings: NoSettings) -> np.ndarray:
+    """The baseline: say "member" for everyone; its precision is the share of members."""
+    return np.ones(len(inputs.labels))
 
 
-def pdtp_scores(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
+@register_attack("output_threshold", NoSettings, needs_shadows=False, reads_release=True)
+def output_threshold(inputs: AttackInputs, settings: NoSettings) -> np.ndarray:
+    """Say "member" when the released output is high: the optimal test against a mechanism that
+    releases a noisy copy of the membership bit (`+experiment=bound_check`), whose one output
+    is stored in the first logit column."""
+    return np.asarray(inputs.target_logits, dtype=np.float64)[:, 0]
+
+
+# Shokri et al.'s attack is defined in `jobs.shokri`, which cannot import this module back
+# (this module imports it), so it is registered here, by the same call as every other.
+register_attack("shokri", NoSettings, needs_shadows=True)(shokri)
+
+
+@dataclass(frozen=True)
+class PdtpSettings:
+    """What PDTP reads: how many members are left out, and over how many training seeds."""
+
+    pdtp_records: int
+    pdtp_seeds: int
+
+
+def _pdtp_query(settings: PdtpSettings) -> tuple[str, dict]:
+    return "pdtp", {"records": settings.pdtp_records, "seeds": settings.pdtp_seeds}
+
+
+@register_attack("pdtp", PdtpSettings, needs_shadows=False, asks=_pdtp_query, measures_records=True)
+def pdtp_scores(inputs: AttackInputs, settings: PdtpSettings) -> np.ndarray:
     """Long et al.'s seed-averaged PDTP of each measured record (NaN for the others).
 
     PDTP measures how much each *training* record moves the model; it is a per-record privacy
@@ -284,84 +437,66 @@ def pdtp_scores(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
     return scores
 
 
-def always_member(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
-    """The baseline: say "member" for everyone; its precision is the share of members."""
-    return np.ones(len(inputs.labels))
-
-
-def output_threshold(inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
-    """Say "member" when the released output is high: the optimal test against a mechanism that
-    releases a noisy copy of the membership bit (`+experiment=bound_check`), whose one output
-    is stored in the first logit column."""
-    return np.asarray(inputs.target_logits, dtype=np.float64)[:, 0]
-
-
 @dataclass(frozen=True)
-class Attack:
-    score: Callable[[AttackInputs, AttackSettings], np.ndarray]
-    needs_shadows: bool
-    # Scores a mechanism's release rather than a network's logits (its rates are then exact).
-    reads_release: bool = False
-    # The AttackSettings fields it reads: only these enter its scores' content key.
-    uses: tuple[str, ...] = ()
-    # The model query it needs, as (kind, settings), or None (`jobs.queries`).
-    asks: Optional[Callable[[AttackSettings], Optional[tuple[str, dict]]]] = None
-    # A per-record measure (PDTP), reported as its own figures rather than as a precision.
-    measures_records: bool = False
+class MerlinSettings:
+    """What Merlin reads: its query's perturbations, their scale and seed, and the loss clamp."""
 
-    def settings_used(self, settings: AttackSettings) -> tuple[tuple[str, Any], ...]:
-        return tuple((name, getattr(settings, name)) for name in self.uses)
-
-    def query(self, settings: AttackSettings) -> Optional[tuple[str, dict]]:
-        return self.asks(settings) if self.asks is not None else None
+    merlin_perturbations: int
+    merlin_sigma: float
+    merlin_seed: int
+    loss_clamp: float
 
 
-def _augmentation_query(settings: AttackSettings) -> Optional[tuple[str, dict]]:
-    if not settings.augment_flip and settings.augment_shift == 0:
-        return None
-    asked: dict[str, Any] = {"flip": settings.augment_flip, "shift": settings.augment_shift}
-    if settings.augment_shift > 0:  # shifts were once axis-only with zero fill: not the same views
-        asked["shifts"] = "grid_reflect"
-    return "augmented_logits", asked
-
-
-_LIRA_USES = ("lira_variance", "augment_flip", "augment_shift")
-_MERLIN_USES = ("merlin_perturbations", "merlin_sigma", "merlin_seed", "loss_clamp")
-
-
-def _merlin_query(settings: AttackSettings) -> tuple[str, dict]:
+def _merlin_query(settings: MerlinSettings) -> tuple[str, dict]:
     return "merlin", {"perturbations": settings.merlin_perturbations,
                       "sigma": settings.merlin_sigma, "seed": settings.merlin_seed,
                       "loss_clamp": settings.loss_clamp}
 
 
-ATTACKS: dict[str, Attack] = {
-    "lira_online": Attack(lira_online, needs_shadows=True, uses=_LIRA_USES, asks=_augmentation_query),
-    "lira_global": Attack(lira_global, needs_shadows=True, uses=_LIRA_USES[1:], asks=_augmentation_query),
-    "lira_offline": Attack(lira_offline, needs_shadows=True, uses=(*_LIRA_USES, "lira_offline_combine"),
-                           asks=_augmentation_query),
-    "loss": Attack(loss_threshold, needs_shadows=False, uses=("loss_clamp",)),
-    "loss_randomized": Attack(loss_randomized, needs_shadows=False,
-                              uses=("loss_clamp", "loss_bound", "seed")),
-    "always_member": Attack(always_member, needs_shadows=False),
-    "output_threshold": Attack(output_threshold, needs_shadows=False, reads_release=True),
-    "shokri": Attack(shokri, needs_shadows=True),
-    "pdtp": Attack(pdtp_scores, needs_shadows=False, uses=("pdtp_records", "pdtp_seeds"),
-                   asks=lambda settings: ("pdtp", {"records": settings.pdtp_records,
-                                                   "seeds": settings.pdtp_seeds}),
-                   measures_records=True),
-    "merlin": Attack(merlin, needs_shadows=False, uses=_MERLIN_USES, asks=_merlin_query),
-    "morgan": Attack(morgan, needs_shadows=True, asks=_merlin_query,
-                     uses=(*_MERLIN_USES, "morgan_fpr", "morgan_min_tpr")),
-}
+@register_attack("merlin", MerlinSettings, needs_shadows=False, asks=_merlin_query)
+def merlin(inputs: AttackInputs, settings: MerlinSettings) -> np.ndarray:
+    """Jayaraman et al.'s Merlin: the share of small input perturbations that raise the loss.
+
+    A member sits near a loss minimum the model was fitted to, so noise tends to raise its loss.
+    The ratios are the answer of the model's "merlin" query.
+    """
+    if inputs.target_query is None:
+        raise ValueError("Merlin needs the target's merlin query")
+    return np.asarray(inputs.target_query, dtype=np.float64)
 
 
-def holdout_scores(attack: Attack, inputs: AttackInputs, settings: AttackSettings) -> np.ndarray:
+@dataclass(frozen=True)
+class MorganSettings(MerlinSettings):
+    """What Morgan reads: Merlin's settings and the FPR and least TPR its thresholds are fit for."""
+
+    morgan_fpr: float
+    morgan_min_tpr: float
+
+
+@register_attack("morgan", MorganSettings, needs_shadows=True, asks=_merlin_query)
+def morgan(inputs: AttackInputs, settings: MorganSettings) -> np.ndarray:
+    """Jayaraman et al.'s Morgan: member iff φ_L ≤ loss ≤ φ_U and merlin ≥ φ_M (1 or 0).
+
+    The three thresholds are chosen on the shadow models, whose membership is known, for the
+    highest PPV within `morgan_fpr`; the target's membership is never read.
+    """
+    if inputs.shadow_logits is None or inputs.shadow_query is None or inputs.target_query is None:
+        raise ValueError("Morgan needs shadow models and the merlin query of target and shadows")
+    shadow_loss = -np.stack([clamped_log_p(logits, inputs.holdout_labels, settings.loss_clamp)
+                             for logits in inputs.shadow_logits])
+    thresholds = morgan_thresholds(shadow_loss, inputs.shadow_query, inputs.shadow_members,
+                                   fpr=settings.morgan_fpr, min_tpr=settings.morgan_min_tpr)
+    loss = -clamped_log_p(inputs.target_logits, inputs.labels, settings.loss_clamp)
+    return morgan_decisions(loss, inputs.target_query, thresholds).astype(np.float64)
+
+
+def holdout_scores(attack: Attack, inputs: AttackInputs, settings: Any) -> np.ndarray:
     """The attack's scores with each shadow model in turn in the target's place: (shadows, n).
 
     These are the labelled scores the `calibrated` policy picks its threshold on.  An attack that
     uses shadow models gets the *other* shadows, so no model ever scores against itself.  With
     disjoint shadow data they are scores on the shadows' own records (`holdout_labels`).
+    `settings` are the attack's own (an `Attack.settings_type`).
     """
     if inputs.shadow_logits is None or inputs.shadow_members is None:
         raise ValueError("holdout scores need shadow models")

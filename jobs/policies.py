@@ -6,19 +6,60 @@ attacker achieves.  `calibrated` (Jayaraman et al., Procedure 5.1) picks the thr
 models whose membership the attacker knows (our shadow models) and applies it unchanged to the
 target: what a real attacker can do.  Its functions never receive the target's membership, so
 they cannot read it.
+
+Each policy registers itself in `POLICIES` where it is defined; code that must tell them apart
+asks what a policy does (`Policy.calibrates`, `Policy.uses_target_labels`), not its name.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Callable, Optional
 
 import numpy as np
 
 from jobs.metrics import OperatingPoint, operating_point, quantile_max, reaches_min_tpr
+from jobs.registry import Registry
 
-POLICIES = ("quantile_max", "calibrated")
 OBJECTIVES = ("fpr", "ppv")
+
+#: The `grid.policy` names, for code that must name one (a default, a test).
+QUANTILE_MAX = "quantile_max"
+CALIBRATED = "calibrated"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A registered threshold policy: how it reaches its operating point, and what it reads."""
+
+    # (scores, members, labels, thresholds) → the cell's operating point; `thresholds` are the
+    # calibrated ones (`calibrated_thresholds`), None for a policy that does not calibrate.
+    point: Callable[[np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray]], OperatingPoint]
+    # Picks its threshold with the evaluation records' membership: an oracle, not an attacker.
+    uses_target_labels: bool
+    # Picks its thresholds on labelled holdout (shadow) models, by `calibration.*`: the planner
+    # then gives every test shadows and puts `calibration.*` into the cell's key.
+    calibrates: bool
+
+
+#: Every threshold policy, by its `grid.policy` name, in registration order.
+POLICIES: Registry[Policy] = Registry("policy")
+
+
+def register_policy(name: str, *, uses_target_labels: bool, calibrates: bool) -> Callable:
+    """Decorator: register the operating-point function as policy `name`."""
+    def register(point: Callable) -> Callable:
+        POLICIES.add(name, Policy(point, uses_target_labels, calibrates))
+        return point
+    return register
+
+
+@register_policy(QUANTILE_MAX, uses_target_labels=True, calibrates=False)
+def _quantile_max_point(scores: np.ndarray, members: np.ndarray, labels: np.ndarray,
+                        thresholds: Optional[np.ndarray]) -> OperatingPoint:
+    """Thudi et al.'s oracle: the best of the top-quantile thresholds on the target's labels."""
+    return quantile_max(scores, members)
 
 
 @dataclass
@@ -106,11 +147,16 @@ def calibrated_point(scores: np.ndarray, members: np.ndarray, labels: np.ndarray
     return dataclasses.replace(point, threshold=shared)  # NaN: one threshold per class
 
 
-def apply_policy(policy: str, scores: np.ndarray, members: np.ndarray, labels: np.ndarray,
-                 thresholds: np.ndarray | None) -> OperatingPoint:
-    """The cell's operating point under `policy` (thresholds: from `calibrated_thresholds`)."""
-    if policy == "quantile_max":
-        return quantile_max(scores, members)
+@register_policy(CALIBRATED, uses_target_labels=False, calibrates=True)
+def _calibrated_point(scores: np.ndarray, members: np.ndarray, labels: np.ndarray,
+                      thresholds: Optional[np.ndarray]) -> OperatingPoint:
+    """Jayaraman et al.'s Procedure 5.1: thresholds fixed on holdout models, applied unchanged."""
     if thresholds is None:
         raise ValueError("the calibrated policy needs thresholds from holdout models")
     return calibrated_point(scores, members, labels, thresholds)
+
+
+def apply_policy(policy: str, scores: np.ndarray, members: np.ndarray, labels: np.ndarray,
+                 thresholds: np.ndarray | None) -> OperatingPoint:
+    """The cell's operating point under `policy` (thresholds: from `calibrated_thresholds`)."""
+    return POLICIES[policy].point(scores, members, labels, thresholds)

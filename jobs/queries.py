@@ -4,21 +4,54 @@ Why a separate step.  Some attacks need the model itself, not just its stored lo
 query augmentations (the logits of flipped and shifted copies of each record) and Merlin (the
 loss under random input perturbations).  Answering them from the stored weights, as their own
 content-keyed artifacts, means adding such an attack to a finished sweep trains nothing: it only
-loads each model once more and asks.  Queries cover the evaluation records only.
+loads each model once more and asks.  Queries cover the evaluation records, except those whose
+kind says `whole_pool` (PDTP's leave-one-out, over the training set).
+
+Each kind registers itself in `QUERIES` where its answer is defined.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
 
 from jobs.merlin import merlin_ratio
+from jobs.registry import Registry
 from jobs.training import predict_logits
 
-#: "pdtp" retrains rather than loads the model, so `sweeper.tasks.query_task` answers it itself.
-QUERY_KINDS = ("augmented_logits", "merlin", "pdtp")
+#: (settings, model, x, y, device) → the answer for records (x, y), from the stored weights.
+Answer = Callable[[dict[str, Any], torch.nn.Module, np.ndarray, np.ndarray, torch.device], np.ndarray]
+
+
+@dataclass(frozen=True)
+class QueryKind:
+    """A registered kind of question put to a stored model."""
+
+    # How it is answered from the model's weights; None for a kind answered by retraining
+    # (PDTP: `sweeper.tasks.query_task` answers it with `jobs.pdtp.pdtp_table`).
+    answer: Optional[Answer]
+    # Asked about the model's whole training pool, not the evaluation records: the number of
+    # evaluation records, which it does not read, then stays out of its key.
+    whole_pool: bool = False
+
+
+#: Every query kind, by the name attacks ask it by (`jobs.attacks.Attack.asks`).
+QUERIES: Registry[QueryKind] = Registry("query kind")
+
+#: PDTP's leave-one-out table: retrains rather than loads the model, over its whole pool.
+PDTP_QUERY = "pdtp"
+QUERIES.add(PDTP_QUERY, QueryKind(answer=None, whole_pool=True))
+
+
+def register_query(name: str) -> Callable[[Answer], Answer]:
+    """Decorator: register the answering function as query kind `name` (evaluation records)."""
+    def register(answer_fn: Answer) -> Answer:
+        QUERIES.add(name, QueryKind(answer_fn))
+        return answer_fn
+    return register
 
 
 def image_augmentations(x: np.ndarray, flip: bool, shift: int) -> list[np.ndarray]:
@@ -54,15 +87,24 @@ def augmented_logits(model: torch.nn.Module, x: np.ndarray, flip: bool, shift: i
     return np.stack([predict_logits(model, view, device) for view in image_augmentations(x, flip, shift)])
 
 
+@register_query("augmented_logits")
+def _answer_augmented_logits(settings: dict[str, Any], model: torch.nn.Module, x: np.ndarray,
+                             y: np.ndarray, device: torch.device) -> np.ndarray:
+    return augmented_logits(model, x, settings["flip"], settings["shift"], device)
+
+
+@register_query("merlin")
+def _answer_merlin(settings: dict[str, Any], model: torch.nn.Module, x: np.ndarray,
+                   y: np.ndarray, device: torch.device) -> np.ndarray:
+    return merlin_ratio(model, x, y, perturbations=settings["perturbations"],
+                        sigma=settings["sigma"], seed=settings["seed"],
+                        loss_clamp=settings["loss_clamp"], device=device)
+
+
 def answer(kind: str, settings: dict[str, Any], model: torch.nn.Module, x: np.ndarray,
            y: np.ndarray, device: torch.device) -> np.ndarray:
     """The answer of query `kind` for records (x, y), as one float32 array."""
-    if kind == "augmented_logits":
-        values = augmented_logits(model, x, settings["flip"], settings["shift"], device)
-    elif kind == "merlin":
-        values = merlin_ratio(model, x, y, perturbations=settings["perturbations"],
-                              sigma=settings["sigma"], seed=settings["seed"],
-                              loss_clamp=settings["loss_clamp"], device=device)
-    else:
-        raise ValueError(f"unknown query kind {kind!r}; known: {list(QUERY_KINDS)}")
-    return np.asarray(values, dtype=np.float32)
+    answer_fn = QUERIES[kind].answer
+    if answer_fn is None:
+        raise ValueError(f"query kind {kind!r} is answered by retraining, not from a model's weights")
+    return np.asarray(answer_fn(settings, model, x, y, device), dtype=np.float32)

@@ -31,7 +31,7 @@ from scipy.optimize import minimize
 from scipy.special import expit, logsumexp
 
 if TYPE_CHECKING:  # annotations only: jobs.attacks registers this attack, so no runtime cycle
-    from jobs.attacks import AttackInputs, AttackSettings
+    from jobs.attacks import AttackInputs, NoSettings
 
 ROW_CAP = 20_000
 SEED = 20170522  # fixed: scores must not depend on anything but the inputs
@@ -110,7 +110,7 @@ def _validate(inputs: AttackInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return target, shadow_logits, members
 
 
-def shokri(inputs: AttackInputs, settings: AttackSettings, *, log_features: bool = True) -> np.ndarray:
+def shokri(inputs: AttackInputs, settings: NoSettings, *, log_features: bool = True) -> np.ndarray:
     """Score = log-odds of "member" from the attack classifier of the record's class."""
     target, shadow_logits, members = _validate(inputs)
     labels, shadow_labels = np.asarray(inputs.labels), np.asarray(inputs.holdout_labels)

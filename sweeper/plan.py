@@ -15,9 +15,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from jobs.attacks import ATTACKS
+from jobs.attacks import ATTACKS, settings_items
 from jobs.data import ArrayDataset
 from jobs.models import MEMBERSHIP_MECHANISM
+from jobs.policies import POLICIES
+from jobs.queries import QUERIES
 from jobs.training import TrainSettings
 from sweeper.bounds import epsilon_for_precision
 from sweeper.config import SweepConfig, sampling_rates
@@ -28,9 +30,6 @@ ARTIFACT_VERSION = 3
 
 #: Pool size of synthetic stand-in data when `dataset.pool_size` does not set one.
 STAND_IN_POOL = 2000
-
-#: Queries answered over the training set (PDTP's leave-one-out), not the evaluation records.
-WHOLE_POOL_QUERIES = ("pdtp",)
 
 
 def content_key(kind: str, settings: dict[str, Any]) -> str:
@@ -135,7 +134,8 @@ class AttackSpec:
     target: str  # model key
     shadows: tuple[str, ...]  # model keys, in shadow-index order (empty if unused)
     eval_records: int
-    settings: tuple[tuple[str, Any], ...]  # only the attack settings this attack reads
+    # The attack's own settings (`jobs.attacks.settings_items`): exactly what it reads.
+    settings: tuple[tuple[str, Any], ...]
     queries: tuple[str, ...] = ()  # query keys for the target, then each shadow (or none)
     # Where the shadows' evaluation records start in the sweep's pool: 0 when they are the
     # target's; past every target's pool with disjoint shadow data (their own records).
@@ -218,7 +218,8 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
         models.setdefault(spec.key, spec)
         return spec.key
 
-    calibrating = "calibrated" in cfg.grid.policy  # thresholds come from labelled shadows
+    # Does any policy pick its thresholds on labelled shadows?
+    calibrating = any(POLICIES[policy].calibrates for policy in cfg.grid.policy)
 
     def uses_shadows(attack: str) -> bool:
         """Attacks built on shadows, and every test whose threshold the shadows calibrate; a
@@ -252,12 +253,13 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
                                        mask_complement=False, index=trial))
                 for attack in cfg.grid.attack:
                     with_shadows = shadows if uses_shadows(attack) else ()
+                    chosen = ATTACKS[attack].settings_from(cfg.attack)
                     spec = AttackSpec(
                         attack=attack, target=target,
                         shadows=with_shadows,
                         eval_records=cfg.dataset.eval_records,
-                        settings=ATTACKS[attack].settings_used(cfg.attack),
-                        queries=ask_models(ATTACKS[attack].query(cfg.attack),
+                        settings=settings_items(chosen),
+                        queries=ask_models(ATTACKS[attack].query(chosen),
                                            (target, *with_shadows),
                                            cfg.dataset.eval_records, queries),
                         shadow_records_from=shadow_offset if with_shadows else 0,
@@ -270,7 +272,7 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
                             attack=attack, policy=policy, trial=trial, scores=spec,
                             tpr_floor=cfg.metrics.tpr_floor, bound_form=cfg.metrics.bound_form,
                             violation_alpha=cfg.metrics.violation_alpha,
-                            calibration=calibration if policy == "calibrated" else (),
+                            calibration=calibration if POLICIES[policy].calibrates else (),
                             audit_alpha=cfg.metrics.audit_alpha,
                         ))
     return SweepPlan(cfg, models, queries, attacks, tuple(cells))
@@ -376,7 +378,7 @@ def ask_models(question: Optional[tuple[str, dict[str, Any]]], model_keys: tuple
     if question is None:
         return ()
     kind, settings = question
-    covers = 0 if kind in WHOLE_POOL_QUERIES else eval_records  # not in the key when unread
+    covers = 0 if QUERIES[kind].whole_pool else eval_records  # not in the key when unread
     specs = [QuerySpec(kind, key, covers, tuple(sorted(settings.items()))) for key in model_keys]
     for spec in specs:
         queries.setdefault(spec.key, spec)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, holdout_scores, yeom_loss_bound
+from jobs.attacks import ATTACKS, AttackInputs, holdout_scores, yeom_loss_bound
 from jobs.data import ArrayDataset
 from jobs.mechanisms import describe, from_description, mechanism_for, precision_at, \
     release_membership, tightest_bound
@@ -22,8 +22,8 @@ from jobs.metrics import OperatingPoint, clopper_pearson_lower, clopper_pearson_
     roc_auc, tpr_at_fpr
 from jobs.models import MEMBERSHIP_MECHANISM, build_model
 from jobs.pdtp import DTP_THRESHOLD, pdtp_table
-from jobs.policies import CalibrationSettings, apply_policy, calibrated_thresholds
-from jobs.queries import answer
+from jobs.policies import POLICIES, CalibrationSettings, apply_policy, calibrated_thresholds
+from jobs.queries import PDTP_QUERY, answer
 from jobs.stacked import Member, train_models
 from jobs.training import draw_mask, resolve_device, train_model
 from sweeper.bounds import epsilon_from_precision, epsilon_from_rates, precision_bound, \
@@ -113,7 +113,7 @@ def query_task(spec: QuerySpec, model_spec: ModelSpec, data: ArrayDataset, store
         return
     settings, n = dict(spec.settings), spec.eval_records
     data = model_spec.data.pool_of(data)
-    if spec.kind == "pdtp":
+    if spec.kind == PDTP_QUERY:
         _, mask = store.read_model_outputs(spec.model)
         values = pdtp_table(model_spec.train, data, mask, settings["records"], settings["seeds"],
                             resolve_device(device))
@@ -144,7 +144,8 @@ def attack_task(spec: AttackSpec, cells: list[Cell], labels: np.ndarray,
                           target_query=answers[0] if answers else None,
                           shadow_query=np.stack(answers[1:]) if len(answers) > 1 else None,
                           shadow_labels=shadow_labels)
-    attack, settings = ATTACKS[spec.attack], AttackSettings(**dict(spec.settings))
+    attack = ATTACKS[spec.attack]
+    settings = attack.settings_of(spec.settings)  # all it may read: its own settings, from its key
     scores = attack.score(inputs, settings)
     store.write_scores(spec.key, pd.DataFrame({
         "record_id": np.arange(n), "score": scores, "member": members,
@@ -154,11 +155,11 @@ def attack_task(spec: AttackSpec, cells: list[Cell], labels: np.ndarray,
     if attack.measures_records:  # PDTP has no threshold, so no policy applies
         return [pdtp_row(cell, answers[0], target_meta) for cell in cells]
     holdout = (holdout_scores(attack, inputs, settings)
-               if any(cell.policy == "calibrated" for cell in cells) else None)
+               if any(POLICIES[cell.policy].calibrates for cell in cells) else None)
     rows = []
     for cell in cells:
         thresholds = None
-        if cell.policy == "calibrated":  # chosen on the shadows: the target's mask is not passed
+        if POLICIES[cell.policy].calibrates:  # chosen on the shadows: the target's mask is not passed
             thresholds = calibrated_thresholds(holdout, shadow_members, inputs.holdout_labels, cell.p,
                                                target_logits.shape[1],
                                                CalibrationSettings(**dict(cell.calibration)))
@@ -180,7 +181,7 @@ def cell_row(cell: Cell, point: OperatingPoint, scores: np.ndarray, members: np.
                                    form=form)
     return {
         **cell.coordinates,
-        "policy_uses_target_labels": cell.policy == "quantile_max",
+        "policy_uses_target_labels": POLICIES[cell.policy].uses_target_labels,
         "eval_records": int(len(members)),
         "members": int(members.sum()),
         "baseline": float(members.mean()),
@@ -202,7 +203,7 @@ def cell_row(cell: Cell, point: OperatingPoint, scores: np.ndarray, members: np.
         "advantage": max_advantage(scores, members),
         "advantage_at_threshold": point.tpr - point.fpr,
         # B of Adversary 1 (`loss_randomized`), which its Theorem 2 line divides by; NaN otherwise.
-        "loss_bound": (yeom_loss_bound(AttackSettings(**dict(cell.scores.settings)))
+        "loss_bound": (yeom_loss_bound(ATTACKS[cell.attack].settings_of(cell.scores.settings))
                        if cell.attack == "loss_randomized" else math.nan),
         "gamma": (1.0 - cell.p) / cell.p,
         "ppv_at_gamma": ppv_at_gamma(point.tpr, point.fpr, (1.0 - cell.p) / cell.p),

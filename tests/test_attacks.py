@@ -7,8 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from jobs.attacks import AttackInputs, AttackSettings, always_member, lira_offline, lira_online, \
-    logit_confidence, loss_threshold
+from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, NoSettings, always_member, lira_offline, \
+    lira_online, logit_confidence, loss_threshold
+
+
+def own(attack: str, **changes):
+    """The settings `attack` is handed: its own dataclass, from the config's `attack.*` defaults."""
+    return ATTACKS[attack].settings_from(AttackSettings(**changes))
 
 
 def test_logit_confidence_is_log_odds_of_the_true_class():
@@ -28,7 +33,7 @@ def test_logit_confidence_is_stable_for_huge_logits():
 def test_loss_threshold_is_clamped_log_probability():
     logits = np.array([[math.log(3.0), 0.0], [0.0, 100.0]])
     # Row 0: p_y = 3/4 → score log(3/4). Row 1: p_y ≈ e^-100 < 1e-6 → clamped to log(1e-6).
-    scores = loss_threshold(AttackInputs(logits, np.array([0, 0])), AttackSettings())
+    scores = loss_threshold(AttackInputs(logits, np.array([0, 0])), own("loss"))
     assert scores == pytest.approx([math.log(0.75), math.log(1e-6)])
 
 
@@ -45,7 +50,7 @@ def test_lira_online_per_record_matches_the_gaussian_likelihood_ratio():
     # log N(4;4,√2) − log N(4;1,√2) = 0 − (−(3²)/(2·2)) = 9/4.
     logits, members = shadows_for([3.0, 5.0], [0.0, 2.0])
     inputs = AttackInputs(np.array([[4.0, 0.0]]), np.array([0]), logits, members)
-    score = lira_online(inputs, AttackSettings(lira_variance="per_record"))
+    score = lira_online(inputs, own("lira_online", lira_variance="per_record"))
     assert score == pytest.approx([9 / 4])
 
 
@@ -58,9 +63,9 @@ def test_lira_offline_is_the_one_sided_test_against_out():
     inputs = AttackInputs(np.array([[4.0, 0.0]]), np.array([0]), logits, members)
     # z = (4 − 1) / √2; Carlini et al.'s one-sided score Φ(z), as a log; "zscore" gives z itself.
     z = 3 / math.sqrt(2)
-    assert lira_offline(inputs, AttackSettings(lira_variance="per_record")) == \
+    assert lira_offline(inputs, own("lira_offline", lira_variance="per_record")) == \
         pytest.approx([standard_normal_log_cdf(z)])
-    assert lira_offline(inputs, AttackSettings(lira_variance="per_record", lira_offline_combine="zscore")) == \
+    assert lira_offline(inputs, own("lira_offline", lira_variance="per_record", lira_offline_combine="zscore")) == \
         pytest.approx([z])
 
 
@@ -76,11 +81,11 @@ def test_lira_per_record_variance_falls_back_to_the_global_one_below_two_shadows
     members = np.array([[True, True], [False, True], [False, False], [False, False]])
     logits = np.stack([phi, np.zeros_like(phi)], axis=-1)
     inputs = AttackInputs(np.array([[4.0, 0.0], [12.0, 0.0]]), np.array([0, 0]), logits, members)
-    scores = lira_online(inputs, AttackSettings(lira_variance="per_record"))
+    scores = lira_online(inputs, own("lira_online", lira_variance="per_record"))
     assert scores == pytest.approx([3 / 8, 9 - math.log(2)])
     # The same for the OUT side: swap the roles, and A's single OUT shadow borrows the global σ.
     swapped = AttackInputs(inputs.target_logits, inputs.labels, logits, ~members)
-    assert lira_offline(swapped, AttackSettings(lira_variance="per_record", lira_offline_combine="zscore")) == \
+    assert lira_offline(swapped, own("lira_offline", lira_variance="per_record", lira_offline_combine="zscore")) == \
         pytest.approx([(4 - 3) / 2, (12 - 12) / math.sqrt(8)])
 
 
@@ -97,9 +102,9 @@ def test_offline_lira_over_augmentations_averages_log_cdfs_or_z_scores():
     inputs = AttackInputs(target_query[0], np.array([0]), shadow_query[:, 0], members,
                           target_query=target_query, shadow_query=shadow_query)
     z = 3 / math.sqrt(2)
-    log_cdf = lira_offline(inputs, AttackSettings(lira_variance="per_record"))
+    log_cdf = lira_offline(inputs, own("lira_offline", lira_variance="per_record"))
     assert log_cdf == pytest.approx([(standard_normal_log_cdf(z) - math.log(2)) / 2])
-    zscore = lira_offline(inputs, AttackSettings(lira_variance="per_record", lira_offline_combine="zscore"))
+    zscore = lira_offline(inputs, own("lira_offline", lira_variance="per_record", lira_offline_combine="zscore"))
     assert zscore == pytest.approx([z / 2])
 
 
@@ -132,7 +137,7 @@ def test_lira_global_variance_pools_residuals_over_records():
     members = np.array([[False, False], [False, False], [True, True], [True, True]])
     target = np.array([[3.0, 0.0], [12.0, 0.0]])
     inputs = AttackInputs(target, np.array([0, 0]), logits, members)
-    scores = lira_offline(inputs, AttackSettings(lira_variance="global", lira_offline_combine="zscore"))
+    scores = lira_offline(inputs, own("lira_offline", lira_variance="global", lira_offline_combine="zscore"))
     assert scores == pytest.approx([2 / math.sqrt(10 / 3), 0.0])
 
 
@@ -148,13 +153,13 @@ def test_lira_ranks_members_first_on_separable_shadows():
     target = np.stack([rng.normal(0, 1, n) + 3 * target_members, np.zeros(n)], axis=-1)
     inputs = AttackInputs(target, np.zeros(n, dtype=int), logits, members)
     for variance in ("global", "per_record"):
-        scores = lira_online(inputs, AttackSettings(lira_variance=variance))
+        scores = lira_online(inputs, own("lira_online", lira_variance=variance))
         top = np.argsort(-scores)[: target_members.sum() // 2]
         assert target_members[top].mean() > 0.9
 
 
 def test_always_member_scores_everyone_alike():
-    scores = always_member(AttackInputs(np.zeros((5, 3)), np.zeros(5, dtype=int)), AttackSettings())
+    scores = always_member(AttackInputs(np.zeros((5, 3)), np.zeros(5, dtype=int)), NoSettings())
     assert len(set(scores)) == 1 and len(scores) == 5
 
 
@@ -168,6 +173,6 @@ def test_holdout_scores_on_disjoint_shadow_data_use_the_shadows_own_labels():
     inputs = AttackInputs(np.array([[0.0, 0.0]]), np.array([0]), shadow_logits,
                           np.array([[True, False], [False, True]]), shadow_labels=np.array([1, 0]))
     expected = [math.log(0.25), math.log(0.75)]
-    assert np.allclose(holdout_scores(ATTACKS["loss"], inputs, AttackSettings()), [expected] * 2)
+    assert np.allclose(holdout_scores(ATTACKS["loss"], inputs, own("loss")), [expected] * 2)
     with pytest.raises(ValueError, match="disjoint shadow data"):
-        lira_online(inputs, AttackSettings())
+        lira_online(inputs, own("lira_online"))

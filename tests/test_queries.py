@@ -7,8 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from jobs.attacks import AttackInputs, AttackSettings, lira_online, loss_randomized
+from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, lira_online, loss_randomized
 from jobs.queries import image_augmentations
+
+
+def own(attack: str, **changes):
+    """The settings `attack` is handed: its own dataclass, from the config's `attack.*` defaults."""
+    return ATTACKS[attack].settings_from(AttackSettings(**changes))
 
 
 def test_augmentations_are_the_reference_grid_of_reflect_padded_shifts():
@@ -53,7 +58,7 @@ def test_lira_over_augmentations_averages_the_per_augmentation_ratios():
     target_query = logits([4.0, 2.0])  # (augmentations, 1, 2)
     inputs = AttackInputs(target_query[0], np.array([0]), shadow_query[:, 0], members,
                           target_query=target_query, shadow_query=shadow_query)
-    score = lira_online(inputs, AttackSettings(lira_variance="per_record"))
+    score = lira_online(inputs, own("lira_online", lira_variance="per_record"))
     assert score == pytest.approx([9 / 8])
 
 
@@ -62,12 +67,12 @@ def test_yeom_adversary_one_flips_coins_with_probability_one_minus_loss_over_b()
     # the share of "member" decisions is 3/4 within 5 standard errors (√(3/16/40000) ≈ 0.0022).
     n = 40_000
     logits = np.tile([[0.0, math.log(math.e - 1.0)]], (n, 1))  # p_y = 1/(1 + e − 1) = 1/e
-    decisions = loss_randomized(AttackInputs(logits, np.zeros(n, int)), AttackSettings(loss_bound=4.0))
+    decisions = loss_randomized(AttackInputs(logits, np.zeros(n, int)), own("loss_randomized", loss_bound=4.0))
     assert set(np.unique(decisions)) == {0.0, 1.0}
     assert abs(decisions.mean() - 0.75) < 5 * math.sqrt(0.75 * 0.25 / n)
     # A loss at or above B is never called a member; loss 0 always is.
     sure = np.array([[100.0, 0.0], [0.0, 100.0]])
-    assert loss_randomized(AttackInputs(sure, np.array([0, 0])), AttackSettings(loss_bound=4.0)).tolist() == [1.0, 0.0]
+    assert loss_randomized(AttackInputs(sure, np.array([0, 0])), own("loss_randomized", loss_bound=4.0)).tolist() == [1.0, 0.0]
 
 
 def test_augmented_lira_in_a_sweep_queries_each_model_once(ray_local, make_tiny_config, tmp_path):

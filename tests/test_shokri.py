@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jobs.attacks import AttackInputs, AttackSettings
+from jobs.attacks import AttackInputs, NoSettings
 from jobs.shokri import shokri
 
 
@@ -35,12 +35,12 @@ def more_confident(logits, labels, member):
 
 def test_members_more_confident_in_their_class_rank_above_non_members():
     inputs, member = synthetic(0, 2000, 10, 16, more_confident)
-    assert auc(shokri(inputs, AttackSettings()), member) >= 0.8
+    assert auc(shokri(inputs, NoSettings()), member) >= 0.8
 
 
 def test_no_membership_effect_gives_chance_ranking():
     inputs, member = synthetic(1, 4000, 10, 16, lambda *_: None)
-    assert abs(auc(shokri(inputs, AttackSettings()), member) - 0.5) < 0.05
+    assert abs(auc(shokri(inputs, NoSettings()), member) - 0.5) < 0.05
 
 
 def opposite_by_class(logits, labels, member):
@@ -62,13 +62,13 @@ def test_per_class_classifiers_rank_both_classes_when_effects_are_opposite():
     assert p_true[(labels == 0) & member].mean() < p_true[(labels == 0) & ~member].mean()
     assert p_true[(labels == 1) & member].mean() > p_true[(labels == 1) & ~member].mean()
 
-    scores = shokri(inputs, AttackSettings())
+    scores = shokri(inputs, NoSettings())
     for y in (0, 1):
         assert auc(scores[labels == y], member[labels == y]) >= 0.8
 
     # One pooled classifier (every record given the same label) cannot rank both classes.
     pooled = shokri(AttackInputs(inputs.target_logits, np.zeros_like(labels),
-                                 inputs.shadow_logits, inputs.shadow_members), AttackSettings())
+                                 inputs.shadow_logits, inputs.shadow_members), NoSettings())
     assert min(auc(pooled[labels == y], member[labels == y]) for y in (0, 1)) < 0.6
 
 
@@ -83,13 +83,13 @@ def test_disjoint_shadow_data_trains_each_class_on_the_shadows_own_records():
                           shadow_logits=shadow_side.shadow_logits,
                           shadow_members=shadow_side.shadow_members,
                           shadow_labels=shadow_side.labels)
-    scores = shokri(inputs, AttackSettings())
+    scores = shokri(inputs, NoSettings())
     for y in (0, 1):
         of_class = target_side.labels == y
         assert auc(scores[of_class], member[of_class]) >= 0.8
     with pytest.raises(ValueError, match="shadows' labels"):
         shokri(AttackInputs(inputs.target_logits, inputs.labels, inputs.shadow_logits,
-                            inputs.shadow_members, shadow_labels=inputs.labels), AttackSettings())
+                            inputs.shadow_members, shadow_labels=inputs.labels), NoSettings())
 
 
 def test_class_without_out_shadow_rows_falls_back_to_pooled_classifier():
@@ -98,11 +98,11 @@ def test_class_without_out_shadow_rows_falls_back_to_pooled_classifier():
     shadow_members[:, inputs.labels == 2] = True  # class 2: no OUT rows in any shadow
     inputs = AttackInputs(inputs.target_logits, inputs.labels, inputs.shadow_logits,
                           shadow_members)
-    scores = shokri(inputs, AttackSettings())
+    scores = shokri(inputs, NoSettings())
     assert np.isfinite(scores).all()
     # Class 2 is scored by the classifier trained on all rows (few enough that none are dropped).
     pooled = shokri(AttackInputs(inputs.target_logits, np.zeros_like(inputs.labels),
-                                 inputs.shadow_logits, shadow_members), AttackSettings())
+                                 inputs.shadow_logits, shadow_members), NoSettings())
     np.testing.assert_allclose(scores[inputs.labels == 2], pooled[inputs.labels == 2])
     assert not np.allclose(scores[inputs.labels == 0], pooled[inputs.labels == 0])
 
@@ -112,16 +112,16 @@ def test_no_out_rows_anywhere_raises():
     all_in = np.ones_like(inputs.shadow_members)
     with pytest.raises(ValueError, match="both IN and OUT"):
         shokri(AttackInputs(inputs.target_logits, inputs.labels, inputs.shadow_logits, all_in),
-               AttackSettings())
+               NoSettings())
 
 
 def test_same_inputs_give_identical_scores_even_when_rows_are_subsampled():
     # 2 classes × ~2000 records × 16 shadows: ~16 000 IN pairs per class, over the cap.
     inputs, _ = synthetic(5, 4000, 2, 16, more_confident)
-    first = shokri(inputs, AttackSettings())
+    first = shokri(inputs, NoSettings())
     second = shokri(AttackInputs(inputs.target_logits.copy(), inputs.labels.copy(),
                                  inputs.shadow_logits.copy(), inputs.shadow_members.copy()),
-                    AttackSettings())
+                    NoSettings())
     np.testing.assert_array_equal(first, second)
 
 
@@ -133,14 +133,14 @@ def test_missing_shadows_raise(missing):
         "shadow_members": None if missing in ("shadow_members", "both") else inputs.shadow_members,
     }
     with pytest.raises(ValueError, match="needs shadow models"):
-        shokri(AttackInputs(inputs.target_logits, inputs.labels, **kept), AttackSettings())
+        shokri(AttackInputs(inputs.target_logits, inputs.labels, **kept), NoSettings())
 
 
 def test_zero_shadow_models_raise():
     inputs, _ = synthetic(7, 50, 3, 2, more_confident)
     with pytest.raises(ValueError, match="at least one shadow model"):
         shokri(AttackInputs(inputs.target_logits, inputs.labels, inputs.shadow_logits[:0],
-                            inputs.shadow_members[:0]), AttackSettings())
+                            inputs.shadow_members[:0]), NoSettings())
 
 
 def test_in_and_out_count_equally_whatever_the_shadow_inclusion_rate():
@@ -150,6 +150,6 @@ def test_in_and_out_count_equally_whatever_the_shadow_inclusion_rate():
     rate = np.where(inputs.labels == 0, 0.9, 0.1)
     shadow_members = np.random.default_rng(9).random(inputs.shadow_members.shape) < rate
     scores = shokri(AttackInputs(inputs.target_logits, inputs.labels, inputs.shadow_logits,
-                                 shadow_members), AttackSettings())
+                                 shadow_members), NoSettings())
     for y in (0, 1):
         assert abs(scores[inputs.labels == y].mean()) < 0.2

@@ -1,0 +1,66 @@
+"""One shape for every family of named implementations: attacks, threshold policies, queries.
+
+Why a registry rather than a dict literal.  A dict written out in one place has to be kept in
+step by hand with the code it names, far from it; an implementation that registers itself where
+it is defined (as Opacus's `register_grad_sampler` does for per-layer gradient samplers) cannot
+be forgotten, and a second registration under one name fails at import instead of silently
+replacing the first.
+
+A `Registry` is a read-only mapping from name to entry, so it reads as the dict it replaces:
+``name in REGISTRY``, ``REGISTRY[name]``, ``list(REGISTRY)``, ``REGISTRY.items()``.  What an
+entry is belongs to its family (an `jobs.attacks.Attack`, a `jobs.policies.Policy`, a
+`jobs.queries.QueryKind`, or a plain function); the registry only names them.  Any other family
+(the reports of `sweeper.reports`, say) uses it the same way::
+
+    REPORTS: Registry[Callable[..., Report]] = Registry("report")
+
+    @REPORTS.register("pdtp")
+    def pdtp_report(...): ...
+
+or, where the entry is an object built around the function, ``REPORTS.add("pdtp", entry)``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from typing import Callable, Generic, TypeVar
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class Registry(Mapping[str, T], Generic[T]):
+    """Named entries of one family, in registration order; each name registered once."""
+
+    def __init__(self, family: str):
+        self.family = family  # what an entry is, for error messages ("attack", "policy", …)
+        self._entries: dict[str, T] = {}
+
+    def add(self, name: str, entry: T) -> T:
+        """Register `entry` under `name` and return it; a name already taken is an error."""
+        if name in self._entries:
+            raise ValueError(f"{self.family} {name!r} is registered twice")
+        self._entries[name] = entry
+        logger.debug("registered %s %r", self.family, name)
+        return entry
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """Decorator form of `add`: registers the decorated object itself under `name`."""
+        return lambda entry: self.add(name, entry)
+
+    def __getitem__(self, name: str) -> T:
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise KeyError(f"unknown {self.family} {name!r}; known: {list(self._entries)}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.family!r}: {list(self._entries)})"
