@@ -48,15 +48,16 @@ def pdtp(p_with: np.ndarray, p_without: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class PdtpResult:
-    """Per measured record (pool index in `record_ids`): both PDTP estimates and DTP-1 flags."""
+    """Per measured record (pool index in `record_ids`): the three PDTP estimates.
+
+    The DTP-1 flag of an estimate is `estimate > DTP_THRESHOLD`, taken where it is reported
+    (`sweeper.tasks.pdtp_row`), so it is not stored beside it.
+    """
 
     record_ids: np.ndarray  # (records,) int64 pool indices of the measured members
     single: np.ndarray  # (records,) PDTP of one full model vs one leave-one-out model, seeds[0]
     averaged: np.ndarray  # (records,) PDTP of the seed-averaged probabilities
     seed_mean: np.ndarray  # (records,) mean over seeds of per-seed PDTP (Long et al.'s estimate)
-    flagged_single: np.ndarray  # single > 1
-    flagged_averaged: np.ndarray  # averaged > 1
-    flagged_seed_mean: np.ndarray  # seed_mean > 1 (the paper's DTP-1 flag)
 
 
 def leave_one_out(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, records: int,
@@ -107,9 +108,6 @@ def leave_one_out(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray,
         single=single,
         averaged=averaged,
         seed_mean=seed_mean,
-        flagged_single=single > DTP_THRESHOLD,
-        flagged_averaged=averaged > DTP_THRESHOLD,
-        flagged_seed_mean=seed_mean > DTP_THRESHOLD,
     )
 
 

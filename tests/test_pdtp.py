@@ -14,7 +14,7 @@ import torch
 import jobs.pdtp as pdtp_module
 from jobs.data import ArrayDataset
 from jobs.models import build_model
-from jobs.pdtp import PdtpResult, binned, leave_one_out, pdtp
+from jobs.pdtp import DTP_THRESHOLD, PdtpResult, binned, leave_one_out, pdtp
 from jobs.training import TrainSettings
 
 CPU = torch.device("cpu")
@@ -135,14 +135,11 @@ def non_private():
 def test_leave_one_out_shapes_and_ranges(non_private):
     result, _, _ = non_private
     assert isinstance(result, PdtpResult)
-    for field in (result.record_ids, result.single, result.averaged,
-                  result.flagged_single, result.flagged_averaged):
+    for field in (result.record_ids, result.single, result.averaged, result.seed_mean):
         assert field.shape == (8,)
     for values in (result.single, result.averaged):
         assert np.all(np.isfinite(values)) and np.all(values >= 0)
         assert np.all(values <= math.log(199) + 1e-12)
-    assert (result.flagged_single == (result.single > 1)).all()
-    assert (result.flagged_averaged == (result.averaged > 1)).all()
 
 
 def test_only_members_are_left_out_and_full_models_are_trained_once_per_seed(non_private):
@@ -172,7 +169,7 @@ def test_the_memorized_outlier_has_the_largest_pdtp(non_private):
     assert result.averaged[outlier] > np.median(result.averaged)
     # ≥, not >: on 40 training records an ordinary record can also reach the cap ln 199 (a tie).
     assert result.averaged[outlier] >= ordinary.max(), result.averaged
-    assert result.flagged_averaged[outlier] and result.flagged_single[outlier]
+    assert result.averaged[outlier] > DTP_THRESHOLD and result.single[outlier] > DTP_THRESHOLD
     # Ordinary records may be flagged too (here three of seven, PDTP ≈ 2.5–3.3): on 40 training
     # records a confident model's minority-class probability moves between the first bins when
     # one record goes, and .005 → .025 is already ln 5 ≈ 1.6. The outlier's full model puts
@@ -278,4 +275,3 @@ def test_pdtp_table_carries_the_three_estimates():
     np.testing.assert_array_equal(table[:, 0], result.record_ids)
     np.testing.assert_allclose(table[:, 1:], np.column_stack(
         [result.single, result.averaged, result.seed_mean]), rtol=0, atol=0)
-    assert (result.flagged_seed_mean == (result.seed_mean > 1)).all()
