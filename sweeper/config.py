@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from jobs.attacks import ATTACKS, AttackSettings
 from jobs.data import IMAGE_DATASETS, LOADERS, pool_records
 from jobs.models import ARCHITECTURES, MEMBERSHIP_MECHANISM, MODEL_NAMES, build_model
-from jobs.policies import OBJECTIVES, POLICIES, CalibrationSettings
+from jobs.policies import CALIBRATED, OBJECTIVES, POLICIES, QUANTILE_MAX, CalibrationSettings
 from jobs.training import PRECISIONS
 from sweeper.bounds import BOUND_FORMS, epsilon_for_precision
 from sweeper.credentials import (looks_secret, redact, tracking_uri_problem, uri_credentials,
@@ -116,7 +116,7 @@ class GridConfig:
     delta: list[float] = field(default_factory=lambda: [1e-5])
     p: list[float] = field(default_factory=lambda: [0.2, 0.5, 0.8])
     attack: list[str] = field(default_factory=lambda: ["lira_online", "lira_offline", "loss", "always_member"])
-    policy: list[str] = field(default_factory=lambda: ["quantile_max"])
+    policy: list[str] = field(default_factory=lambda: [QUANTILE_MAX])
     trial: list[int] = field(default_factory=lambda: [0])
     # Instead of `p`: non-members per member (Jayaraman et al.), p = 1/(1 + γ) for each.
     gamma: list[float] = field(default_factory=list)
@@ -445,7 +445,7 @@ def _check_policy_and_metrics(cfg: SweepConfig, check: Check) -> None:
     check(0 < cfg.calibration.fpr < 1, f"calibration.fpr={cfg.calibration.fpr}: must be in (0, 1)")
     check(0 <= cfg.calibration.min_tpr < 1,
           f"calibration.min_tpr={cfg.calibration.min_tpr}: must be in [0, 1)")
-    if "calibrated" in cfg.grid.policy:
+    if CALIBRATED in cfg.grid.policy:
         lira = [a for a in cfg.grid.attack if a.startswith("lira")]
         check(not lira or cfg.shadow.count >= 4,
               f"shadow.count={cfg.shadow.count}: the calibrated policy scores each shadow against "
