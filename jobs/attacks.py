@@ -9,7 +9,8 @@ Each attack registers itself in `ATTACKS` where it is defined (`register_attack`
 frozen settings dataclass: the fields are exactly the `attack.*` settings it reads (its model
 query's included), and the attack is handed only that object.  Its scores' content key is
 derived from those fields (`settings_items`), so a setting it reads cannot be left out of the
-key, and a setting it does not read cannot split the store.
+key, and a setting it does not read cannot split the store.  (Shokri et al.'s attack is
+defined in `jobs.shokri`, which this module imports, so it is registered here by the same call.)
 """
 
 from __future__ import annotations
@@ -404,8 +405,7 @@ def output_threshold(inputs: AttackInputs, settings: NoSettings) -> np.ndarray:
     return np.asarray(inputs.target_logits, dtype=np.float64)[:, 0]
 
 
-# Shokri et al.'s attack is defined in `jobs.shokri`, which cannot import this module back
-# (this module imports it), so it is registered here, by the same call as every other.
+# Defined in `jobs.shokri`, which cannot import this module back (this module imports it).
 register_attack("shokri", NoSettings, needs_shadows=True)(shokri)
 
 
