@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from jobs.attacks import AttackInputs, AttackSettings, lira_offline, lira_online, \
+from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, lira_offline, lira_online, \
     logit_confidence, loss_threshold
 from jobs.shokri import shokri
 from jobs.metrics import quantile_max, roc_auc, tpr_at_fpr
@@ -85,19 +85,27 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     inputs, members = synthetic_inputs(args.records, args.shadows, args.classes)
-    settings = AttackSettings()
-    scores = lira_online(inputs, settings)
+    config = AttackSettings()
+
+    def settings(attack: str, **changes):
+        # Each attack receives only its own settings dataclass, as a sweep's attack task does.
+        return ATTACKS[attack].settings_from(dataclasses.replace(config, **changes))
+
+    scores = lira_online(inputs, settings("lira_online"))
     augmented = with_augmentations(inputs, args.augmentations)
     cases = {
-        f"lira_online, {args.augmentations} augmentations": lambda: lira_online(augmented, settings),
+        f"lira_online, {args.augmentations} augmentations":
+            lambda: lira_online(augmented, settings("lira_online")),
         "  φ of its shadows, class-first": lambda: logit_confidence(augmented.shadow_query, inputs.labels),
         "  φ of its shadows, last axis (old)": lambda: last_axis_confidence(augmented.shadow_query,
                                                                             inputs.labels),
-        "lira_online (global variance)": lambda: lira_online(inputs, settings),
-        "lira_online (per-record variance)": lambda: lira_online(inputs, AttackSettings(lira_variance="per_record")),
-        "lira_offline": lambda: lira_offline(inputs, settings),
-        "loss threshold": lambda: loss_threshold(inputs, settings),
-        "shokri (per-class logistic regression)": lambda: shokri(inputs, settings),
+        "lira_online (global variance)": lambda: lira_online(inputs, settings("lira_online",
+                                                                               lira_variance="global")),
+        "lira_online (per-record variance)": lambda: lira_online(inputs, settings("lira_online",
+                                                                                   lira_variance="per_record")),
+        "lira_offline": lambda: lira_offline(inputs, settings("lira_offline")),
+        "loss threshold": lambda: loss_threshold(inputs, settings("loss")),
+        "shokri (per-class logistic regression)": lambda: shokri(inputs, settings("shokri")),
         "quantile_max (40 thresholds + CI)": lambda: quantile_max(scores, members),
         "tpr_at_fpr + roc_auc": lambda: (tpr_at_fpr(scores, members, 0.001), roc_auc(scores, members)),
     }
