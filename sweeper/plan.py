@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from jobs.attacks import ATTACKS
-from jobs.data import ArrayDataset
+from jobs.datasets import ArrayDataset
 from jobs.models import MEMBERSHIP_MECHANISM
 from jobs.training import TrainSettings
 from sweeper.bounds import epsilon_for_precision

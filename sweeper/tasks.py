@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, holdout_scores, yeom_loss_bound
-from jobs.data import ArrayDataset
+from jobs.datasets import ArrayDataset
 from jobs.mechanisms import Mechanism, MembershipRelease, describe, from_description, mechanism_for, \
     precision_at, release_membership
 from jobs.metrics import OperatingPoint, clopper_pearson_lower, clopper_pearson_upper, max_advantage, \

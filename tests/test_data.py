@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import importlib.util
 import io
 import pickle
 import shutil
@@ -22,10 +23,9 @@ import numpy as np
 import pytest
 import yaml
 
-import jobs.data as data
-from jobs.data import (IMAGE_DATASETS, LOADERS, DatasetUnavailable, RemoteFile, load_dataset, md5sum,
-                       require_dataset, synthetic_dataset)
-from jobs.datasets import images, tabular
+import jobs.datasets as datasets
+from jobs.datasets import (IMAGE_DATASETS, LOADERS, DatasetUnavailable, RemoteFile, images,
+                           load_dataset, md5sum, require_dataset, synthetic_dataset, tabular)
 from jobs.datasets.files import NOT_PINNED
 
 FIXTURES = Path(__file__).parent / "data_fixtures"
@@ -463,7 +463,9 @@ def test_every_dataset_has_a_config_with_its_shape():
     assert set(IMAGE_DATASETS) <= set(LOADERS)
 
 
-def test_jobs_data_keeps_its_names():
+def test_the_dataset_layer_has_one_import_path():
+    """Every name is `jobs.datasets`'s; the second path, the `jobs.data` shim, is gone."""
     for name in ("ArrayDataset", "DatasetUnavailable", "IMAGE_DATASETS", "LOADERS", "load_dataset",
                  "require_dataset", "RemoteFile", "md5sum", "MEMBERSHIP_POOL", "synthetic_dataset"):
-        assert hasattr(data, name), name
+        assert hasattr(datasets, name), name
+    assert importlib.util.find_spec("jobs.data") is None
