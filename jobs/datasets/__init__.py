@@ -23,9 +23,8 @@ from jobs.datasets.core import ArrayDataset, DatasetUnavailable, shuffled_split
 from jobs.datasets.files import LocalCopy, RemoteFile, fetch_all, md5sum
 from jobs.datasets.images import (load_cifar10, load_cifar100, load_digits, load_fashion_mnist,
                                   load_mnist, load_mnist_subset, load_svhn, load_svhn_extended,
-                                  require_cifar10, require_cifar100, require_digits,
-                                  require_fashion_mnist, require_mnist, require_svhn,
-                                  require_svhn_extended)
+                                  require_cifar10, require_cifar100, require_fashion_mnist,
+                                  require_mnist, require_svhn, require_svhn_extended)
 from jobs.datasets.synthetic import (MEMBERSHIP_POOL, SYNTHETIC_POOL, load_membership_bits,
                                      load_synthetic, synthetic_dataset)
 from jobs.datasets.tabular import (load_adult, load_purchase100, load_texas100, require_adult,
@@ -61,7 +60,6 @@ AVAILABILITY_CHECKS: dict[str, Callable[[Path, bool], object]] = {
     "cifar100": require_cifar100,
     "svhn": require_svhn,
     "svhn_extended": require_svhn_extended,
-    "digits": require_digits,
     "purchase100": require_purchase100,
     "texas100": require_texas100,
     "adult": require_adult,
