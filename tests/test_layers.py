@@ -34,7 +34,8 @@ def module_name(path: Path) -> str:
 
 def modules() -> dict[str, Path]:
     """Every module of the two layers, by dotted name."""
-    return {module_name(path): path for layer in LAYERS for path in sorted((ROOT / layer).rglob("*.py"))}
+    return {module_name(path): path
+            for layer in LAYERS for path in sorted((ROOT / layer).rglob("*.py"))}
 
 
 def imported(name: str, path: Path, known: set[str]) -> set[str]:
@@ -134,7 +135,8 @@ def test_jobs_never_imports_sweeper():
     upward = sorted(f"{name} -> {target}" for name, targets in import_graph().items()
                     if name.split(".")[0] == "jobs" for target in targets
                     if target.split(".")[0] == "sweeper")
-    assert not upward, "jobs/ (work inside tasks) imports sweeper/ (orchestration):\n" + "\n".join(upward)
+    assert not upward, ("jobs/ (work inside tasks) imports sweeper/ (orchestration):\n"
+                        + "\n".join(upward))
 
 
 def test_no_import_cycle():
