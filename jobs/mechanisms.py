@@ -15,13 +15,17 @@ exceed.  Smallest case: randomized response with ε = ln 3 is (0, 1/2)-DP; at p 
 "output is 1" has s = 3/4 and precision 1/2, while the printed U(0, δ=1/2, p=1/4, s=3/4) =
 1/(1 + 3 − 1/2) = 2/7 (derived: 1/(1 + 3·(1 − 2/3)) = 1/2).
 
-For the sweep: `mechanism_for(ε, δ)` picks the exact mechanism for a grid cell, and
-`describe` / `from_description` turn it into JSON-safe metadata and back.
+For the sweep: `mechanism_for(ε, δ)` picks the exact mechanism for a grid cell,
+`release_membership` is its one release on the pool, and `describe` / `from_description` turn it
+into JSON-safe metadata and back.  The least bound over a mechanism's whole profile, the check
+itself, is `sweeper.bounds.audit.tightest_bound`: the bounds stay with the bounds, and this module
+(work inside a task) never imports the orchestration above it.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Union
 
 import numpy as np
@@ -29,11 +33,8 @@ from scipy.optimize import brentq
 from scipy.special import erf, log_ndtr, ndtr
 from scipy.stats import norm
 
-from jobs.training import TrainedModel
-from sweeper.bounds import epsilon_from_precision, precision_bound
-
-__all__ = ["RandomizedResponse", "GaussianMechanism", "Mechanism", "mechanism_for", "describe",
-           "from_description", "precision_at", "tightest_bound"]
+__all__ = ["RandomizedResponse", "GaussianMechanism", "Mechanism", "MembershipRelease",
+           "mechanism_for", "describe", "from_description", "precision_at", "release_membership"]
 
 
 def _checked(name, value, low, high, *, low_open=False, high_open=False) -> np.ndarray:
@@ -90,7 +91,8 @@ class RandomizedResponse:
         """ln of the likelihood ratio at the (randomized) LR test with this TPR, clipped at 0.
 
         TPR ≤ q: accept (part of) the output 1, ratio e^ε; above q the output 0 is accepted too,
-        ratio e^-ε, clipped to 0.  See `tightest_bound` for why this is the optimal ε'.
+        ratio e^-ε, clipped to 0.  See `sweeper.bounds.audit.tightest_bound` for why this is
+        the optimal ε'.
         """
         s = _checked("tpr", tpr, 0.0, 1.0)
         return _out(np.where(s <= self.keep, self.epsilon, 0.0), s.ndim == 0)
@@ -169,47 +171,6 @@ def precision_at(mechanism, threshold, p):
     return _out(value, np.ndim(threshold) == 0 and prior.ndim == 0)
 
 
-def tightest_bound(mechanism, p, tpr, epsilons=None, *, form: str = "derived"):
-    """min over ε' ≥ 0 of U(ε', p, δ(ε'), tpr): every (ε', δ(ε')) pair the mechanism meets.
-
-    U is `precision_bound` in the given `form`: "derived" (default), which the mechanisms touch,
-    or "printed", whose minimum falls *below* `precision_at` for δ > 0, p < 1 (module note).
-    Exact when `epsilons` is None: minimizing the derived U means maximizing
-    h(ε') = e^-ε'·(s − δ(ε')); since dδ/dε' = −e^ε'·FPR_LR(ε'), h'(ε') = e^-ε'·(TPR_LR(ε') − s),
-    and the LR test's TPR falls as ε' grows, so the optimum is where the LR test has TPR s:
-    `mechanism.tight_epsilon(s)` (Gaussian: μt − μ²/2 at TPR(t) = s), where U equals that test's
-    precision: the bound is touched.  The printed form is the derived one at TPR s/p, so its
-    optimum is `tight_epsilon(min(1, s/p))`.  Both candidates and 0 are tried, then a safety grid
-    over [0, ε_max] guards the non-smooth profiles (randomized response): both forms are ≥ their
-    δ = 0 value, which grows with ε', so past the ε_max where U(ε_max, 0, p) equals the best
-    candidate nothing can be lower (capped at 745, where e^-ε' underflows).  Explicit `epsilons`:
-    the brute min over them.
-    """
-    scalar = np.ndim(p) == 0 and np.ndim(tpr) == 0
-    prior = _checked("p", p, 0.0, 1.0)
-    s = _checked("tpr", tpr, 0.0, 1.0, low_open=True)
-    precision_bound(0.0, 0.5, form=form)  # validates `form` before any work
-    prior, s = np.broadcast_arrays(prior, s)
-
-    def evaluate(eps):
-        d = np.asarray(mechanism.delta_at(eps))
-        value = precision_bound(eps, prior[..., None], np.where(d < 1.0, d, 0.0), s[..., None],
-                                form=form)
-        return np.where(d < 1.0, value, 1.0)  # δ = 1 promises nothing
-
-    if epsilons is not None:
-        grid = _checked("epsilons", epsilons, 0.0, math.inf).ravel()
-        return _out(evaluate(np.broadcast_to(grid, s.shape + grid.shape)).min(-1), scalar)
-    with np.errstate(divide="ignore"):
-        printed = np.minimum(1.0, s / prior)
-    candidates = np.stack([np.zeros_like(s), np.asarray(mechanism.tight_epsilon(s), float),
-                           np.asarray(mechanism.tight_epsilon(printed), float)], -1)
-    best = evaluate(candidates).min(-1)
-    eps_max = np.minimum(np.asarray(epsilon_from_precision(best, prior)), 745.0)
-    return _out(np.minimum(best, evaluate(eps_max[..., None] * np.linspace(0.0, 1.0, 513)).min(-1)),
-                scalar)
-
-
 Mechanism = Union[RandomizedResponse, GaussianMechanism]
 
 
@@ -267,18 +228,31 @@ def from_description(description: dict[str, Any]) -> Mechanism:
     return cls(float(value))
 
 
-def release_membership(mechanism: Mechanism, epsilon: float, mask: np.ndarray,
-                       seed: int) -> TrainedModel:
-    """The mechanism's release on every pool record, stored like a trained model's outputs.
+@dataclass(frozen=True)
+class MembershipRelease:
+    """What an exact mechanism publishes about a pool: one output per record, nothing trained.
 
-    The one output goes in the single logit column, so the store, the attack tasks and the
-    results rows treat an exact mechanism exactly like a network; it has no weights and no test
-    set, and the ε it spends is the ε it was built for.
+    Why its own type.  The store, the attack tasks and the results rows read a model's pool
+    outputs and a few figures; a release has the outputs and the figures that apply to it (the ε
+    it was built for, its noise, how many records were members) and no weights, test set or steps.
     """
+
+    outputs: np.ndarray  # (pool,) float: the release on every pool record
+    epsilon: float  # the ε it spends is the ε it was built for
+    noise_multiplier: float  # 1/μ for the Gaussian mechanism, NaN for randomized response
+    members: int  # pool records whose bit was 1
+
+    @property
+    def pool_logits(self) -> np.ndarray:
+        """The outputs as a (pool, 1) float32 column, the shape a network's logits are stored in,
+        so the attack tasks read a release exactly as they read a model."""
+        return np.asarray(self.outputs, np.float32)[:, None]
+
+
+def release_membership(mechanism: Mechanism, epsilon: float, mask: np.ndarray,
+                       seed: int) -> MembershipRelease:
+    """The mechanism's release on every pool record (`mask`: who was a member), with `seed`."""
     outputs = mechanism.release(mask, np.random.default_rng(seed))
     noise = 1.0 / mechanism.mu if isinstance(mechanism, GaussianMechanism) else math.nan
-    return TrainedModel(
-        state_dict={}, pool_logits=np.asarray(outputs, np.float32)[:, None],
-        test_accuracy=math.nan, train_accuracy=math.nan, noise_multiplier=noise, steps=0,
-        epsilon_spent=float(epsilon), train_size=int(np.sum(mask)),
-    )
+    return MembershipRelease(outputs=np.asarray(outputs, float), epsilon=float(epsilon),
+                             noise_multiplier=noise, members=int(np.sum(mask)))

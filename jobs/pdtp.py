@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from scipy.special import softmax
 
-from jobs.data import ArrayDataset
+from jobs.datasets import ArrayDataset
 from jobs.training import TrainSettings, train_model
 
 BINS = 100  # bins of width 0.01 over [0, 1]

@@ -36,7 +36,7 @@ from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
 from jobs.clipping import clip_factors
-from jobs.data import ArrayDataset
+from jobs.datasets import ArrayDataset
 from jobs.models import ARCHITECTURES, build_model
 from jobs.training import (Checkpoint, ModelRun, NoiseCache, TrainedModel, TrainSettings, autocast,
                            counted_step, end_epoch, finish_run, held_out_tensors, noisy_step,

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from jobs.clipping import PerSampleClipper
-from jobs.data import ArrayDataset
+from jobs.datasets import ArrayDataset
 from jobs.models import build_model
 
 

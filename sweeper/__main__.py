@@ -34,7 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import (ConfigAttributeError, ConfigKeyError, ConfigTypeError,
                               OmegaConfBaseException, ValidationError)
 
-from jobs.data import DatasetUnavailable
+from jobs.datasets import DatasetUnavailable
 from sweeper import VERSION_TEXT
 from sweeper.credentials import scrub, scrub_override
 from sweeper.paths import option_problem

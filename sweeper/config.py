@@ -20,7 +20,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from jobs.attacks import ATTACKS, AttackSettings
-from jobs.data import IMAGE_DATASETS, LOADERS, pool_records
+from jobs.datasets import IMAGE_DATASETS, LOADERS, pool_records
 from jobs.models import ARCHITECTURES, MEMBERSHIP_MECHANISM, MODEL_NAMES, build_model
 from jobs.policies import CALIBRATED, OBJECTIVES, POLICIES, QUANTILE_MAX, CalibrationSettings
 from jobs.training import PRECISIONS

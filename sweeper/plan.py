@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from jobs.attacks import ATTACKS, settings_items
-from jobs.data import ArrayDataset
+from jobs.datasets import ArrayDataset
 from jobs.models import MEMBERSHIP_MECHANISM
 from jobs.policies import POLICIES
 from jobs.queries import QUERIES

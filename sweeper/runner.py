@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 import jobs
 import sweeper
-from jobs.data import load_dataset, require_dataset, synthetic_dataset
+from jobs.datasets import load_dataset, require_dataset, synthetic_dataset
 from sweeper.config import ConfigError, SweepConfig, validate
 from sweeper.failures import TRANSIENT_EXCEPTIONS, Failure, classify, storing_failure
 from sweeper.formats import format_epsilon

@@ -15,9 +15,9 @@ import pandas as pd
 import torch
 
 from jobs.attacks import ATTACKS, AttackInputs, holdout_scores, yeom_loss_bound
-from jobs.data import ArrayDataset
-from jobs.mechanisms import describe, from_description, mechanism_for, precision_at, \
-    release_membership, tightest_bound
+from jobs.datasets import ArrayDataset
+from jobs.mechanisms import Mechanism, MembershipRelease, describe, from_description, mechanism_for, \
+    precision_at, release_membership
 from jobs.metrics import OperatingPoint, clopper_pearson_lower, clopper_pearson_upper, max_advantage, \
     roc_auc, tpr_at_fpr
 from jobs.models import MEMBERSHIP_MECHANISM, build_model
@@ -25,9 +25,9 @@ from jobs.pdtp import DTP_THRESHOLD, pdtp_table
 from jobs.policies import POLICIES, CalibrationSettings, apply_policy, calibrated_thresholds
 from jobs.queries import PDTP_QUERY, answer
 from jobs.stacked import Member, train_models
-from jobs.training import draw_mask, resolve_device, train_model
+from jobs.training import TrainedModel, draw_mask, resolve_device, train_model
 from sweeper.bounds import epsilon_from_precision, epsilon_from_rates, precision_bound, \
-    precision_lower_bound
+    precision_lower_bound, tightest_bound
 from sweeper.plan import AttackSpec, Cell, ModelSpec, QuerySpec
 from sweeper.schema import RESULTS_SCHEMA_VERSION
 from sweeper.store import ArtifactStore
@@ -46,16 +46,14 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
         return store.read_model_meta(key)
     data = spec.data.pool_of(data)
     mask = draw_mask(len(data.pool_y), spec.sample_rate, spec.mask_seed, spec.mask_complement)
-    extra: dict[str, Any] = {}
     if spec.train.model == MEMBERSHIP_MECHANISM:
         mechanism = mechanism_for(spec.train.epsilon, spec.train.delta or 0.0)
-        trained = release_membership(mechanism, spec.train.epsilon, mask, seed=int(key[:8], 16))
-        extra["mechanism"] = describe(mechanism)
-    else:
-        trained = train_model(spec.train, data, mask, seed=int(key[:8], 16),
-                              device=resolve_device(device), checkpoint=store.checkpoint(key),
-                              noise_cache=store.noise_cache(), compile_model=compile_model)
-    return _store_trained(store, spec, trained, mask, extra)
+        release = release_membership(mechanism, spec.train.epsilon, mask, seed=int(key[:8], 16))
+        return _store_release(store, spec, mechanism, release, mask)
+    trained = train_model(spec.train, data, mask, seed=int(key[:8], 16),
+                          device=resolve_device(device), checkpoint=store.checkpoint(key),
+                          noise_cache=store.noise_cache(), compile_model=compile_model)
+    return _store_trained(store, spec, trained, mask)
 
 
 def train_group_task(specs: list[ModelSpec], data: ArrayDataset, store_root: str, device: str,
@@ -84,23 +82,42 @@ def train_group_task(specs: list[ModelSpec], data: ArrayDataset, store_root: str
         for position, trained in train_models(first.train, pool, members, resolve_device(device),
                                               store.noise_cache(), compile_model):
             index = todo[position]
-            metas[index] = _store_trained(store, specs[index], trained, masks[index], {})
+            metas[index] = _store_trained(store, specs[index], trained, masks[index])
     return tuple(metas[index] for index in range(len(specs)))
 
 
-def _store_trained(store: ArtifactStore, spec: ModelSpec, trained, mask: np.ndarray,
-                   extra: dict[str, Any]) -> dict[str, Any]:
+def _model_meta(spec: ModelSpec, **figures: Any) -> dict[str, Any]:
+    """The metadata stored with a model (or a release): who it is, what it reports, its budget."""
+    return {"key": spec.key, "role": spec.role, "label": spec.label, "sample_rate": spec.sample_rate,
+            **figures, "epsilon": spec.train.epsilon, "delta": spec.train.delta}
+
+
+def _store_trained(store: ArtifactStore, spec: ModelSpec, trained: TrainedModel,
+                   mask: np.ndarray) -> dict[str, Any]:
     """Write one trained model with its metadata; return the metadata."""
-    meta = {**extra,
-        "key": spec.key, "role": spec.role, "label": spec.label, "sample_rate": spec.sample_rate,
-        "test_accuracy": trained.test_accuracy, "train_accuracy": trained.train_accuracy,
-        "best_test_accuracy": trained.best_test_accuracy,
-        "noise_multiplier": trained.noise_multiplier, "steps": trained.steps,
-        "epsilon_spent": trained.epsilon_spent, "train_size": trained.train_size,
-        "epsilon": spec.train.epsilon, "delta": spec.train.delta,
-        "resumed_from": list(getattr(trained, "resumed_from", [])),
-    }
+    meta = _model_meta(
+        spec, test_accuracy=trained.test_accuracy, train_accuracy=trained.train_accuracy,
+        best_test_accuracy=trained.best_test_accuracy,
+        noise_multiplier=trained.noise_multiplier, steps=trained.steps,
+        epsilon_spent=trained.epsilon_spent, train_size=trained.train_size,
+        resumed_from=list(trained.resumed_from))
     store.write_model(spec.key, trained.state_dict, trained.pool_logits, mask, meta)
+    return meta
+
+
+def _store_release(store: ArtifactStore, spec: ModelSpec, mechanism: Mechanism,
+                   release: MembershipRelease, mask: np.ndarray) -> dict[str, Any]:
+    """Write an exact mechanism's release where a model would go, so the attack tasks and the
+    results rows read it like a network's outputs; return the metadata.
+
+    It has no weights (an empty state dict), no test set (NaN accuracies) and took no steps; the
+    description of the mechanism goes with it, for the closed forms (`exact_figures`).
+    """
+    meta = _model_meta(
+        spec, mechanism=describe(mechanism), test_accuracy=math.nan, train_accuracy=math.nan,
+        best_test_accuracy=math.nan, noise_multiplier=release.noise_multiplier, steps=0,
+        epsilon_spent=release.epsilon, train_size=release.members, resumed_from=[])
+    store.write_model(spec.key, {}, release.pool_logits, mask, meta)
     return meta
 
 

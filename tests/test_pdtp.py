@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import jobs.pdtp as pdtp_module
-from jobs.data import ArrayDataset
+from jobs.datasets import ArrayDataset
 from jobs.models import build_model
 from jobs.pdtp import DTP_THRESHOLD, PdtpResult, binned, leave_one_out, pdtp
 from jobs.training import TrainSettings

@@ -18,7 +18,7 @@ from torch import nn
 
 import jobs.training as training
 import sweeper.tasks as tasks
-from jobs.data import load_dataset
+from jobs.datasets import load_dataset
 from jobs.models import build_model
 from jobs.stacked import Member, _Stack, clipped_sums, stackable, train_models
 from jobs.training import TrainSettings, draw_mask, start_run, train_model

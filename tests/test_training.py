@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import jobs.training as training
-from jobs.data import load_dataset
+from jobs.datasets import load_dataset
 from jobs.training import TrainSettings, draw_mask, train_model
 
 CPU = torch.device("cpu")

@@ -10,8 +10,8 @@ published), and when a file is missing and cannot be fetched, `DatasetUnavailabl
 file to place where.
 
 Modules: `core` (ArrayDataset, DatasetUnavailable), `files` (RemoteFile, md5sum, fetching),
-`images`, `tabular`, `synthetic` (one per family); this one holds the registry.  `jobs.data`
-re-exports the same names.
+`images`, `tabular`, `synthetic` (one per family); this one holds the registry and is the one
+import path of the dataset layer.
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Callable
 
 from jobs.datasets.core import ArrayDataset, DatasetUnavailable, shuffled_split
-from jobs.datasets.files import LocalCopy, RemoteFile, fetch, fetch_all, md5sum
+from jobs.datasets.files import LocalCopy, RemoteFile, fetch_all, md5sum
 from jobs.datasets.images import (load_cifar10, load_cifar100, load_digits, load_fashion_mnist,
                                   load_mnist, load_mnist_subset, load_svhn, load_svhn_extended,
-                                  require_cifar10, require_cifar100, require_digits,
-                                  require_fashion_mnist, require_mnist, require_svhn,
-                                  require_svhn_extended)
+                                  require_cifar10, require_cifar100, require_fashion_mnist,
+                                  require_mnist, require_svhn, require_svhn_extended)
 from jobs.datasets.synthetic import (MEMBERSHIP_POOL, SYNTHETIC_POOL, load_membership_bits,
                                      load_synthetic, synthetic_dataset)
 from jobs.datasets.tabular import (load_adult, load_purchase100, load_texas100, require_adult,
@@ -61,7 +60,6 @@ AVAILABILITY_CHECKS: dict[str, Callable[[Path, bool], object]] = {
     "cifar100": require_cifar100,
     "svhn": require_svhn,
     "svhn_extended": require_svhn_extended,
-    "digits": require_digits,
     "purchase100": require_purchase100,
     "texas100": require_texas100,
     "adult": require_adult,
@@ -100,6 +98,6 @@ def load_dataset(name: str, data_dir: Path, download: bool, test_size: int) -> A
 
 __all__ = [
     "ArrayDataset", "AVAILABILITY_CHECKS", "DatasetUnavailable", "IMAGE_DATASETS", "LOADERS", "Loader",
-    "LocalCopy", "MEMBERSHIP_POOL", "RemoteFile", "fetch", "fetch_all", "load_dataset", "md5sum",
+    "LocalCopy", "MEMBERSHIP_POOL", "RemoteFile", "fetch_all", "load_dataset", "md5sum",
     "require_dataset", "shuffled_split", "synthetic_dataset",
 ]

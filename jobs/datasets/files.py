@@ -83,11 +83,6 @@ def fetch_all(dataset: str, data_dir: Path, folder: str, files: Sequence[RemoteF
     raise DatasetUnavailable(unavailable_message(dataset, data_dir, directory, problems, copies))
 
 
-def fetch(remote: RemoteFile, directory: Path, download: bool, dataset: str) -> Path:
-    """One file: `fetch_all` for `directory = data_dir/folder`."""
-    return fetch_all(dataset, directory.parent, directory.name, [remote], download)[0]
-
-
 def _download(remote: RemoteFile, directory: Path, problem: str) -> str | None:
     """Download `remote` into `directory`; None on success, else the problem grown by why not."""
     path = directory / remote.filename

@@ -13,7 +13,6 @@ or print on their own, and its MNIST wants the idx files unpacked.
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import pickle
 import tarfile
 from pathlib import Path
@@ -242,38 +241,14 @@ def load_mnist_subset(data_dir: Path, download: bool, test_size: int) -> ArrayDa
 
 # --- scikit-learn's 8×8 digits (the UCI optdigits test set), shipped inside scikit-learn -------
 
-#: The same file in every scikit-learn release from 1.0.2 to 1.9.1 (checked): 1 797 rows of
-#: 64 pixel values in 0…16 and the label.
-DIGITS_CSV = RemoteFile(
-    "digits.csv.gz",
-    "https://raw.githubusercontent.com/scikit-learn/scikit-learn/1.0.2/sklearn/datasets/data/digits.csv.gz",
-    "9b335364a7bfd63947c7480a5bd51f2d",
-)
-
-
-def sklearn_data_dir() -> Path | None:
-    """scikit-learn's folder of bundled data, found without importing scikit-learn."""
-    spec = importlib.util.find_spec("sklearn")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data"
-
-
-def require_digits(data_dir: Path, download: bool) -> Path:
-    """scikit-learn's copy (a dependency of this project), else `data_dir/digits/digits.csv.gz`."""
-    sklearn = LocalCopy("scikit-learn (pip install scikit-learn)", sklearn_data_dir(),
-                        {DIGITS_CSV.filename: DIGITS_CSV.md5})
-    return fetch_all("digits", data_dir, "digits", [DIGITS_CSV], download, copies=[sklearn])[0]
-
-
 def load_digits(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
-    """The 1 797 8×8 digits as 1×8×8 images in [0, 1], shuffled once, the last `test_size` held out."""
-    path = require_digits(data_dir, download)
-    table = np.loadtxt(path, delimiter=",", dtype=np.float32)
-    if table.ndim != 2 or table.shape[1] != 65 or table[:, :64].min() < 0 or table[:, :64].max() > 16:
-        raise _refuse("digits", path, "is not 64 pixel values in 0…16 and a label per row")
-    y = table[:, 64].astype(np.int64)
-    if y.min() < 0 or y.max() > 9:
-        raise _refuse("digits", path, "has labels outside 0…9")
-    x = (table[:, :64] / 16.0).reshape(-1, 1, 8, 8).astype(np.float32)
-    return shuffled_split("digits", x, y, test_size, num_classes=10, seed=20_240_102)
+    """The 1 797 8×8 digits as 1×8×8 images in [0, 1], shuffled once, the last `test_size` held out.
+
+    Read with `sklearn.datasets.load_digits` (scikit-learn is a dependency, and the file ships with
+    it), so no file of ours is needed or checked; pixels 0…16 are scaled by 1/16, exactly.
+    """
+    from sklearn.datasets import load_digits as sklearn_digits
+
+    digits = sklearn_digits()
+    x = (digits.data / 16.0).reshape(-1, 1, 8, 8).astype(np.float32)
+    return shuffled_split("digits", x, digits.target, test_size, num_classes=10, seed=20_240_102)

@@ -198,7 +198,25 @@ def cmd_plot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 # --------------------------------------------------------------------------- parser
 
 
+def _shared_options() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """Parent parsers for the options several subcommands repeat: the δ-term's (--delta, --tpr,
+    --form; `precision`, `plan`, `compare`) and the output's (--json; every subcommand).
+
+    Declared once so that a default or a help text cannot drift between subcommands.  Each sits
+    in its own titled group, which `--help` lists after the subcommand's own options.
+    """
+    delta_term = argparse.ArgumentParser(add_help=False)
+    group = delta_term.add_argument_group("δ-term options")
+    group.add_argument("--delta", type=float, default=0.0, help=HELP_DELTA)
+    group.add_argument("--tpr", type=float, default=DEFAULT_TPR_FLOOR, help=HELP_TPR)
+    group.add_argument("--form", choices=BOUND_FORMS, default="derived", help=HELP_FORM)
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument_group("output").add_argument("--json", action="store_true", help=HELP_JSON)
+    return delta_term, output
+
+
 def build_parser(prog: str = "python -m sweeper.bounds") -> argparse.ArgumentParser:
+    delta_term, output = _shared_options()
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Bounds on membership-inference precision from (ε, δ)-DP and the sampling "
@@ -208,20 +226,18 @@ def build_parser(prog: str = "python -m sweeper.bounds") -> argparse.ArgumentPar
     fmt = argparse.RawDescriptionHelpFormatter
 
     precision = sub.add_parser(
-        "precision", formatter_class=fmt, help="bounds on any attack's precision",
+        "precision", formatter_class=fmt, parents=[delta_term, output],
+        help="bounds on any attack's precision",
         description="Print, for each (ε, p), the interval every attack's precision lies in.\n"
                     "  upper U: Theorem 3.3, the most precision any attack flagging x* can have\n"
                     "  lower:   the least precision any attack that flags x* can have (ε-DP)")
     precision.add_argument("--epsilon", type=_floats, required=True, help=HELP_EPSILON)
     precision.add_argument("--p", type=_floats, required=True, help=HELP_P)
-    precision.add_argument("--delta", type=float, default=0.0, help=HELP_DELTA)
-    precision.add_argument("--tpr", type=float, default=DEFAULT_TPR_FLOOR, help=HELP_TPR)
-    precision.add_argument("--form", choices=BOUND_FORMS, default="derived", help=HELP_FORM)
-    precision.add_argument("--json", action="store_true", help=HELP_JSON)
     precision.set_defaults(func=cmd_precision, parser=precision)
 
     plan = sub.add_parser(
-        "plan", formatter_class=fmt, help="which ε or which p keeps precision under a target",
+        "plan", formatter_class=fmt, parents=[delta_term, output],
+        help="which ε or which p keeps precision under a target",
         description="Invert the bound for planning.\n"
                     "  with --p:       the largest ε whose bound U stays ≤ target at each p\n"
                     "  with --epsilon: the largest sampling rate p whose U stays ≤ target at each ε\n"
@@ -230,14 +246,11 @@ def build_parser(prog: str = "python -m sweeper.bounds") -> argparse.ArgumentPar
     which = plan.add_mutually_exclusive_group(required=True)
     which.add_argument("--p", type=_floats, help=HELP_P + "; solve for ε")
     which.add_argument("--epsilon", type=_floats, help=HELP_EPSILON + "; solve for p")
-    plan.add_argument("--delta", type=float, default=0.0, help=HELP_DELTA)
-    plan.add_argument("--tpr", type=float, default=DEFAULT_TPR_FLOOR, help=HELP_TPR)
-    plan.add_argument("--form", choices=BOUND_FORMS, default="derived", help=HELP_FORM)
-    plan.add_argument("--json", action="store_true", help=HELP_JSON)
     plan.set_defaults(func=cmd_plan, parser=plan)
 
     compare = sub.add_parser(
-        "compare", formatter_class=fmt, help="this bound next to earlier ones over an ε grid",
+        "compare", formatter_class=fmt, parents=[delta_term, output],
+        help="this bound next to earlier ones over an ε grid",
         description="Compare Thudi et al.'s bound with earlier bounds (2022 paper, Table 1).\n"
                     "  precision bounds: Thudi U, Sablayrolles p + ε/4, Mahloujifar 1/(1+e^-ε),\n"
                     "                    Jayaraman PPV at a given FPR\n"
@@ -245,25 +258,20 @@ def build_parser(prog: str = "python -m sweeper.bounds") -> argparse.ArgumentPar
     compare.add_argument("--p", type=float, default=0.5, help="sampling probability p (default 0.5)")
     compare.add_argument("--epsilon-grid", type=_floats, default=[0.1, 0.25, 0.5, 1, 2, 3, 4, 6, 8],
                          help="ε values to tabulate (comma list)")
-    compare.add_argument("--delta", type=float, default=0.0, help=HELP_DELTA)
-    compare.add_argument("--tpr", type=float, default=DEFAULT_TPR_FLOOR, help=HELP_TPR)
-    compare.add_argument("--form", choices=BOUND_FORMS, default="derived", help=HELP_FORM)
     compare.add_argument("--fpr", type=float, default=0.01,
                          help="attack FPR α at which Jayaraman et al.'s PPV bound is taken (default 0.01)")
     compare.add_argument("--plot", metavar="PNG",
                          help="also draw every bound of the table against ε into this PNG: "
                               "precision bounds (at p) and accuracy bounds (p = 0.5) in two panels")
-    compare.add_argument("--json", action="store_true", help=HELP_JSON)
     compare.set_defaults(func=cmd_compare, parser=compare)
 
     plot = sub.add_parser(
-        "plot", formatter_class=fmt, help="write the papers' bound figures as PNG",
+        "plot", formatter_class=fmt, parents=[output], help="write the papers' bound figures as PNG",
         description="Write PNGs:\n"
                     "  bound_vs_p.png:         U against p for ε ∈ {0.1, 1, 2, 5} (2024 Fig. 1)\n"
                     "  compare_vs_epsilon.png: every bound of `compare` against ε at p = 0.5 (2022 Fig. 11)\n"
                     "  compare_vs_p.png:       U vs Sablayrolles et al. against p (2022 Fig. 12)")
     plot.add_argument("--out", default="bounds_plots", help="directory for the PNGs (default ./bounds_plots)")
-    plot.add_argument("--json", action="store_true", help=HELP_JSON)
     plot.set_defaults(func=cmd_plot, parser=plot)
     return parser
 

@@ -1,0 +1,144 @@
+"""The layers point one way: `jobs/` (work inside tasks) never imports `sweeper/` (orchestration),
+and no module of either imports itself back through others.
+
+Why a test.  Both rules are easy to break by one convenient import, and nothing else fails when
+they are: a cycle only bites when the import order changes, a `jobs -> sweeper` edge only when a
+worker lacks the driver's dependencies.
+
+Which imports count.  The graph is read from the source with `ast`, not by importing it, so it
+sees every `import` and `from ... import` statement wherever it stands: at module level, and
+inside functions, methods and `if` blocks as well.  A function-level import is still a
+dependency of the module (it runs the first time the function does, and deferring it is how a
+cycle is usually hidden rather than removed), so it counts as an edge like any other.
+`from package import name` is an edge to `package.name` when that is a module, else to
+`package`; relative imports are resolved against the importing module.  Not counted: the parent
+packages Python imports implicitly before a submodule (`sweeper.bounds.thudi` runs
+`sweeper/bounds/__init__.py` first; counting that would make every package that re-exports its
+submodules a cycle), imports of anything outside `sweeper/` and `jobs/`, and imports by string
+(`importlib.import_module`), which `ast` cannot follow.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYERS = ("jobs", "sweeper")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the two layers, by dotted name."""
+    return {module_name(path): path
+            for layer in LAYERS for path in sorted((ROOT / layer).rglob("*.py"))}
+
+
+def imported(name: str, path: Path, known: set[str]) -> set[str]:
+    """The modules of `known` that module `name` (at `path`) imports anywhere in its source."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            candidates = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            candidates = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                          for alias in node.names]
+        else:
+            continue
+        for candidate in candidates:
+            while candidate and candidate not in known:  # `import a.b.c` of a name inside a.b
+                candidate = candidate.rpartition(".")[0]
+            if candidate and candidate != name:
+                targets.add(candidate)
+    return targets
+
+
+def import_graph() -> dict[str, set[str]]:
+    found = modules()
+    return {name: imported(name, path, set(found)) for name, path in found.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle path (first module repeated at the end) per strongly connected component of more
+    than one module (Tarjan's algorithm), in a stable order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted((_cycle_through(graph, component) for component in components), key=str)
+
+
+def _cycle_through(graph: dict[str, set[str]], component: set[str]) -> list[str]:
+    """A shortest path from the component's first module back to itself, inside the component."""
+    start = min(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for target in sorted(graph[node] & component):
+                if target == start:
+                    return [*paths[node], start]
+                if target not in paths:
+                    paths[target] = [*paths[node], target]
+                    following.append(target)
+        frontier = following
+    raise AssertionError(f"{sorted(component)} is not strongly connected")
+
+
+def test_the_graph_sees_module_and_function_level_imports():
+    graph = import_graph()
+    assert {"sweeper.bounds.thudi", "sweeper.bounds.audit"} <= graph["sweeper.bounds"]
+    assert "sweeper.bounds.plots" in graph["sweeper.bounds.__main__"]  # imported inside a function
+    assert "jobs.datasets.core" in graph["jobs.datasets.images"]
+    # And the cycle search finds a cycle where there is one, with its path.
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_jobs_never_imports_sweeper():
+    upward = sorted(f"{name} -> {target}" for name, targets in import_graph().items()
+                    if name.split(".")[0] == "jobs" for target in targets
+                    if target.split(".")[0] == "sweeper")
+    assert not upward, ("jobs/ (work inside tasks) imports sweeper/ (orchestration):\n"
+                        + "\n".join(upward))
+
+
+def test_no_import_cycle():
+    found = cycles(import_graph())
+    assert not found, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in found)
