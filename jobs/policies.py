@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jobs.metrics import OperatingPoint, operating_point, quantile_max, reaches_min_tpr
+from jobs.metrics import OperatingPoint, operating_point, ppv, quantile_max, reaches_min_tpr
 
 POLICIES = ("quantile_max", "calibrated")
 OBJECTIVES = ("fpr", "ppv")
@@ -64,8 +64,8 @@ def _best_threshold(scores: np.ndarray, members: np.ndarray, prior: float,
     if not len(allowed):
         return np.inf
     tpr, fpr = tpr[allowed], fpr[allowed]
-    ppv = prior * tpr / (prior * tpr + (1.0 - prior) * fpr)  # tpr > 0: never 0/0
-    best = np.flatnonzero(ppv >= ppv.max() * (1.0 - 1e-12))  # equal PPVs, up to rounding
+    values = ppv(tpr, fpr, prior)  # tpr > 0: never NaN
+    best = np.flatnonzero(values >= values.max() * (1.0 - 1e-12))  # equal PPVs, up to rounding
     return float(thresholds[allowed[best[np.argmax(tpr[best])]]])
 
 
