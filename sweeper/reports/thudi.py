@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from sweeper.bounds import precision_bound
-from sweeper.figures import colours, dodge, errorbar, panel_grid, policy_label, save_figure
+from sweeper.figures import DODGE, colours, dodge, errorbar, panel_grid, policy_label, save_figure
 from sweeper.reports.stats import improvement_interval, mean_interval, trial_spread
 from sweeper.reports.tables import (
     BASELINE_ATTACK,
@@ -154,7 +154,7 @@ def thudi_lira_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
             ax.grid(alpha=0.3)
         ax3.legend(fontsize=7, loc="lower right", title_fontsize=7,
                    title="dashed: bound U per ε\nbars: ±1 sd over trials (1 trial: 95 % CP)\n"
-                         "points of different ε drawn 0.012 apart along p")
+                         f"points of different ε drawn {DODGE:g} apart along p")
         ax4.legend(fontsize=7, title="95 % intervals", title_fontsize=7)
     figure3.suptitle("Attack precision against sampling probability p, per ε,\n"
                      "with the bound U (Thudi et al. 2024, Fig. 3)", fontsize=10)
@@ -229,7 +229,7 @@ def fixed_bound_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
             ax.legend(fontsize=8, title="U fixed at β (ε solved per p)", title_fontsize=8)
         fig.suptitle(f"{what} test accuracy against p at a fixed precision bound\n"
                      f"(Thudi et al. 2024, Fig. {5 if name == 'best' else 6}; "
-                     f"bars: 95 % t interval over trials; β drawn 0.012 apart along p)", fontsize=10)
+                     f"bars: 95 % t interval over trials; β drawn {DODGE:g} apart along p)", fontsize=10)
         paths += [save_figure(fig, out_dir / f"fixed_bound_{name}_accuracy.png"),
                   write_csv(table, out_dir / f"fixed_bound_{name}_accuracy.csv")]
     return paths
