@@ -171,9 +171,9 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
         frame.to_csv(args.csv, index=False)
         print(f"CSV: {args.csv}", file=notes)
     if not args.no_plot and not frame.empty:
-        shadows = store.read_manifest(name).get("config", {}).get("shadow", {}).get("count")
         from sweeper.reports import plot_frontier  # drawing code only when drawing
 
+        shadows = store.read_manifest(name).get("config", {}).get("shadow", {}).get("count")
         png = plot_frontier(frame, args.plot or store.figures_dir(name) / "frontier.png", title=name,
                             shadows=shadows)
         print(f"plot: {png}", file=notes)
