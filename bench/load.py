@@ -261,7 +261,8 @@ class LoadReport:
 
 def time_frontier(sweep_dir: Path, out_png: Optional[Path] = None) -> tuple[dict[str, float], int]:
     """Seconds to load the results table, format it and draw the PNG, in this process."""
-    from sweeper.frontier import format_table, load_frontier, plot_frontier
+    from sweeper.frontier import format_table, load_frontier
+    from sweeper.reports import plot_frontier
 
     timings: dict[str, float] = {}
     start = time.perf_counter()

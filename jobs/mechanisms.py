@@ -33,6 +33,8 @@ from scipy.optimize import brentq
 from scipy.special import erf, log_ndtr, ndtr
 from scipy.stats import norm
 
+from jobs.metrics import ppv
+
 __all__ = ["RandomizedResponse", "GaussianMechanism", "Mechanism", "MembershipRelease",
            "mechanism_for", "describe", "from_description", "precision_at", "release_membership"]
 
@@ -164,11 +166,7 @@ def precision_at(mechanism, threshold, p):
     """P(member | output ≥ t) by Bayes with prior p; NaN where the attack never fires."""
     tpr, fpr = mechanism.rates(threshold)
     prior = _checked("p", p, 0.0, 1.0)
-    hits = prior * np.asarray(tpr)
-    fired = hits + (1.0 - prior) * np.asarray(fpr)
-    with np.errstate(all="ignore"):
-        value = np.where(fired > 0.0, hits / fired, np.nan)
-    return _out(value, np.ndim(threshold) == 0 and prior.ndim == 0)
+    return _out(ppv(tpr, fpr, prior), np.ndim(threshold) == 0 and prior.ndim == 0)
 
 
 Mechanism = Union[RandomizedResponse, GaussianMechanism]

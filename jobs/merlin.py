@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from jobs.metrics import reaches_min_tpr
+from jobs.metrics import ppv, reaches_min_tpr
 
 #: Candidate loss thresholds (holdout quantiles) and Merlin thresholds for Morgan's search; 101
 #: covers every ratio k/100 of the default T = 100 exactly.
@@ -171,7 +171,6 @@ def morgan_thresholds(holdout_loss: np.ndarray, holdout_merlin: np.ndarray,
     if not feasible.any():
         return ACCEPT_NOBODY
     tpr, false_rate, i, j, k = (a[feasible] for a in (tpr, false_rate, i, j, k))
-    ppv = prior * tpr / (prior * tpr + (1.0 - prior) * false_rate)
-    best = np.lexsort((k, -j, i, -tpr, -ppv))[0]
+    best = np.lexsort((k, -j, i, -tpr, -ppv(tpr, false_rate, prior)))[0]
     return MorganThresholds(float(loss_grid[i[best]]), float(loss_grid[j[best]]),
                             float(merlin_grid[k[best]]))

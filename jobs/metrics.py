@@ -100,6 +100,22 @@ def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tu
     return clopper_pearson_lower(successes, trials, tail), clopper_pearson_upper(successes, trials, tail)
 
 
+def ppv(tpr, fpr, prior):
+    """Precision (positive predictive value) of rates (TPR, FPR) when a share `prior` of the
+    records are members: P(member | accepted) = p·TPR / (p·TPR + (1 − p)·FPR), by Bayes.
+
+    The one home of this formula: the policies rank holdout thresholds by it, Morgan's box search
+    ranks boxes by it, the results table reports it at the cell's γ (Jayaraman et al.'s PPV) and
+    the exact mechanisms' precision is it.  NaN where nobody is accepted (no precision to speak
+    of).  A float when every argument is a scalar, an array otherwise.
+    """
+    hits = prior * np.asarray(tpr, dtype=np.float64)
+    accepted = hits + (1.0 - prior) * np.asarray(fpr, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = np.where(accepted > 0.0, hits / accepted, np.nan)
+    return float(value) if value.ndim == 0 else value
+
+
 def _clean(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scores = np.asarray(scores, dtype=np.float64)
     members = np.asarray(members, dtype=bool)

@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from jobs.metrics import OperatingPoint, operating_point, quantile_max, reaches_min_tpr
+from jobs.metrics import OperatingPoint, operating_point, ppv, quantile_max, reaches_min_tpr
 from jobs.registry import Registry
 
 OBJECTIVES = ("fpr", "ppv")
@@ -105,8 +105,8 @@ def _best_threshold(scores: np.ndarray, members: np.ndarray, prior: float,
     if not len(allowed):
         return np.inf
     tpr, fpr = tpr[allowed], fpr[allowed]
-    ppv = prior * tpr / (prior * tpr + (1.0 - prior) * fpr)  # tpr > 0: never 0/0
-    best = np.flatnonzero(ppv >= ppv.max() * (1.0 - 1e-12))  # equal PPVs, up to rounding
+    values = ppv(tpr, fpr, prior)  # tpr > 0: never NaN
+    best = np.flatnonzero(values >= values.max() * (1.0 - 1e-12))  # equal PPVs, up to rounding
     return float(thresholds[allowed[best[np.argmax(tpr[best])]]])
 
 

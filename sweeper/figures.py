@@ -1,4 +1,8 @@
-"""What every figure of the product shares: how it is saved (ε is written by `sweeper.formats`).
+"""What every figure of the product shares: how it is saved, coloured, laid out and labelled.
+
+One drawing module for the frontier (`sweeper.reports.frontier`), the papers' reports
+(`sweeper.reports`) and the bounds' own figures (`sweeper.bounds.plots`), so a colour, an error
+bar or a label means the same thing in each (ε is written by `sweeper.formats`).
 
 Figures are drawn on matplotlib's Agg canvas directly (no pyplot, no global backend switch), so
 they work headless, in worker processes and in tests alike.  matplotlib itself is imported only
@@ -7,11 +11,20 @@ when a figure is drawn.
 
 from __future__ import annotations
 
+import math
+import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from matplotlib.legend import Legend
+
+#: How far apart along p the points of different series are drawn, so their bars do not hide
+#: each other (the CSVs keep the exact p).
+DODGE = 0.012
 
 
 def save_figure(fig: Figure, path: Path, layout: bool = True) -> Path:
@@ -29,3 +42,59 @@ def save_figure(fig: Figure, path: Path, layout: bool = True) -> Path:
         fig.tight_layout()
     fig.savefig(path, dpi=120, bbox_inches="tight")  # legends and captions outside the axes too
     return path
+
+
+def colours(count: int) -> np.ndarray:
+    """`count` colours of one sequential map (viridis, its yellow end left out: unreadable on
+    white), so ε or β read in order from dark to light in every figure."""
+    from matplotlib import colormaps
+
+    return colormaps["viridis"](np.linspace(0.0, 0.9, max(count, 1)))
+
+
+def policy_label(policy: Any, oracle: bool) -> str:
+    """A threshold policy as a panel names it; an oracle (thresholds chosen on the target's own
+    labels) says so, since it changes what the precision means."""
+    return f"{policy} (oracle: uses target labels)" if oracle else str(policy)
+
+
+def dodge(rank: int, count: int) -> float:
+    """The offset along p of series `rank` of `count`, centred on the true p."""
+    return (rank - (count - 1) / 2) * DODGE
+
+
+def panel_grid(count: int, width: float = 4.8, height: float = 4.2,
+               columns: int = 3) -> tuple[Figure, list[Any]]:
+    """A figure of `count` panels, at most `columns` to a row, each `width` × `height` inches."""
+    from matplotlib.figure import Figure
+
+    cols = min(count, columns)
+    rows = math.ceil(count / cols)
+    fig = Figure(figsize=(width * cols, height * rows))
+    axes = [fig.add_subplot(rows, cols, i + 1) for i in range(count)]
+    return fig, axes
+
+
+def errorbar(ax: Any, x: np.ndarray, y: np.ndarray, low: np.ndarray, high: np.ndarray,
+             **style: Any) -> None:
+    """An error bar from absolute ends; a NaN end draws no bar."""
+    below = np.where(np.isnan(low), 0.0, y - low)
+    above = np.where(np.isnan(high), 0.0, high - y)
+    ax.errorbar(x, y, yerr=[below, above], capsize=3, **style)
+
+
+def wrap(text: str, width: int) -> str:
+    """`text` broken into lines of at most `width` characters."""
+    return "\n".join(textwrap.wrap(text, width))
+
+
+def caption_below(fig: Figure, legend: Legend, lines: Sequence[str], width: int) -> None:
+    """Write `lines` (each wrapped at `width`) under `legend`, which sits below the panels.
+
+    The figure must already be laid out: where the legend ends is measured on the canvas."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    box = legend.get_window_extent(FigureCanvasAgg(fig).get_renderer())
+    bottom = box.transformed(fig.transFigure.inverted()).y0
+    fig.text(0.5, bottom - 0.01, "\n".join(wrap(line, width) for line in lines),
+             fontsize=7.5, va="top", ha="center", color="dimgrey")

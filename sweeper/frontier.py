@@ -1,9 +1,8 @@
 """The bound-vs-attack frontier: measured precision next to the Thudi et al. bound, per cell.
 
-`load_frontier` returns it as a pandas DataFrame (one row per cell); `plot_frontier` draws
-precision against p, one colour per ε, with each ε's bound and the always-member baseline, and
-marks every cell whose precision interval lies wholly above the bound: such a cell means a bug
-in training or accounting and must never be hidden.
+`load_frontier` returns it as a pandas DataFrame (one row per cell) and `format_table` as text a
+person reads; the figure is the frontier report's (`sweeper.reports.frontier`), which this
+command draws beside the experiment's own report.
 
 Both read the sweep's compacted results dataset (`sweeper.results`), adding cells that landed
 after it, and say how many of the sweep's cells are missing and why: a gap is never silent.
@@ -21,18 +20,15 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-import numpy as np
 import pandas as pd
 
 from sweeper import VERSION_TEXT
-from sweeper.bounds import precision_bound
 from sweeper.formats import format_epsilon, jsonable
 from sweeper.results import CELLS_DATASET, Coverage, Results, load_results
 from sweeper.store import ArtifactStore, ManifestError, check_sweep_name, split_sweep_location
 
 logger = logging.getLogger(__name__)
 
-BASELINE_ATTACK = "always_member"
 SORT_ORDER = ["dataset", "attack", "policy", "epsilon", "delta", "p", "trial"]
 #: The command's exit codes.
 EXIT_OK, EXIT_REFUSED, EXIT_INCOMPLETE = 0, 2, 3
@@ -127,164 +123,6 @@ def _format_pdtp(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-#: What a reader must be told to read the frontier: the legend's fixed entries and the caption.
-ERROR_BAR_TEXT = "measured precision; bar: 95 % Clopper–Pearson interval"
-BOUND_TEXT = "bound U of that ε (dashed): no attack's precision may lie above it"
-PRIOR_TEXT = "precision = p (grey diagonal): guessing 'member' for everyone"
-BASELINE_TEXT = "always-member baseline, measured (share of members evaluated)"
-VIOLATION_TEXT = "violation: the data prove a precision (or an ε) above the bound: a bug"
-ORACLE_TEXT = ("oracle: the threshold is the best of the top 2.5 %·i score quantiles, chosen on "
-               "the target's own membership labels — an upper estimate of what a real attacker "
-               "reaches, not an attack one could deploy")
-#: A bound at or above this everywhere in the sweep's p range bounds nothing: it is labelled.
-VACUOUS_BOUND = 0.99
-#: How far apart along p the points of different ε are drawn, so their bars do not hide each other.
-DODGE = 0.012
-
-
-def frontier_title(frame: pd.DataFrame, name: str = "", shadows: Optional[int] = None) -> str:
-    """`name` (the sweep), then what the numbers were measured on: dataset, model, δ, shadow
-    models, trials, so a PNG that travels alone still says what it shows."""
-    facts = []
-    for column in ("dataset", "model"):
-        if column in frame.columns:
-            facts.append(f"{column} {', '.join(str(v) for v in dict.fromkeys(frame[column]))}")
-    deltas = sorted(frame["delta"].unique())
-    facts.append("δ = " + ", ".join(f"{d:g}" for d in deltas))
-    if shadows:
-        facts.append(f"{shadows} shadow models per ε")
-    trials = frame["trial"].nunique() if "trial" in frame.columns else 1
-    facts.append(f"{trials} trial{'s' if trials != 1 else ''}"
-                 + (" (points: mean over trials)" if trials > 1 else ""))
-    head = f"Attack precision against the bound U — {name}" if name else \
-        "Attack precision against the bound U"
-    return head + "\n" + " · ".join(facts)
-
-
-def frontier_figure(frame: pd.DataFrame, title: str = ""):
-    """The frontier as a matplotlib Figure (not saved): one panel per attack (and policy, when the
-    sweep has several), one colour per ε, one legend for the whole figure and a caption.
-
-    Why it looks as it does: points are measurements at a few p, so they are drawn as points
-    with their 95 % Clopper–Pearson bars, never joined as if they were a curve; U is a curve
-    (a formula of p), drawn dashed in its ε's colour.  A bound that sits at U ≈ 1 (large ε, ε = ∞)
-    would hide in the panel's top edge, so it is labelled.  Whether the threshold was an oracle
-    (chosen on the target's labels) changes what the precision means, so the panel says so.
-    """
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
-
-    from sweeper.reports import _is_oracle, _policy_label, _colours  # one style for every figure
-
-    frame = frame[frame["precision"].notna() | (frame["attack"] == BASELINE_ATTACK)]  # not PDTP
-    tests = frame[frame["attack"] != BASELINE_ATTACK]
-    keys = [c for c in ("attack", "policy") if c in frame.columns
-            and (c == "attack" or tests[c].nunique() > 1)]
-    panels = (list(tests.groupby(keys, sort=False)) if not tests.empty
-              else [((BASELINE_ATTACK,), frame)])
-    epsilons = sorted(frame["epsilon"].unique())
-    delta = float(frame["delta"].max())  # the loosest bound of the grid
-    floor = float(frame["tpr_floor"].max())
-    form = str(frame["bound_form"].iloc[0])
-    colours = dict(zip(epsilons, _colours(len(epsilons))))
-    data_p = np.sort(frame["p"].unique())
-    grid = np.unique(np.r_[np.linspace(0.01, 0.99, 197), data_p])
-    baseline = frame[frame["attack"] == BASELINE_ATTACK].groupby("p")["precision"].mean()
-    offsets = dict(zip(epsilons, (np.arange(len(epsilons)) - (len(epsilons) - 1) / 2) * DODGE))
-    vacuous = [eps for eps in epsilons
-               if np.all(precision_bound(eps, data_p, delta, floor, form=form) >= VACUOUS_BOUND)]
-
-    fig = Figure(figsize=(4.4 * len(panels) + 0.4, 4.4))
-    axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
-    violations = oracle = False
-    for axis, (key, cells) in zip(axes, panels):
-        key = key if isinstance(key, tuple) else (key,)
-        axis.plot([0, 1], [0, 1], color="lightgrey", lw=0.9, zorder=1)
-        for eps in epsilons:
-            colour = colours[eps]
-            axis.plot(grid, precision_bound(eps, grid, delta, floor, form=form), "--",
-                      color=colour, lw=1.2, zorder=2)
-            at_eps = cells[cells["epsilon"] == eps].groupby("p").agg(
-                precision=("precision", "mean"), low=("precision_ci_low", "mean"),
-                high=("precision_ci_high", "mean"), violation=("violation", "any"))
-            if at_eps.empty:
-                continue
-            x = at_eps.index.to_numpy(float) + offsets[eps]
-            axis.errorbar(x, at_eps["precision"],
-                          yerr=[at_eps["precision"] - at_eps["low"], at_eps["high"] - at_eps["precision"]],
-                          fmt="o", linestyle="none", color=colour, capsize=3, ms=5, zorder=3)
-            bad = at_eps["violation"].to_numpy(bool)
-            if bad.any():
-                violations = True
-                axis.scatter(x[bad], at_eps["precision"].to_numpy()[bad], marker="X", s=140,
-                             color="red", zorder=5)
-        if not baseline.empty:
-            axis.plot(baseline.index, baseline.to_numpy(), "s", color="grey", ms=5, zorder=3)
-        if vacuous:
-            axis.annotate(f"U ≈ 1 for ε = {', '.join(format_epsilon(e) for e in vacuous)}",
-                          xy=(0.02, 1.0), xytext=(0.02, 1.035), fontsize=7.5, color="dimgrey",
-                          va="bottom")
-        label = dict(zip(keys, key))
-        panel_oracle = _is_oracle(cells)
-        oracle |= panel_oracle
-        head = str(label.get("attack", BASELINE_ATTACK))
-        if "policy" in label or panel_oracle:
-            head += "\n" + _policy_label(label.get("policy", cells["policy"].iloc[0]
-                                                   if "policy" in cells else ""), panel_oracle)
-        axis.set_title(head, fontsize=9)
-        axis.set_xlabel("p = P(x* sampled into the training set)")
-        axis.set_xlim(0, 1)
-        axis.set_ylim(0, 1.1)
-        axis.set_yticks(np.linspace(0, 1, 6))
-        axis.grid(alpha=0.3)
-    axes[0].set_ylabel("attack precision = P(member | flagged)")
-
-    handles = [Line2D([], [], marker="o", ls="none", color=colours[e], label=f"ε = {format_epsilon(e)}")
-               for e in epsilons]
-    handles += [Line2D([], [], marker="o", ls="none", color="black", label=ERROR_BAR_TEXT),
-                Line2D([], [], ls="--", color="black", label=BOUND_TEXT),
-                Line2D([], [], color="lightgrey", label=PRIOR_TEXT)]
-    if not baseline.empty:
-        handles.append(Line2D([], [], marker="s", ls="none", color="grey", label=BASELINE_TEXT))
-    if violations:
-        handles.append(Line2D([], [], marker="X", ls="none", ms=10, color="red", label=VIOLATION_TEXT))
-    # Below the panels, not beside them: a figure as wide as three panels and a legend would be
-    # drawn tiny wherever it is shown at a page's width (MLflow's artifact view, a README).
-    legend = fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0),
-                        ncol=2 if len(panels) > 1 else 1, fontsize=8, frameon=False,
-                        title=f"U: Thudi et al. Thm 3.3, δ = {delta:g}, TPR ≥ {floor:g}",
-                        title_fontsize=8)
-    caption = [f"Points of different ε are drawn {DODGE:g} apart along p so their bars do not overlap."]
-    if oracle:
-        caption.insert(0, ORACLE_TEXT + ".")
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()  # where the panels end up, so the caption can go under the legend
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    box = legend.get_window_extent(FigureCanvasAgg(fig).get_renderer())
-    bottom = box.transformed(fig.transFigure.inverted()).y0
-    fig.text(0.5, bottom - 0.01, "\n".join(_wrap(line, 40 * len(panels) + 40) for line in caption),
-             fontsize=7.5, va="top", ha="center", color="dimgrey")
-    return fig
-
-
-def _wrap(text: str, width: int) -> str:
-    import textwrap
-
-    return "\n".join(textwrap.wrap(text, width))
-
-
-def plot_frontier(frame: pd.DataFrame, path: str | Path, title: str = "",
-                  shadows: Optional[int] = None) -> Path:
-    """Draw `frontier_figure` to a PNG at `path`, titled by `frontier_title` (`title` names the
-    sweep; `shadows`, its shadow models per ε, when the caller knows them)."""
-    from sweeper.figures import save_figure
-
-    figure = frontier_figure(frame, frontier_title(frame, title, shadows))
-    return save_figure(figure, Path(path), layout=False)  # laid out by frontier_figure
-
-
 def _parser(prog: str = "python -m sweeper.frontier") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -333,6 +171,8 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
         frame.to_csv(args.csv, index=False)
         print(f"CSV: {args.csv}", file=notes)
     if not args.no_plot and not frame.empty:
+        from sweeper.reports import plot_frontier  # drawing code only when drawing
+
         shadows = store.read_manifest(name).get("config", {}).get("shadow", {}).get("count")
         png = plot_frontier(frame, args.plot or store.figures_dir(name) / "frontier.png", title=name,
                             shadows=shadows)
@@ -381,7 +221,7 @@ def one_line(error: BaseException) -> str:
 
 def experiment_report(store: ArtifactStore, name: str, frame: pd.DataFrame) -> list[Path]:
     """Redraw the figures of the sweep's experiment (its `report`) into its figures folder."""
-    from sweeper.reports import draw  # reports draw the frontier too
+    from sweeper.reports import draw  # drawing code only when drawing
 
     config = store.read_manifest(name).get("config", {})
     return draw(config.get("report", "frontier"), frame, store.figures_dir(name) / "report",

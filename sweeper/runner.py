@@ -34,12 +34,12 @@ from jobs.datasets import load_dataset, require_dataset, synthetic_dataset
 from sweeper.config import ConfigError, SweepConfig, validate
 from sweeper.failures import TRANSIENT_EXCEPTIONS, Failure, classify, storing_failure
 from sweeper.formats import format_epsilon
-from sweeper.frontier import plot_frontier, sort_frontier
+from sweeper.frontier import sort_frontier
 from sweeper.plan import (AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan,
                           group_label, group_resources, models_per_task, training_groups)
 from sweeper.ray_start import (dynamic_agent_port, environment, free_dashboard_port,
                                local_ray_confined, require_reachable, submitted_job_address)
-from sweeper.reports import draw
+from sweeper.reports import draw, plot_frontier
 from sweeper.results import CELLS_DATASET, compact
 from sweeper.scale import scaled
 from sweeper.schema import SchemaError
@@ -256,7 +256,8 @@ def mlflow_artifact_location(store: ArtifactStore) -> Optional[str]:
     return (store.local_root / "mlartifacts").as_uri() if store.local_root is not None else None
 
 
-#: The code that draws the figures: a change to it redraws them even when the table is the same.
+#: The code that draws the figures (a package: all its modules): a change to it redraws them even
+#: when the table is the same.
 DRAWING_MODULES = ("sweeper.frontier", "sweeper.reports", "sweeper.figures", "sweeper.formats")
 FIGURES_STAMP = ".figures.json"
 
@@ -267,7 +268,11 @@ def figures_key(cfg: SweepConfig, table_csv: bytes) -> str:
     digest = hashlib.sha256(table_csv)
     digest.update(f"\n{cfg.report}\n{cfg.name}\n{cfg.shadow.count}\n".encode())
     for name in DRAWING_MODULES:
-        digest.update(Path(importlib.import_module(name).__file__).read_bytes())
+        module = importlib.import_module(name)
+        files = (sorted(Path(module.__file__).parent.glob("*.py")) if hasattr(module, "__path__")
+                 else [Path(module.__file__)])  # a package: every module of it
+        for path in files:
+            digest.update(path.read_bytes())
     return digest.hexdigest()
 
 

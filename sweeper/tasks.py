@@ -19,7 +19,7 @@ from jobs.datasets import ArrayDataset
 from jobs.mechanisms import Mechanism, MembershipRelease, describe, from_description, mechanism_for, \
     precision_at, release_membership
 from jobs.metrics import OperatingPoint, clopper_pearson_lower, clopper_pearson_upper, max_advantage, \
-    roc_auc, tpr_at_fpr
+    ppv, roc_auc, tpr_at_fpr
 from jobs.models import MEMBERSHIP_MECHANISM, build_model
 from jobs.pdtp import DTP_THRESHOLD, pdtp_table
 from jobs.policies import POLICIES, CalibrationSettings, apply_policy, calibrated_thresholds
@@ -287,9 +287,8 @@ def _model_columns(cell: Cell, target_meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def ppv_at_gamma(tpr: float, fpr: float, gamma: float) -> float:
-    """TPR / (TPR + γ·FPR): the precision of these rates when non-members outnumber members γ to 1."""
-    accepted = tpr + gamma * fpr
-    return tpr / accepted if accepted > 0 else math.nan
+    """The precision (`jobs.metrics.ppv`) of these rates when non-members outnumber members γ to 1."""
+    return ppv(tpr, fpr, 1.0 / (1.0 + gamma))
 
 
 def audit_from_precision(point: OperatingPoint, p: float, alpha: float) -> float:

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from matplotlib.collections import LineCollection
 
-from sweeper.frontier import frontier_figure, frontier_title
+from sweeper.reports import frontier_figure, frontier_title
 
 DELTA = 1e-5
 

@@ -135,6 +135,34 @@ def test_thudi_figure4_improvement_and_its_two_trial_interval(lira_frame, tmp_pa
         t_3 * d.std(ddof=1) / 2, rel=1e-6)
 
 
+def test_improvement_interval_of_equal_differences_is_a_point():
+    """No spread over trials, no width (scipy's t refuses a zero scale: the report must not)."""
+    from sweeper.reports import improvement_interval
+
+    mean, low, high, n = improvement_interval([0.6, 0.7, 0.8], [0.5, 0.6, 0.7],
+                                              [0.4, 0.5, 0.6], [0.8, 0.9, 0.95])
+    assert (mean, low, high, n) == pytest.approx((0.1, 0.1, 0.1, 3))
+    nan_trial = improvement_interval([0.6, math.nan], [0.5, 0.5], [0.4, 0.4], [0.8, 0.8])
+    assert nan_trial == pytest.approx((0.1, 0.4 - 0.5, 0.8 - 0.5, 1))  # one trial left: its CP
+
+
+def test_reports_and_figures_never_import_the_frontier_command():
+    """The frontier command draws with the reports, never the other way round: no import cycle."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "sweeper"
+    for path in [*sorted((root / "reports").glob("*.py")), root / "figures.py"]:
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module)
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+        assert "sweeper.frontier" not in imported, path
+        if path.name == "figures.py":  # the drawing module sits below every figure
+            assert not any(name.startswith("sweeper.reports") for name in imported), path
+
+
 def test_thudi_one_trial_uses_clopper_pearson_minus_baseline(lira_frame, tmp_path):
     one = lira_frame[(lira_frame["trial"] == 0) & (lira_frame["epsilon"] == 1.0)]
     REPORTS["thudi_lira"](one, tmp_path)

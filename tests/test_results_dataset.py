@@ -211,3 +211,20 @@ def test_a_dataset_that_cannot_be_written_leaves_the_rows_readable(tmp_path):
     loaded = load_results(store, "blocked")
     assert sorted(loaded.frame.cell_key) == keys and loaded.coverage.complete
     assert any("no compacted results dataset yet" in note for note in loaded.coverage.notes)
+
+
+def test_readme_column_tables_are_the_declared_schema(capsys):
+    """The README's column tables are `sweeper.schema`'s, verbatim: regenerate them with
+    `python -m sweeper.schema --markdown` when a column changes."""
+    from pathlib import Path
+
+    from sweeper.schema import CELL_COLUMNS, SCORE_COLUMNS, main, markdown, readme_section
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme_section(readme)
+    assert section is not None, "README.md lacks the generated column tables' markers"
+    assert section == markdown(), "README.md's column tables differ from sweeper/schema.py"
+    for column in (*CELL_COLUMNS, *SCORE_COLUMNS):  # every declared column, with its doc
+        assert f"| `{column.name}` |" in section and column.doc.replace("|", "\\|") in section
+    assert main(["--markdown"]) == 0
+    assert capsys.readouterr().out == markdown() + "\n"

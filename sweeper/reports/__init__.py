@@ -1,0 +1,55 @@
+"""Per-experiment reports: each paper's own figures, redrawn from a sweep's results table.
+
+Why not just the frontier.  `sweeper.frontier` answers the product's question (is any measured
+precision above U?) the same way for every sweep.  Each paper that an experiment reproduces asks a
+narrower question and shows it in its own figure, and a reader comparing our numbers with theirs
+needs that figure, axes and all.  One module per paper, on shared table shaping (`tables`),
+statistics (`stats`), store reads (`loading`) and drawing (`sweeper.figures`):
+
+- ``frontier`` (`frontier`): the bound-vs-attack frontier every sweep draws;
+- ``thudi_lira``, ``fixed_bound`` (`thudi`): Thudi et al. (TMLR 2024) Figures 3–4 and 5–6;
+- ``ppv`` (`jayaraman`): Jayaraman et al., PPV against γ = non-members per member, per attack;
+- ``pdtp`` (`long`): Long et al., per-record PDTP against per-record attack accuracy;
+- ``generalization`` (`yeom`): Yeom et al., the loss attack's advantage against the 0–1
+  generalization gap, and Adversary 1 against its Theorem 2 line.
+
+Every report writes PNGs and, next to each, a CSV with exactly the numbers drawn (long format: a
+``series`` column says which line a row belongs to), so a figure can be checked or redrawn
+without this code.  A report given a table without the columns it needs raises ValueError naming
+every missing column: a sweep of another experiment should fail loudly, not draw an empty or
+misleading figure.  The registry (`REPORTS`, `draw`) is in `registry`; this module only
+re-exports.
+"""
+
+from sweeper.reports.frontier import frontier_figure, frontier_report, frontier_title, plot_frontier
+from sweeper.reports.jayaraman import ppv_report
+from sweeper.reports.loading import load_pdtp_values, load_scores, load_target_scores
+from sweeper.reports.long import pdtp_report
+from sweeper.reports.registry import READS_SCORES, REPORTS, draw
+from sweeper.reports.stats import improvement_interval, per_record_accuracy
+from sweeper.reports.tables import BASELINE_ATTACK
+from sweeper.reports.thudi import fixed_bound_report, thudi_lira_report
+from sweeper.reports.yeom import advantage, best_advantage, generalization_report
+
+__all__ = [
+    "BASELINE_ATTACK",
+    "READS_SCORES",
+    "REPORTS",
+    "advantage",
+    "best_advantage",
+    "draw",
+    "fixed_bound_report",
+    "frontier_figure",
+    "frontier_report",
+    "frontier_title",
+    "generalization_report",
+    "improvement_interval",
+    "load_pdtp_values",
+    "load_scores",
+    "load_target_scores",
+    "pdtp_report",
+    "per_record_accuracy",
+    "plot_frontier",
+    "ppv_report",
+    "thudi_lira_report",
+]
