@@ -24,14 +24,11 @@ where the paper leaves room:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit, logsumexp
 
-if TYPE_CHECKING:  # annotations only: jobs.attacks registers this attack, so no runtime cycle
-    from jobs.attacks import AttackInputs, NoSettings
+from jobs.attack_registry import AttackInputs, NoSettings
 
 ROW_CAP = 20_000
 SEED = 20170522  # fixed: scores must not depend on anything but the inputs
