@@ -7,7 +7,7 @@ end.  TPR at a fixed low FPR and ROC AUC need no threshold choice at all, so the
 attack's strength independently of the threshold policy.
 
 Convention: a higher score means "more likely a member"; a NaN score means "non-member" at every
-threshold, the 100 % cut included (Thudi et al., footnote 4; SPEC §5): it is never accepted, and
+threshold, the 100 % cut included (Thudi et al., footnote 4): it is never accepted, and
 AUC ranks it below every real score.  No threshold is ever taken from a NaN, so "accept the top
 100 %" accepts every *scored* record, not the unscored ones.
 """

@@ -16,7 +16,7 @@ DELTA = 1e-5
 
 
 def derived_u(eps: float, p: float, s: float = 0.01) -> float:
-    """SPEC §3.1 with the derived δ-term: 1/(1 + e^-ε·(1−p)/p·(1 − δ/s))."""
+    """Thudi et al., Theorem 3.3, with the derived δ-term: 1/(1 + e^-ε·(1−p)/p·(1 − δ/s))."""
     return 1.0 / (1.0 + math.exp(-eps) * (1 - p) / p * (1 - DELTA / s))
 
 

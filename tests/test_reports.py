@@ -25,7 +25,7 @@ FLOOR = 0.01
 
 
 def derived_u(eps: float, p: float, delta: float = DELTA, s: float = FLOOR) -> float:
-    """SPEC §3.1 with the README's derived δ-term: 1/(1 + e^-ε·(1−p)/p·(1 − δ/s))."""
+    """Thudi et al., Theorem 3.3, with the README's derived δ-term: 1/(1 + e^-ε·(1−p)/p·(1 − δ/s))."""
     return 1.0 / (1.0 + math.exp(-eps) * (1 - p) / p * (1 - delta / s))
 
 
