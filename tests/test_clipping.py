@@ -2,21 +2,19 @@
 
 The reference for the clipped sum is Opacus's `GradSampleModule` (hooks mode): it materialises
 every record's gradient, and Opacus's `DPOptimizer.clip_and_accumulate` rule is applied to
-those here, written out in the test.  The engine never materialises most of them, so equality
-to 1e-5 is evidence that each layer's rule (ghost norms, grouped convolutions, book-keeping)
-computes the same thing.
+those, written out in `testkit.opacus_reference`.  The engine never materialises most of them,
+so equality to 1e-5 is evidence that each layer's rule (ghost norms, grouped convolutions,
+book-keeping) computes the same thing.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 import warnings
 
 import numpy as np
 import pytest
 import torch
-from opacus import GradSampleModule
 from scipy.stats import chi2
 from torch import nn
 
@@ -25,6 +23,7 @@ from jobs.clipping import PerSampleClipper, check_supported
 from jobs.datasets import load_dataset
 from jobs.models import ARCHITECTURES, build_model
 from jobs.training import PoissonSchedule, TrainSettings, train_model
+from testkit.opacus_reference import opacus_clipped_sum
 
 CPU = torch.device("cpu")
 SHAPES = {"mnist_cnn": (1, 28, 28), "cifar10_cnn": (3, 32, 32), "relu_mlp256x2": (60,),
@@ -52,24 +51,11 @@ class _Toy(nn.Module):
         return self.head(h.flatten(1))
 
 
-def _opacus_clipped_sum(model: nn.Module, x, y, max_grad_norm: float):
-    """Opacus's rule: per-sample gradients by hooks, norms over all parameters, factor
-    min(1, C/(‖g‖ + 1e-6)), Σ_i factor_i·g_i."""
-    module = GradSampleModule(copy.deepcopy(model), loss_reduction="sum")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        nn.functional.cross_entropy(module(x), y, reduction="sum").backward()
-    samples = [p.grad_sample for p in module.parameters() if p.requires_grad]
-    norms = torch.stack([g.reshape(len(x), -1).norm(dim=1) for g in samples], 1).norm(dim=1)
-    factors = (max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
-    return norms, [torch.einsum("i,i...", factors, g) for g in samples]
-
-
 def _assert_matches_opacus(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> None:
     # A clip norm between the records' norms, so some are clipped and some are not.
-    reference_norms, reference = _opacus_clipped_sum(model, x, y, 1.0)
+    reference_norms, reference = opacus_clipped_sum(model, x, y, 1.0)
     max_grad_norm = float(reference_norms.median())
-    _, reference = _opacus_clipped_sum(model, x, y, max_grad_norm)
+    _, reference = opacus_clipped_sum(model, x, y, max_grad_norm)
 
     clipper = PerSampleClipper(model, max_grad_norm)
     with clipper.watch():

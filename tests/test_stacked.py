@@ -7,13 +7,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-from opacus import GradSampleModule
 from torch import nn
 
 import jobs.training as training
@@ -25,6 +23,7 @@ from jobs.training import TrainSettings, draw_mask, start_run, train_model
 from sweeper.config import ConfigError, SweepConfig, validate
 from sweeper.plan import DataSpec, ModelSpec, build_plan, group_resources, training_groups
 from sweeper.store import ArtifactStore
+from testkit.opacus_reference import opacus_clipped_sum
 
 CPU = torch.device("cpu")
 
@@ -73,19 +72,6 @@ def test_each_model_of_a_group_is_the_model_trained_alone(digits, model, epsilon
         assert together.test_accuracy == pytest.approx(alone.test_accuracy, abs=1 / 100)
 
 
-def _opacus_clipped_sum(model: nn.Module, x, y, max_grad_norm: float):
-    """Opacus's rule (as tests/test_clipping.py writes it): per-sample gradients by hooks,
-    norms over all parameters, factor min(1, C/(‖g‖ + 1e-6)), Σ_i factor_i·g_i."""
-    module = GradSampleModule(copy.deepcopy(model), loss_reduction="sum")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        nn.functional.cross_entropy(module(x), y, reduction="sum").backward()
-    samples = [p.grad_sample for p in module.parameters() if p.requires_grad]
-    norms = torch.stack([g.reshape(len(x), -1).norm(dim=1) for g in samples], 1).norm(dim=1)
-    factors = (max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
-    return [torch.einsum("i,i...", factors, g) for g in samples]
-
-
 def test_stacked_clipped_sums_equal_opacus_per_model(digits):
     """K = 3 relu_mlp256x2 models with their own weights and batches of different sizes (padded
     in the stack): each model's clipped sum is Opacus's per-sample reference for that model."""
@@ -110,7 +96,7 @@ def test_stacked_clipped_sums_equal_opacus_per_model(digits):
     weight_sums, bias_sums, norms = clipped_sums(inputs, grads, [True] * 3, clip)
     assert ((norms * valid) > clip).any() and ((norms < clip) & (valid > 0)).any()
     for k, (model, r) in enumerate(zip(models, rows)):
-        reference = _opacus_clipped_sum(model, x_all[r], y_all[r], clip)
+        _, reference = opacus_clipped_sum(model, x_all[r], y_all[r], clip)
         ours = [t[k] for pair in zip(weight_sums, bias_sums) for t in pair]
         assert len(ours) == len(reference)
         for got, want in zip(ours, reference):

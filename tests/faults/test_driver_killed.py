@@ -4,17 +4,16 @@ in flight resume from their checkpoints."""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 from mlflow import MlflowClient
 
 from sweeper.store import ArtifactStore
 from sweeper.tracking import CELL_KEY_TAG, PARENT_TAG
+from testkit.checkpoints import saved_epoch
 
 
 def finished_models(root: Path) -> dict[str, int]:
@@ -24,12 +23,11 @@ def finished_models(root: Path) -> dict[str, int]:
 
 
 def checkpoints(root: Path) -> dict[str, int]:
-    store, found = ArtifactStore(root), {}
-    for path in (root / "checkpoints").glob("*.pt"):
-        payload = store.checkpoint(path.stem).load()
-        if payload is not None:
-            found[path.stem] = int(torch.load(io.BytesIO(payload), weights_only=True)["epoch"])
-    return found
+    """Each checkpointed model's last saved epoch."""
+    store = ArtifactStore(root)
+    epochs = {path.stem: saved_epoch(store, path.stem)
+              for path in (root / "checkpoints").glob("*.pt")}
+    return {key: epoch for key, epoch in epochs.items() if epoch is not None}
 
 
 @pytest.mark.parametrize("with_its_ray", [False, True], ids=["driver", "driver and its Ray"])

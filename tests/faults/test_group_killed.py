@@ -4,13 +4,13 @@ where an uninterrupted group ends."""
 
 from __future__ import annotations
 
-import io
 
 import torch
 
 from sweeper.plan import build_plan, training_groups
 from sweeper.runner import run_sweep
 from sweeper.store import ArtifactStore
+from testkit.checkpoints import checkpoint_epoch
 
 
 def group_config(make_tiny_config, root, name):
@@ -28,11 +28,6 @@ def group_config(make_tiny_config, root, name):
     cfg.grid.attack = ["loss", "always_member"]
     cfg.resources.train.max_retries = 2
     return cfg
-
-
-def checkpoint_epoch(store: ArtifactStore, key: str) -> int:
-    payload = store.checkpoint(key).load()
-    return 0 if payload is None else int(torch.load(io.BytesIO(payload), weights_only=True)["epoch"])
 
 
 def test_a_killed_group_resumes_each_model_and_equals_an_uninterrupted_group(

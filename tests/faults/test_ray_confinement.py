@@ -11,6 +11,8 @@ import time
 
 import psutil
 
+from testkit.processes import alive
+
 SMOKE = ["dataset.synthetic=true", "scale=smoke", "cluster.include_dashboard=false"]
 
 
@@ -27,13 +29,6 @@ def test_unreachable_cluster_address_is_refused_within_connect_timeout(procs, tm
     assert "cluster.address='127.0.0.1:1'" in err and "cluster.connect_timeout_s=3" in err, err
     assert "Traceback" not in err
     assert not root.exists()
-
-
-def _alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def _listeners(root: psutil.Process) -> set[tuple[str, int, str]]:
@@ -100,5 +95,5 @@ def test_local_ray_dies_with_its_sigkilled_driver(procs, tmp_path):
     assert any(p.name() == "raylet" for p in ray_processes)
     assert any("Agent" in p.name() for p in ray_processes)  # what used to be left behind
     procs.sigkill([driver])
-    procs.wait_for(lambda: not any(_alive(p) for p in ray_processes), timeout=60,
+    procs.wait_for(lambda: not any(alive(p) for p in ray_processes), timeout=60,
                    message="the driver's Ray gone")

@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import threading
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from mlflow import MlflowClient
@@ -32,34 +33,45 @@ def cell_runs(uri: str, experiment: str) -> list:
     return [r for r in runs if PARENT_TAG in r.data.tags]
 
 
+def tracked_config(make_tiny_config, tmp_path, name: str):
+    cfg = make_tiny_config(tmp_path)
+    cfg.name = name
+    cfg.grid.attack = ["loss", "lira_offline", "always_member"]
+    return cfg
+
+
+def sweep_with_tracking_fault(cfg, procs, fault: Callable[[], None]):
+    """Run the sweep while `fault` breaks its tracking once two cells are stored; the sweep
+    must warn, naming `sweeper.sync`.  Returns (result, number of cells planned)."""
+    cells_dir = Path(cfg.store.root) / "sweeps" / cfg.name / "cells"
+
+    def after_first_cells():
+        procs.wait_for(lambda: len(list(cells_dir.glob("*.parquet"))) >= 2, timeout=300,
+                       interval=0.05)
+        fault()
+
+    breaker = threading.Thread(target=after_first_cells, daemon=True)
+    breaker.start()
+    with pytest.warns(UserWarning, match="sweeper.sync"):
+        result = run_sweep(cfg, progress=False)
+    breaker.join(timeout=30)
+    return result, len(cfg.grid.epsilon) * len(cfg.grid.p) * len(cfg.grid.attack)
+
+
 def test_server_stopped_mid_sweep_loses_nothing_and_sync_fills_in(
         ray_local, make_tiny_config, tmp_path, mlflow_server, procs, monkeypatch, capsys):
     # One failed request must cost seconds, not MLflow's default minutes of backoff.
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
-    cfg = make_tiny_config(tmp_path)
-    cfg.name = "tracked"
+    cfg = tracked_config(make_tiny_config, tmp_path, "tracked")
     cfg.grid.epsilon = [4.0, 8.0]
-    cfg.grid.attack = ["loss", "lira_offline", "always_member"]
     cfg.tracking.uri = mlflow_server.uri
     cfg.tracking.experiment = "faults"
-    cells_dir = Path(cfg.store.root) / "sweeps" / cfg.name / "cells"
-
-    def stop_after_first_cells():
-        procs.wait_for(lambda: len(list(cells_dir.glob("*.parquet"))) >= 2, timeout=300,
-                       interval=0.05)
-        mlflow_server.stop()
-
-    stopper = threading.Thread(target=stop_after_first_cells, daemon=True)
-    stopper.start()
-    with pytest.warns(UserWarning, match="sweeper.sync"):
-        result = run_sweep(cfg, progress=False)
-    stopper.join(timeout=30)
+    result, planned = sweep_with_tracking_fault(cfg, procs, mlflow_server.stop)
     assert not mlflow_server.running
     # MLflow's own "View run … at: URL" lines (two per cell run ended) are not printed.
     assert "View run" not in capsys.readouterr().out
 
-    planned = len(cfg.grid.epsilon) * len(cfg.grid.p) * len(cfg.grid.attack)
     assert not result.failures
     assert len(result.results) == planned and result.results.cell_key.is_unique
     assert result.tracking_warning is not None
@@ -86,23 +98,9 @@ def test_server_stopped_mid_sweep_loses_nothing_and_sync_fills_in(
 
 def test_database_deleted_mid_sweep_ends_with_how_to_backfill(ray_local, make_tiny_config,
                                                                tmp_path, procs, capsys):
-    cfg = make_tiny_config(tmp_path)
-    cfg.name = "dbgone"
-    cfg.grid.attack = ["loss", "lira_offline", "always_member"]
+    cfg = tracked_config(make_tiny_config, tmp_path, "dbgone")
     database = Path(cfg.store.root) / "mlflow.db"  # the default: SQLite beside the results
-    cells_dir = Path(cfg.store.root) / "sweeps" / cfg.name / "cells"
-
-    def delete_after_first_cells():
-        procs.wait_for(lambda: len(list(cells_dir.glob("*.parquet"))) >= 2, timeout=300,
-                       interval=0.05)
-        database.unlink()
-
-    deleter = threading.Thread(target=delete_after_first_cells, daemon=True)
-    deleter.start()
-    with pytest.warns(UserWarning, match="sweeper.sync"):
-        result = run_sweep(cfg, progress=False)
-    deleter.join(timeout=30)
-    planned = len(cfg.grid.epsilon) * len(cfg.grid.p) * len(cfg.grid.attack)
+    result, planned = sweep_with_tracking_fault(cfg, procs, database.unlink)
     assert not result.failures and len(result.results) == planned
     assert result.tracking_warning is not None
 

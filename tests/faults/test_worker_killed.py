@@ -6,13 +6,11 @@ in its reason, and the other cells complete (fault 6, transient half)."""
 
 from __future__ import annotations
 
-import io
 import threading
-
-import torch
 
 from sweeper.runner import run_sweep
 from sweeper.store import ArtifactStore
+from testkit.checkpoints import checkpoint_epoch
 
 ROW_FIGURES = ["precision", "tp", "fp", "threshold", "auc", "epsilon_spent", "steps",
                "noise_multiplier", "test_accuracy"]
@@ -28,11 +26,6 @@ def slow_config(make_tiny_config, root, name):
     cfg.grid.epsilon = [4.0]
     cfg.grid.attack = ["loss", "always_member"]
     return cfg
-
-
-def checkpoint_epoch(store: ArtifactStore, key: str) -> int:
-    payload = store.checkpoint(key).load()
-    return 0 if payload is None else int(torch.load(io.BytesIO(payload), weights_only=True)["epoch"])
 
 
 class Killer(threading.Thread):

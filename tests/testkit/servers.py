@@ -1,0 +1,223 @@
+"""Loopback servers for fault tests: a real `mlflow server` and moto's S3, each a process of
+ours on 127.0.0.1 and a free port, started, made ready and stopped the same way.
+
+``MlflowServer`` (~8 s per start idle) -- ``mlflow server`` (uvicorn, --workers 1, sqlite
+    backend, artifacts proxied by the server, job execution off): ``uri``, ``port``,
+    ``artifacts`` (folder), ``log`` (server output), ``running``, ``start()`` (same port and
+    backend: runs survive), ``stop()`` (SIGTERM, then SIGKILL), ``kill()`` (SIGKILL).
+``S3Server`` (~1.5 s) -- moto's S3 with one bucket and IAM auth ENFORCED: only the credentials
+    in ``env`` are accepted.  ``endpoint`` ("127.0.0.1:PORT"), ``bucket``, ``env``
+    (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION/AWS_REGION=us-east-1,
+    AWS_EC2_METADATA_DISABLED=true), ``uri(prefix)`` (for pyarrow.fs.FileSystem.from_uri),
+    ``filesystem()``, ``start()`` (same port and credentials, but moto keeps state in memory:
+    the bucket comes back EMPTY), ``stop()`` / ``kill()`` (SIGKILL).
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+from testkit.processes import base_env, free_port, http_ok, port_free, stop_group, wait_for
+
+
+class LoopbackServer(abc.ABC):
+    """A server process of ours on 127.0.0.1:port, its output appended to `log`.  Subclasses
+    give its command line, its readiness path and what to do once it answers; `start()` is
+    the same for all: refuse a taken port, start it in its own session, poll until it is ready
+    (or kill it and raise with the end of its log)."""
+
+    name = "server"
+    #: GET http://127.0.0.1:PORT<ready_path> answers 200 once the server serves.
+    ready_path = "/"
+    start_timeout_s = 60.0
+    poll_interval_s = 0.1
+    #: What `stop()` sends first: SIGTERM for a graceful shutdown, SIGKILL where state is lost
+    #: anyway.
+    stop_signal = signal.SIGTERM
+
+    def __init__(self, root: Path, port: Optional[int] = None, log_name: str = "server.log"):
+        self.root = root
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = root / log_name
+        self.proc: Optional[subprocess.Popen] = None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @abc.abstractmethod
+    def command(self) -> list[str]:
+        """The server's command line."""
+
+    def environment(self) -> dict[str, str]:
+        return base_env()
+
+    def on_ready(self) -> None:
+        """Called once the server answers, before `start()` returns."""
+
+    def start(self, timeout: Optional[float] = None):
+        """Start (or restart on the same port); returns the server once it is ready."""
+        if self.running:
+            return self
+        if not port_free(self.port):
+            raise RuntimeError(f"port {self.port} is taken; cannot (re)start {self.name} on it")
+        timeout = self.start_timeout_s if timeout is None else timeout
+        with open(self.log, "a") as out:
+            out.write(f"\n==== start {time.strftime('%X')}\n")
+            out.flush()
+            self.proc = subprocess.Popen(self.command(), env=self.environment(), cwd=self.root,
+                                         stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while not http_ok(self.url + self.ready_path):
+            exited = self.proc.poll() is not None
+            if exited or time.monotonic() > deadline:
+                self.kill()
+                why = (f"exited (rc={self.proc.returncode})" if exited
+                       else f"not ready within {timeout} s")
+                raise RuntimeError(f"{self.name} server {why}:\n" + self.log.read_text()[-4000:])
+            time.sleep(self.poll_interval_s)
+        self.on_ready()
+        return self
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Send `stop_signal` to the server's whole process group, SIGKILL what is left after
+        `grace` s; returns once the port refuses connections."""
+        self._signal_group(self.stop_signal, grace)
+
+    def kill(self) -> None:
+        """SIGKILL the server's whole process group at once (a crash, no graceful shutdown)."""
+        self._signal_group(signal.SIGKILL, 0)
+
+    def _signal_group(self, sig, grace: float) -> None:
+        if self.proc is None:
+            return
+        stop_group(self.proc, sig, grace)
+        wait_for(lambda: port_free(self.port), timeout=15, message=f"port {self.port} freed")
+
+
+def started_server(make: Callable[[], LoopbackServer]) -> Iterator[LoopbackServer]:
+    """Start a fresh server, choosing a new port up to three times (a free port can be taken
+    between choosing and binding it); yield it, and kill it afterwards."""
+    for attempt in range(3):
+        server = make()
+        try:
+            server.start()
+            break
+        except Exception:
+            server.kill()
+            if attempt == 2:
+                raise
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+class MlflowServer(LoopbackServer):
+    """`mlflow server` on 127.0.0.1:port, sqlite backend and artifact store under `root`."""
+
+    name = "MLflow"
+    ready_path = "/health"
+    start_timeout_s = 90.0
+    poll_interval_s = 0.25
+
+    def __init__(self, root: Path, port: Optional[int] = None):
+        super().__init__(root, port)
+        self.uri = self.url
+        self.backend_uri = f"sqlite:///{root / 'mlflow.db'}"
+        self.artifacts = root / "artifacts"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1",
+                "--port", str(self.port), "--workers", "1", "--backend-store-uri", self.backend_uri,
+                "--artifacts-destination", str(self.artifacts)]
+
+    def environment(self) -> dict[str, str]:
+        env = base_env()
+        env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"
+        env.pop("MLFLOW_TRACKING_URI", None)
+        return env
+
+
+class S3Server(LoopbackServer):
+    """moto's S3 on 127.0.0.1:port with one bucket; IAM auth is enforced after setup, so only
+    the credentials in `env` are accepted (a request with others fails InvalidAccessKeyId /
+    SignatureDoesNotMatch).  The credentials are made deterministic with moto's seed, so a
+    restarted server accepts the same ones.  Stopping it loses its state (objects included:
+    moto keeps them in memory), so `stop()` is a SIGKILL."""
+
+    region = "us-east-1"
+    name = "moto"
+    ready_path = "/moto-api/"
+    stop_signal = signal.SIGKILL
+
+    def __init__(self, root: Path, bucket: str = "sweeper-faults", port: Optional[int] = None,
+                 enforce_auth: bool = True):
+        super().__init__(root, port, log_name="moto.log")
+        self.bucket = bucket
+        self.endpoint = f"127.0.0.1:{self.port}"
+        self.endpoint_url = self.url
+        self.enforce_auth = enforce_auth
+        self.seed = int(uuid.uuid4().int % 1_000_000)
+        self.env: dict[str, str] = {}
+
+    def uri(self, prefix: str = "") -> str:
+        """s3://BUCKET/PREFIX?endpoint_override=127.0.0.1:PORT&scheme=http for
+        pyarrow.fs.FileSystem.from_uri (credentials and region come from the environment)."""
+        return (f"s3://{self.bucket}/{prefix.lstrip('/')}"
+                f"?endpoint_override={self.endpoint}&scheme=http")
+
+    def filesystem(self):
+        """A pyarrow S3FileSystem with this server's endpoint and credentials spelled out."""
+        from pyarrow import fs
+        return fs.S3FileSystem(access_key=self.env["AWS_ACCESS_KEY_ID"],
+                               secret_key=self.env["AWS_SECRET_ACCESS_KEY"],
+                               endpoint_override=self.endpoint, scheme="http", region=self.region)
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+
+    def _post(self, path: str, body: bytes = b"") -> None:
+        request = urllib.request.Request(self.endpoint_url + path, data=body, method="POST",
+                                         headers={"Content-Type": "text/plain"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
+
+    def on_ready(self) -> None:
+        """Seed moto, make the bucket and (with `enforce_auth`) one IAM user whose keys become
+        `env`; then switch IAM checks on."""
+        import boto3
+
+        self._post(f"/moto-api/seed?a={self.seed}")
+        kwargs = dict(endpoint_url=self.endpoint_url, region_name=self.region,
+                      aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
+        if self.enforce_auth:
+            iam = boto3.client("iam", **kwargs)
+            iam.create_user(UserName="sweeper")
+            iam.put_user_policy(UserName="sweeper", PolicyName="s3-all", PolicyDocument=json.dumps(
+                {"Version": "2012-10-17",
+                 "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+            key = iam.create_access_key(UserName="sweeper")["AccessKey"]
+            access, secret = key["AccessKeyId"], key["SecretAccessKey"]
+        else:
+            access, secret = "testing", "testing"
+        boto3.client("s3", **kwargs).create_bucket(Bucket=self.bucket)
+        if self.enforce_auth:
+            self._post("/moto-api/reset-auth", b"0")  # from now on every request is checked
+        new_env = {"AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret,
+                   "AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region,
+                   "AWS_EC2_METADATA_DISABLED": "true"}
+        if self.env and self.env != new_env:
+            raise RuntimeError("restarted moto handed out different credentials")
+        self.env.update(new_env)
