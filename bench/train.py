@@ -147,10 +147,10 @@ def time_modes(name: str, batch: int, rounds: int, device: torch.device,
 
 def stacks(name: str) -> bool:
     """Whether `jobs.stacked` stacks this model (else a group trains one model after another)."""
-    from jobs.stacked import stackable
+    from jobs.linear_stack import is_linear_stack
 
     shape, classes = MODELS[name]
-    return stackable(build_model(name, shape, classes))
+    return is_linear_stack(build_model(name, shape, classes))
 
 
 def peak_memory(name: str, batch: int, mode: str, device: str) -> float:
