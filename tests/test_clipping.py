@@ -140,6 +140,23 @@ def test_closed_form_only_for_linear_stacks_with_every_parameter_trainable():
     assert not PerSampleClipper(nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4)), 1.0).closed_form
 
 
+def test_closed_form_under_bf16_keeps_norms_and_sums_in_fp32():
+    """Under bf16 autocast the closed form's passes run in bf16, its norms and sums in fp32,
+    within bf16's precision of the fp32 ones (the bounds of the hooks' path's bf16 test)."""
+    torch.manual_seed(0)
+    model = build_model("relu_mlp256x2", (60,), 10)
+    x, y = torch.rand(16, 60), torch.randint(0, 10, (16,))
+    clipper = PerSampleClipper(model, 1.0)
+    full = clipper.clip_and_sum_cross_entropy(x, y)
+    full_sums = [p.grad.clone() for p in model.parameters()]
+    half = clipper.clip_and_sum_cross_entropy(x, y, training.autocast("bf16", CPU))
+    assert half.dtype == torch.float32 and not torch.equal(half, full)
+    torch.testing.assert_close(half, full, rtol=0.03, atol=0)
+    for parameter, expected in zip(model.parameters(), full_sums):
+        assert parameter.grad.dtype == torch.float32
+        assert float((parameter.grad - expected).norm() / expected.norm()) < 0.15
+
+
 class _Head(nn.Module):
     """`layer`, then a tanh and a linear head to 5 classes."""
 
