@@ -79,24 +79,21 @@ def output_gradients(layers: list[nn.Module], weights: list[torch.Tensor],
     """The gradient of Σ_i w_i·cross_entropy(logits_i, y_i) at each linear layer's output
     (w_i = `record_weights`, (…, B), or 1), walking the stack backwards from the logits."""
     g = torch.softmax(logits, -1)
-    g.scatter_add_(-1, y.unsqueeze(-1), torch.tensor(-1.0, device=g.device, dtype=g.dtype)
-                   .expand(y.shape + (1,)))
+    g.scatter_add_(-1, y.unsqueeze(-1), g.new_full((), -1.0).expand(y.shape + (1,)))
     if record_weights is not None:
         g.mul_(record_weights.unsqueeze(-1))
-    grads: list[torch.Tensor] = [g] * len(weights)
-    position = len(weights)
+    backwards: list[torch.Tensor] = []  # the last linear layer's first
     for layer, output in zip(reversed(layers), reversed(outputs)):
         if isinstance(layer, nn.Linear):
-            position -= 1
-            grads[position] = g
-            if position == 0:
+            backwards.append(g)
+            if len(backwards) == len(weights):  # the first linear layer: nothing further back
                 break
-            g = g @ weights[position]
+            g = g @ weights[len(weights) - len(backwards)]
         elif isinstance(layer, nn.Tanh):
             g = torch.ops.aten.tanh_backward(g, output)  # g·(1 − t²), autograd's own kernel
         elif isinstance(layer, nn.ReLU):
             g = torch.ops.aten.threshold_backward(g, output, 0)  # g·1[t > 0]
-    return grads
+    return backwards[::-1]
 
 
 def gradients(layers: list[nn.Module], weights: list[torch.Tensor],
