@@ -8,7 +8,9 @@ shared and noisy: compare the ratios, which are taken within a round's condition
 * `opacus` — Opacus 1.6's hooks-mode DP step (GradSampleModule + DPOptimizer), the previous
   engine, for reference;
 
-and prints medians and the ratios DP ÷ plain.  `--memory` adds each mode's peak resident memory,
+and prints medians and the ratios DP ÷ plain (on a machine shared with other jobs, `--threads 1
+--clock cpu` times each step by the CPU time it took, not by the wall clock, which also counts
+its waits for a core).  `--memory` adds each mode's peak resident memory,
 measured in a fresh subprocess per (model, batch, mode), as a ratio to plain.  On CUDA (when
 present, or with `--device cuda`) the same runs on the GPU, synchronised around each step.
 
@@ -119,20 +121,27 @@ def _stacked_step_function(name: str, batch: int, k: int,
                                  has_bias, empty, settings, device)
 
 
-def _timed(step: Callable[[], None], device: torch.device) -> float:
+#: What a step's time is read from: the wall clock, or this process's CPU time (on a machine
+#: shared with other jobs, a step's wall time also counts the time it waited for a core; with
+#: `--threads 1`, CPU time is the step's own work).
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def _timed(step: Callable[[], None], device: torch.device, clock: str = "wall") -> float:
+    now = CLOCKS[clock]
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    start = time.perf_counter()
+    start = now()
     step()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return time.perf_counter() - start
+    return now() - start
 
 
 def time_modes(name: str, batch: int, rounds: int, device: torch.device,
-               modes: tuple[str, ...] = MODES) -> dict[str, float]:
+               modes: tuple[str, ...] = MODES, clock: str = "wall") -> dict[str, float]:
     """Median seconds per step of each mode, over `rounds` interleaved rounds after a warm-up
-    (two for compiled modes, whose first calls compile)."""
+    (two for compiled modes, whose first calls compile), on `clock` (`CLOCKS`)."""
     steps = {mode: _step_function(mode, name, batch, device) for mode in modes}
     for mode, step in steps.items():
         for _ in range(2 if mode.endswith("compile") else 1):
@@ -141,16 +150,16 @@ def time_modes(name: str, batch: int, rounds: int, device: torch.device,
     for index in range(rounds):
         order = modes[index % len(modes):] + modes[:index % len(modes)]  # rotate who goes first
         for mode in order:
-            times[mode].append(_timed(steps[mode], device))
+            times[mode].append(_timed(steps[mode], device, clock))
     return {mode: statistics.median(values) for mode, values in times.items()}
 
 
 def stacks(name: str) -> bool:
     """Whether `jobs.stacked` stacks this model (else a group trains one model after another)."""
-    from jobs.stacked import stackable
+    from jobs.linear_stack import is_linear_stack
 
     shape, classes = MODELS[name]
-    return stackable(build_model(name, shape, classes))
+    return is_linear_stack(build_model(name, shape, classes))
 
 
 def peak_memory(name: str, batch: int, mode: str, device: str) -> float:
@@ -194,6 +203,9 @@ def main(argv: list[str] | None = None) -> None:
                              "takes a third of them, at least 3")
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when present)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="time steps by the wall clock or by this process's CPU time (on a "
+                             "shared machine, with --threads 1: the work itself; CPU only)")
     parser.add_argument("--memory", action="store_true",
                         help="also peak memory per mode (a subprocess each: slower)")
     parser.add_argument("--k", default="4,16",
@@ -215,6 +227,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
                           else "cpu" if args.device == "auto" else args.device)
+    if args.clock == "cpu" and device.type == "cuda":
+        parser.error("--clock cpu times CPU steps only: a GPU's work is not this process's CPU time")
     rows = []
     names = [n for n in args.models.split(",") if n]
     unknown = sorted(set(names) - set(MODELS))
@@ -228,7 +242,7 @@ def main(argv: list[str] | None = None) -> None:
             rounds = max(3, args.rounds // 3) if name == "cifar10_cnn" else args.rounds
             modes = (*MODES, *(SWITCH_MODES if args.switches else ()),
                      *((f"stacked_{k}" for k in ks) if stacks(name) else ()))
-            seconds = time_modes(name, batch, rounds, device, modes)
+            seconds = time_modes(name, batch, rounds, device, modes, args.clock)
             row = {"model": name, "batch": batch, "device": device.type,
                    **{f"{mode}_ms": 1e3 * s for mode, s in seconds.items()},
                    "engine_ratio": seconds["engine"] / seconds["plain"],

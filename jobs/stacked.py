@@ -8,7 +8,8 @@ How they are trained together depends on the architecture:
 * **stacked** — a linear stack (`Flatten`, `Linear`, `Tanh`, `ReLU`: `tanh_mlp64`,
   `logistic_regression`, `relu_mlp256x2`): the K models' weights live in one (K, out, in)
   tensor per layer, each round draws every model's own Poisson batch, pads them to the longest
-  and runs one batched forward (`bmm`); each record's gradient norm is its ghost norm
+  and runs one batched forward and backward (`bmm`, in closed form: `jobs.linear_stack`, as a
+  model trained alone takes it); each record's gradient norm is its ghost norm
   ‖a_i‖²·‖g_i‖² (+ ‖g_i‖² for the bias) within its own model, the clipped sums are one `bmm`
   per layer, and then each model adds its own noise and takes its own optimizer step;
 * **interleaved** — anything else (the CNNs, where stacking gained nothing on a CPU): the K
@@ -31,10 +32,10 @@ from typing import Iterator, Optional
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
+from jobs import linear_stack
 from jobs.clipping import clip_factors
 from jobs.datasets import ArrayDataset
 from jobs.models import ARCHITECTURES, build_model
@@ -43,10 +44,6 @@ from jobs.training import (Checkpoint, ModelRun, NoiseCache, TrainedModel, Train
                            start_run, train_model)
 
 logger = logging.getLogger(__name__)
-
-#: The layers the stacked path runs batched over K models; a model with any other layer is
-#: trained by interleaving.
-STACKED_LAYERS = (nn.Flatten, nn.Linear, nn.Tanh, nn.ReLU)
 
 #: `train.models_per_task: auto`.  On a CPU, K = 1: measured there (README, "K models per
 #: task"), stacking saves at most ~1.3× of a linear stack's step, because each model's noise,
@@ -65,26 +62,13 @@ class Member:
     checkpoint: Optional[Checkpoint] = None
 
 
-def stackable(model: nn.Module) -> bool:
-    """Whether the stacked path can run `model`: a flat `Sequential` of `STACKED_LAYERS`, a
-    `Flatten` only over every axis after the batch."""
-    if not isinstance(model, nn.Sequential) or not any(isinstance(m, nn.Linear) for m in model):
-        return False
-    for layer in model:
-        if type(layer) not in STACKED_LAYERS:
-            return False
-        if isinstance(layer, nn.Flatten) and (layer.start_dim, layer.end_dim) != (1, -1):
-            return False
-    return True
-
-
 def stackable_architecture(name: str, input_shape: tuple[int, ...], num_classes: int) -> bool:
     """Whether models `name` on inputs of `input_shape` are stacked: a linear stack that sees
     one vector per record (a linear layer over several positions has no one-term ghost norm)."""
     if name not in ARCHITECTURES:
         return False
     model = build_model(name, input_shape, num_classes)
-    return stackable(model) and (len(input_shape) == 1 or isinstance(model[0], nn.Flatten))
+    return linear_stack.is_linear_stack(model) and (len(input_shape) == 1 or isinstance(model[0], nn.Flatten))
 
 
 def auto_models_per_task(name: str, input_shape: tuple[int, ...], num_classes: int,
@@ -121,9 +105,9 @@ def train_models(settings: TrainSettings, data: ArrayDataset, members: list[Memb
 class _Stack:
     """The K models' linear layers as stacked tensors, each model's parameters views into them.
 
-    The stacked weights take part in the forward pass (so autograd reaches each layer's
-    output); each model's `nn.Parameter`s share their storage, so each model's own optimizer
-    step writes into the stack, and each model's `state_dict`, evaluation and checkpoint read it.
+    The stacked weights are what the batched passes read; each model's `nn.Parameter`s share
+    their storage, so each model's own optimizer step writes into the stack, and each model's
+    `state_dict`, evaluation and checkpoint read it.
     """
 
     def __init__(self, runs: list[ModelRun]):
@@ -132,13 +116,13 @@ class _Stack:
         self.weights, self.biases = [], []
         for position in range(len(per_model[0])):
             linears = [layers[position] for layers in per_model]
-            weight = torch.stack([m.weight.detach() for m in linears]).requires_grad_()
-            bias = (torch.stack([m.bias.detach() for m in linears]).requires_grad_()
+            weight = torch.stack([m.weight.detach() for m in linears])
+            bias = (torch.stack([m.bias.detach() for m in linears])
                     if linears[0].bias is not None else None)
             for k, module in enumerate(linears):
-                module.weight = nn.Parameter(weight.detach()[k])
+                module.weight = nn.Parameter(weight[k])
                 if bias is not None:
-                    module.bias = nn.Parameter(bias.detach()[k])
+                    module.bias = nn.Parameter(bias[k])
             self.weights.append(weight)
             self.biases.append(bias)
         self.linears = per_model
@@ -147,26 +131,13 @@ class _Stack:
             run.optimizer = type(run.optimizer)(run.model.parameters(), **run.optimizer.defaults)
             run.optimizer.load_state_dict(state)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-        """Logits (K, B, classes) of each model on its own (K, B, …) inputs, with each linear
-        layer's inputs and outputs (the outputs still in the graph)."""
-        inputs, outputs = [], []
-        h, position = x, 0
-        for layer in self.layers:
-            if isinstance(layer, nn.Flatten):
-                h = h.flatten(2)
-            elif isinstance(layer, nn.Linear):
-                inputs.append(h.detach())
-                weight, bias = self.weights[position], self.biases[position]
-                h = (torch.baddbmm(bias.unsqueeze(1), h, weight.transpose(1, 2)) if bias is not None
-                     else torch.bmm(h, weight.transpose(1, 2)))
-                outputs.append(h)
-                position += 1
-            elif isinstance(layer, nn.Tanh):
-                h = torch.tanh(h)
-            else:
-                h = torch.relu(h)
-        return h, inputs, outputs
+    def gradients(self, x: torch.Tensor, y: torch.Tensor, record_weights: torch.Tensor,
+                  context) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Each model on its own (K, B, …) inputs and (K, B) labels: each linear layer's inputs
+        (K, B, in) and the gradients (K, B, out) of Σ_i record_weights_ki·ℓ_ki at its outputs,
+        in fp32, the passes run in `context` (`jobs.linear_stack.gradients`)."""
+        return linear_stack.gradients(self.layers, self.weights, self.biases, x, y,
+                                      record_weights, context)
 
     def set_gradients(self, k: int, weight_sums: list[torch.Tensor],
                       bias_sums: list[Optional[torch.Tensor]]) -> None:
@@ -182,24 +153,14 @@ def clipped_sums(inputs: list[torch.Tensor], grads: list[torch.Tensor], has_bias
     """Per model k: Σ_i c_ki·∇ℓ_ki for each linear layer's weight and bias, and the norms.
 
     `inputs[l]` (K, B, in) and `grads[l]` (K, B, out) are layer l's inputs and the gradients of
-    the summed loss at its outputs.  Record i of model k has the gradient norm
+    the summed loss at its outputs, in fp32.  Record i of model k has the gradient norm
     √Σ_l ‖g_kil‖²·(‖a_kil‖² + 1[bias]) (ghost norms: exact for one position per record), and
     c_ki = min(1, C/(norm + 1e-6)) (Opacus's factor), or `weights` (K, B) instead when
-    `max_grad_norm` is None (no clipping).  All in fp32, whatever the forward ran in.
+    `max_grad_norm` is None (no clipping).
     """
-    inputs = [a.float() for a in inputs]
-    grads = [g.float() for g in grads]
-    squared = torch.zeros(grads[0].shape[:2], device=grads[0].device)
-    for a, g, bias in zip(inputs, grads, has_bias):
-        squared += g.pow(2).sum(2) * (a.pow(2).sum(2) + (1.0 if bias else 0.0))
-    norms = squared.sqrt()
+    norms = linear_stack.squared_norms(inputs, grads, has_bias).sqrt_()
     factors = clip_factors(norms, max_grad_norm) if max_grad_norm is not None else weights
-    weight_sums, bias_sums = [], []
-    for a, g, bias in zip(inputs, grads, has_bias):
-        weighted = g * factors.unsqueeze(2)
-        weight_sums.append(torch.bmm(weighted.transpose(1, 2), a))
-        bias_sums.append(weighted.sum(1) if bias else None)
-    return weight_sums, bias_sums, norms
+    return (*linear_stack.weighted_sums(inputs, grads, has_bias, factors), norms)
 
 
 def _train_stacked(settings: TrainSettings, data: ArrayDataset, members: list[Member],
@@ -255,11 +216,8 @@ def _stacked_step(stack: _Stack, runs: list[ModelRun], active: list[int],
     else:
         picked = pad_sequence(rows, batch_first=True)  # (K, B), padding 0
         valid = (torch.arange(picked.shape[1], device=device) < sizes.unsqueeze(1)).float()
-        with autocast(settings.precision, device):
-            logits, inputs, outputs = stack.forward(pool_x[picked])
-        losses = F.cross_entropy(logits.float().flatten(0, 1), pool_y[picked].flatten(),
-                                 reduction="none").view_as(valid) * valid
-        grads = torch.autograd.grad(losses.sum(), outputs)
+        inputs, grads = stack.gradients(pool_x[picked], pool_y[picked], valid,
+                                        autocast(settings.precision, device))
         private = runs[active[0]].private
         weights = None if private else valid / sizes.clamp(min=1).unsqueeze(1)  # mean loss
         weight_sums, bias_sums, _ = clipped_sums(

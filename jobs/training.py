@@ -236,12 +236,14 @@ def _dp_step(model: nn.Module, clipper: PerSampleClipper, optimizer: torch.optim
              rng: _Rng, precision: str = "fp32") -> None:
     """Clipped sum, Gaussian noise of std σ·C on it, divided by the expected batch: Opacus's
     DPOptimizer step with loss reduction "mean", then the wrapped optimizer's own step."""
-    if len(y):
+    if not len(y):  # an empty Poisson batch still takes a noisy step, as the accountant assumes
+        clipper.zero_sum()
+    elif clipper.closed_form:  # a linear stack: no autograd at all
+        clipper.clip_and_sum_cross_entropy(x, y, autocast(precision, x.device))
+    else:
         with clipper.watch(), autocast(precision, x.device):
             logits = model(x)
         clipper.clip_and_sum(nn.functional.cross_entropy(logits.float(), y, reduction="sum"))
-    else:  # an empty Poisson batch still takes a noisy step, as the accountant assumes
-        clipper.zero_sum()
     noisy_step(model, optimizer, noise_std, expected_batch_size, rng)
 
 

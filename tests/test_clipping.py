@@ -81,6 +81,68 @@ def test_clipped_sum_equals_opacus_per_sample_reference(name):
     _assert_matches_opacus(model, x, y)
 
 
+#: Linear stacks beside the shipped ones: no biases, a ReLU, and a `Flatten` over a 2-D record.
+LINEAR_STACKS = {
+    "no bias, relu, flatten": (lambda: nn.Sequential(nn.Flatten(), nn.Linear(20, 16, bias=False),
+                                                     nn.ReLU(), nn.Linear(16, 7, bias=False)),
+                               (4, 5), 7),
+    "one layer, no bias": (lambda: nn.Sequential(nn.Linear(12, 3, bias=False)), (12,), 3),
+}
+
+
+@pytest.mark.parametrize("name", ["logistic_regression", "relu_mlp256x2", "tanh_mlp64",
+                                  *LINEAR_STACKS])
+def test_closed_form_of_linear_stacks_equals_opacus(name):
+    """A linear stack's DP step takes no autograd at all (`jobs.linear_stack`): its norms and
+    clipped sum in closed form are Opacus's per-sample reference, and the hooks' path's."""
+    torch.manual_seed(0)
+    if name in LINEAR_STACKS:
+        make, shape, classes = LINEAR_STACKS[name]
+        model = make()
+    else:
+        shape, classes = SHAPES[name], 10
+        model = build_model(name, shape, classes)
+    x, y = torch.rand(9, *shape), torch.randint(0, classes, (9,))
+    reference_norms, _ = _opacus_clipped_sum(model, x, y, 1.0)
+    max_grad_norm = float(reference_norms.median())  # some records clipped, some not
+    _, reference = _opacus_clipped_sum(model, x, y, max_grad_norm)
+
+    clipper = PerSampleClipper(model, max_grad_norm)
+    assert clipper.closed_form
+    norms = clipper.clip_and_sum_cross_entropy(x, y)
+    torch.testing.assert_close(norms, reference_norms, rtol=1e-5, atol=1e-6)
+    assert 0 < (norms > max_grad_norm).sum().item() < len(x)
+    for parameter, expected in zip(model.parameters(), reference):
+        scale = expected.abs().max().item()
+        assert (parameter.grad - expected).abs().max().item() <= 1e-5 * max(scale, 1.0)
+    _assert_matches_opacus(model, x, y)  # the general path (`watch`, `clip_and_sum`) agrees
+
+
+def test_closed_form_only_for_linear_stacks_with_every_parameter_trainable():
+    assert not PerSampleClipper(build_model("mnist_cnn", SHAPES["mnist_cnn"], 10), 1.0).closed_form
+    frozen = build_model("tanh_mlp64", SHAPES["tanh_mlp64"], 2)
+    frozen[1].bias.requires_grad_(False)
+    assert not PerSampleClipper(frozen, 1.0).closed_form
+    assert not PerSampleClipper(nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4)), 1.0).closed_form
+
+
+def test_closed_form_under_bf16_keeps_norms_and_sums_in_fp32():
+    """Under bf16 autocast the closed form's passes run in bf16, its norms and sums in fp32,
+    within bf16's precision of the fp32 ones (the bounds of the hooks' path's bf16 test)."""
+    torch.manual_seed(0)
+    model = build_model("relu_mlp256x2", (60,), 10)
+    x, y = torch.rand(16, 60), torch.randint(0, 10, (16,))
+    clipper = PerSampleClipper(model, 1.0)
+    full = clipper.clip_and_sum_cross_entropy(x, y)
+    full_sums = [p.grad.clone() for p in model.parameters()]
+    half = clipper.clip_and_sum_cross_entropy(x, y, training.autocast("bf16", CPU))
+    assert half.dtype == torch.float32 and not torch.equal(half, full)
+    torch.testing.assert_close(half, full, rtol=0.03, atol=0)
+    for parameter, expected in zip(model.parameters(), full_sums):
+        assert parameter.grad.dtype == torch.float32
+        assert float((parameter.grad - expected).norm() / expected.norm()) < 0.15
+
+
 class _Head(nn.Module):
     """`layer`, then a tanh and a linear head to 5 classes."""
 

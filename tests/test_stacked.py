@@ -18,7 +18,8 @@ import jobs.training as training
 import sweeper.tasks as tasks
 from jobs.datasets import load_dataset
 from jobs.models import build_model
-from jobs.stacked import Member, _Stack, clipped_sums, stackable, train_models
+from jobs.linear_stack import is_linear_stack
+from jobs.stacked import Member, _Stack, clipped_sums, train_models
 from jobs.training import TrainSettings, draw_mask, start_run, train_model
 from sweeper.config import ConfigError, SweepConfig, validate
 from sweeper.plan import DataSpec, ModelSpec, build_plan, group_resources, training_groups
@@ -87,10 +88,8 @@ def test_stacked_clipped_sums_equal_opacus_per_model(digits):
     x_all, y_all = torch.as_tensor(digits.pool_x), torch.as_tensor(digits.pool_y)
     picked = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True)
     valid = (torch.arange(picked.shape[1]) < torch.tensor(sizes)[:, None]).float()
-    logits, inputs, outputs = stack.forward(x_all[picked])
-    losses = nn.functional.cross_entropy(logits.flatten(0, 1), y_all[picked].flatten(),
-                                         reduction="none").view_as(valid) * valid
-    grads = torch.autograd.grad(losses.sum(), outputs)
+    inputs, grads = stack.gradients(x_all[picked], y_all[picked], valid,
+                                    training.autocast("fp32", CPU))
     _, _, norms = clipped_sums(inputs, grads, [True] * 3, 1.0)
     clip = float(norms[valid > 0].median())  # between the records' norms: some are clipped
     weight_sums, bias_sums, norms = clipped_sums(inputs, grads, [True] * 3, clip)
@@ -104,11 +103,11 @@ def test_stacked_clipped_sums_equal_opacus_per_model(digits):
 
 
 def test_only_linear_stacks_are_stacked():
-    assert stackable(build_model("tanh_mlp64", (107,), 2))
-    assert stackable(build_model("relu_mlp256x2", (600,), 100))
-    assert stackable(build_model("logistic_regression", (107,), 2))
-    assert not stackable(build_model("mnist_cnn", (1, 28, 28), 10))
-    assert not stackable(nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4), nn.Linear(4, 2)))
+    assert is_linear_stack(build_model("tanh_mlp64", (107,), 2))
+    assert is_linear_stack(build_model("relu_mlp256x2", (600,), 100))
+    assert is_linear_stack(build_model("logistic_regression", (107,), 2))
+    assert not is_linear_stack(build_model("mnist_cnn", (1, 28, 28), 10))
+    assert not is_linear_stack(nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4), nn.Linear(4, 2)))
 
 
 def _specs(settings: TrainSettings, count: int = 3) -> list[ModelSpec]:
