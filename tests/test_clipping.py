@@ -103,9 +103,9 @@ def test_closed_form_of_linear_stacks_equals_opacus(name):
         shape, classes = SHAPES[name], 10
         model = build_model(name, shape, classes)
     x, y = torch.rand(9, *shape), torch.randint(0, classes, (9,))
-    reference_norms, _ = _opacus_clipped_sum(model, x, y, 1.0)
+    reference_norms, _ = opacus_clipped_sum(model, x, y, 1.0)
     max_grad_norm = float(reference_norms.median())  # some records clipped, some not
-    _, reference = _opacus_clipped_sum(model, x, y, max_grad_norm)
+    _, reference = opacus_clipped_sum(model, x, y, max_grad_norm)
 
     clipper = PerSampleClipper(model, max_grad_norm)
     assert clipper.closed_form
