@@ -1,7 +1,8 @@
 """The sweep's configuration schema: what `conf/config.yaml` composes into.
 
 Dataclasses only, and cheap to import: the command line, the planner and the tests read the
-schema without paying for torch, Ray or MLflow.  `register_schema` hands it to Hydra's
+schema without paying for torch, Ray, MLflow or matplotlib (the attacks' and policies' settings
+come from `jobs.attacks` and `jobs.policies`, which bring NumPy and SciPy).  `register_schema` hands it to Hydra's
 ConfigStore, so types and unknown keys are caught while Hydra composes; what types cannot
 express (ranges, names, combinations) is checked in `sweeper.config.checks`.
 """
@@ -12,8 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
-from jobs.attacks import AttackSettings
-from jobs.policies import CalibrationSettings
+from jobs.attacks import ATTACKS, AttackSettings
+from jobs.policies import POLICIES, CalibrationSettings
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -193,9 +194,6 @@ def _grid_values(axis: str) -> list[str]:
     help cannot drift from the code: the `attack:` config group names settings files (lira, …),
     not the grid's values (lira_online, …).
     """
-    from jobs.attacks import ATTACKS
-    from jobs.policies import POLICIES
-
     return list({"attack": ATTACKS, "policy": POLICIES}[axis])
 
 
