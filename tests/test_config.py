@@ -145,3 +145,17 @@ def test_importing_the_config_imports_no_heavy_library():
     shown = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
                            env={**os.environ, "PYTHONPATH": str(root)}, check=True)
     assert shown.stdout.strip() == "[]", shown.stdout + shown.stderr
+
+
+def test_the_sections_checks_list_what_validate_refuses():
+    from sweeper.config.checks import SECTIONS, find_problems
+
+    assert find_problems(SweepConfig()) == []
+    cfg = SweepConfig()
+    cfg.train.epochs, cfg.cluster.dashboard_port = 0, 70000
+    found = find_problems(cfg)
+    assert len(found) == 2 and found[0].startswith("train.epochs=0") and "dashboard_port" in found[1]
+    with pytest.raises(ConfigError) as refused:
+        validate(cfg)
+    assert refused.value.problems == found
+    assert len(SECTIONS) == len({check.__name__ for check in SECTIONS})
