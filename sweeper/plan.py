@@ -20,7 +20,7 @@ from jobs.data import ArrayDataset
 from jobs.models import MEMBERSHIP_MECHANISM
 from jobs.training import TrainSettings
 from sweeper.bounds import epsilon_for_precision
-from sweeper.config import GridConfig, SweepConfig
+from sweeper.config.schema import GridConfig, SweepConfig
 from sweeper.formats import format_epsilon
 
 #: Bump when the meaning of stored artifacts changes, so old ones are not reused.

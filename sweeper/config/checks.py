@@ -168,7 +168,7 @@ def check_dataset(cfg: SweepConfig, check: Check) -> None:
 def _whole_pool(cfg: SweepConfig) -> Optional[int]:
     """Records in the pool when neither dataset.pool_size nor dataset.members cuts it: the
     synthetic stand-in's, or the dataset's (None when it is not known without loading it)."""
-    from sweeper.plan import STAND_IN_POOL  # the planner imports this module
+    from sweeper.plan import STAND_IN_POOL  # torch, with the planner: only when validating
 
     if cfg.dataset.synthetic:
         return STAND_IN_POOL
@@ -202,7 +202,7 @@ def _check_pdtp_members(cfg: SweepConfig, check: Check) -> None:
 
 def check_grid(cfg: SweepConfig, check: Check) -> None:
     """`grid` and `max_cells`: every axis's values, and the number of cells they cross into."""
-    from sweeper.plan import grid_axes  # the planner imports this package
+    from sweeper.plan import grid_axes  # torch, with the planner: only when validating
 
     _check_grid_axes(cfg.grid, check, cfg)
     check(cfg.max_cells >= 1, f"max_cells={cfg.max_cells}: must be ≥ 1")
