@@ -1,4 +1,4 @@
-"""The preflight: the configuration a command line would run, composed and checked before Ray starts.
+"""The preflight: a command line's configuration, composed and checked before Ray starts.
 
 `python -m sweeper OVERRIDES` composes its configuration with Hydra and refuses it, exit code 2
 and one `error:` message naming every problem (the field, the value given, what is allowed, the
@@ -22,8 +22,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import (ConfigAttributeError, ConfigKeyError, ConfigTypeError,
                               OmegaConfBaseException, ValidationError)
 
-from sweeper.config import (ConfigError, SweepConfig, did_you_mean, register_schema, to_sweep_config,
-                            validate)
+from sweeper.config import (ConfigError, SweepConfig, did_you_mean, register_schema,
+                            to_sweep_config, validate)
 from sweeper.credentials import scrub, scrub_override
 from sweeper.hydra_adapter import overrides_anywhere, parse_command_line, sweep_jobs
 from sweeper.paths import option_problem

@@ -2,9 +2,9 @@
 
 Dataclasses only, and cheap to import: the command line, the planner and the tests read the
 schema without paying for torch, Ray, MLflow or matplotlib (the attacks' and policies' settings
-come from `jobs.attacks` and `jobs.policies`, which bring NumPy and SciPy).  `register_schema` hands it to Hydra's
-ConfigStore, so types and unknown keys are caught while Hydra composes; what types cannot
-express (ranges, names, combinations) is checked in `sweeper.config.checks`.
+come from `jobs.attacks` and `jobs.policies`, which bring NumPy and SciPy).  `register_schema`
+hands it to Hydra's ConfigStore, so types and unknown keys are caught while Hydra composes; what
+types cannot express (ranges, names, combinations) is checked in `sweeper.config.checks`.
 """
 
 from __future__ import annotations
