@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from jobs.metrics import ppv, reaches_min_tpr
+
+if TYPE_CHECKING:
+    import torch
 
 #: Candidate loss thresholds (holdout quantiles) and Merlin thresholds for Morgan's search; 101
 #: covers every ratio k/100 of the default T = 100 exactly.
@@ -34,7 +36,7 @@ def _record_seed(seed: int, index: int) -> int:
 
 def merlin_ratio(model: torch.nn.Module, x: np.ndarray, y: np.ndarray, *,
                  perturbations: int = 100, sigma: float = 0.01, seed: int = 0,
-                 loss_clamp: float = 1e-6, device: torch.device = torch.device("cpu"),
+                 loss_clamp: float = 1e-6, device: Optional[torch.device] = None,
                  batch_records: int = 256) -> np.ndarray:
     """Per record, the share of `perturbations` Gaussian perturbations that strictly raise the
     cross-entropy loss (Algorithm 1; ties count as "no", as in the paper's step 5).
@@ -51,8 +53,12 @@ def merlin_ratio(model: torch.nn.Module, x: np.ndarray, y: np.ndarray, *,
     paper's very-high-loss non-members scoring 0 — where the unclamped loss would still rise
     for about half of the perturbations.
     """
+    import torch  # here: Morgan's thresholds, imported with the attacks, need no torch
+    import torch.nn.functional as F
+
     if not 0.0 < loss_clamp < 1.0:
         raise ValueError(f"loss_clamp must lie in (0, 1), got {loss_clamp}")
+    device = torch.device("cpu") if device is None else device
     largest_loss = -math.log(loss_clamp)
     x_all = torch.as_tensor(np.asarray(x, dtype=np.float32))
     y_all = torch.as_tensor(np.asarray(y, dtype=np.int64))

@@ -3,12 +3,12 @@
 With no experiment the quickstart runs: real MNIST digits that install with the package, on
 the CPU, in minutes.  Hydra composes the config (`conf/`); `--help` lists every group.
 
-Before anything runs, `preflight` composes the configuration and checks all of it: a refused one
-prints one `error:` message naming every problem (the field, the value given, what is allowed)
-and exits with code 2, before Ray starts and before anything is written.  A plain run (one job,
-no Hydra options) then runs that same composition directly: Hydra composes once.  Whatever Hydra
-itself must handle (--multirun, --help, --cfg, other config trees, `hydra.*` overrides) goes
-through Hydra's own entry point, checked by `preflight` first.
+Before anything runs, the preflight (`sweeper.preflight`) composes the configuration and checks
+all of it: a refused one prints one `error:` message naming every problem (the field, the value
+given, what is allowed) and exits with code 2, before Ray starts and before anything is written.
+A plain run (one job, no Hydra options) then runs that same composition directly: Hydra composes
+once.  Whatever Hydra itself must handle (--multirun, --help, --cfg, other config trees,
+`hydra.*` overrides) goes through Hydra's own entry point, checked by the preflight first.
 
 A successful command ends with `exit_now`: nothing is lost (see its docstring), and the seconds
 the interpreter spends tearing down torch, Ray and pandas at exit are not spent.
@@ -17,90 +17,26 @@ the interpreter spends tearing down torch, Ray and pandas at exit are not spent.
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import logging
 import os
-import re
-import shlex
 import sys
 import threading
 import traceback
-import typing
-from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import (ConfigAttributeError, ConfigKeyError, ConfigTypeError,
-                              OmegaConfBaseException, ValidationError)
+from omegaconf import DictConfig
 
 from jobs.datasets import DatasetUnavailable
 from sweeper import VERSION_TEXT
-from sweeper.credentials import scrub, scrub_override
-from sweeper.paths import option_problem
-from sweeper.config import (ConfigError, SweepConfig, did_you_mean, register_schema, to_sweep_config,
-                            validate)
-from sweeper.scale import scaled
+from sweeper.config import ConfigError, SweepConfig, register_schema, to_sweep_config
+from sweeper.credentials import scrub
+from sweeper.hydra_adapter import parse_command_line
+from sweeper.preflight import (CONF_DIR, CONFIG_NAME, check_command_line, command_line, composed,
+                              needs_hydra)
+from sweeper.summary import print_summary
 
-register_schema()
-
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-CONFIG_NAME = "config"
-
-
-def _report(result) -> None:
-    from sweeper.frontier import format_table
-
-    print()
-    print(format_table(result.results))
-    print()
-    print(f"done in {result.seconds:.1f} s: trained {result.models_trained} of "
-          f"{result.models_total} models, computed {result.cells_computed} of "
-          f"{result.cells_total} cells")
-    print(f"results (Parquet): {result.results_dir}  (sweep={result.name}; "
-          "pandas.read_parquet reads it)")
-    if result.plot_path is not None:
-        print(f"frontier plot:     {result.plot_path}")
-        print(f"frontier table:    {result.csv_path}")
-    print(f"MLflow:            {_mlflow_line(result)}")
-    violations = int(result.results["violation"].sum()) if not result.results.empty else 0
-    if violations:
-        print(f"WARNING: {violations} cell(s) prove a precision above the bound or an ε above the "
-              "claimed one (column violation_reason): a bug in training or accounting.",
-              file=sys.stderr)
-    for label, reason in result.failures:
-        print(f"FAILED {label}: {reason}", file=sys.stderr)
-    print(where_to_look(result))
-
-
-def _mlflow_line(result) -> str:
-    """How to open the sweep's runs; never an `mlflow ui` at a store that missed runs, or is gone."""
-    from sweeper.store import split_sweep_location
-    from sweeper.tracking import tracking_link
-
-    if not result.tracking_warning:
-        return tracking_link(result.tracking_uri)
-    root, _ = split_sweep_location(result.sweep_dir)
-    sync = shlex.join([sys.executable, "-m", "sweeper.sync", "--experiment", result.name,
-                       "--store-root", root])
-    return (f"tracking failed (warning above), the results are whole in Parquet; log them to "
-            f"MLflow with: {sync}")
-
-
-def where_to_look(result) -> str:
-    """The last line of a sweep: where its results live once Ray (and its dashboard) is gone —
-    the results, the figures, the command that prints the table and, last so that it can be
-    copied to the end of the line, the one that opens MLflow (or backfills it)."""
-    figures = [str(p) for p in (result.plot_path, *result.report_paths)
-               if p is not None and Path(p).suffix == ".png"]
-    parts = [f"results {result.sweep_dir}"]
-    if figures:
-        parts.append("figures " + ", ".join(figures))
-    script = Path(sys.executable).parent / "sweeper"  # runnable as printed, as ui_command is
-    frontier = [str(script), "frontier"] if script.exists() else [sys.executable, "-m", "sweeper.frontier"]
-    parts += [f"table: {shlex.join([*frontier, '--run-dir', str(result.sweep_dir)])}",
-              f"MLflow: {_mlflow_line(result)}"]
-    return "where to look: " + " | ".join(parts)
+register_schema()  # before `main` composes: conf/config.yaml names the schema
 
 
 # An absolute path: imported as `sweeper.__main__` (the `sweeper` console script), a relative one
@@ -129,7 +65,7 @@ def run(cfg: SweepConfig) -> int:
     except Exception as error:  # noqa: BLE001 - said here, scrubbed: not by Hydra, raw
         print(crash_report(error), file=sys.stderr)
         return 1
-    _report(result)
+    print_summary(result)
     return 1 if result.failures else 0
 
 
@@ -144,14 +80,13 @@ def crash_report(error: BaseException) -> str:
 
 def run_directly(argv: list[str]) -> Optional[int]:
     """Compose, check and run a plain command line with one composition; the exit code, or None
-    when the command line needs Hydra's own entry point (see `_needs_hydra`)."""
-    from hydra._internal.utils import get_args_parser
+    when the command line needs Hydra's own entry point (see `needs_hydra`)."""
     from hydra.core.utils import configure_log
 
     if "--version" in argv:
         return None
-    args = get_args_parser().parse_args(argv)
-    if _needs_hydra(args):
+    args = parse_command_line(argv)
+    if needs_hydra(args):
         return None
     try:
         cfg, hydra_cfg = composed(args.overrides)
@@ -160,13 +95,6 @@ def run_directly(argv: list[str]) -> Optional[int]:
         return 2
     configure_log(hydra_cfg.job_logging, hydra_cfg.verbose)  # as Hydra's launcher would
     return run(cfg)
-
-
-def _needs_hydra(args: Any) -> bool:
-    """Anything but one job of this config tree with plain overrides: Hydra's launcher runs it."""
-    keys = {o.lstrip("+~").split("=", 1)[0].split(".", 1)[0].split("/", 1)[0] for o in args.overrides}
-    return bool(args.multirun or _only_prints(args) or args.config_path or args.config_dir
-                or args.config_name or "hydra" in keys)
 
 
 def exit_now(code: int = 0) -> None:
@@ -191,379 +119,6 @@ def exit_now(code: int = 0) -> None:
         except (OSError, ValueError):  # a closed pipe: nothing left to keep
             pass
     os._exit(code)
-
-
-def command_line(argv: list[str]) -> list[str]:
-    """`argv` as Hydra's parser takes it: its options first, then the overrides, with the
-    quickstart added when no experiment is named.  Hydra's own parser refuses an option between
-    or after overrides (`grid.p=[0.5] --cfg job`); here an option may stand anywhere."""
-    from hydra._internal.utils import get_args_parser
-
-    if "--version" in argv:
-        return argv
-    try:
-        overrides = list(get_args_parser().parse_intermixed_args(argv).overrides)
-    except SystemExit:  # not Hydra's command line at all: Hydra says why, as it would
-        return argv
-    options, pending = [], list(overrides)
-    for token in argv:
-        if pending and token == pending[0]:
-            pending.pop(0)
-        else:
-            options.append(token)
-    return [*options, *_with_default_experiment(yaml_specials(overrides), asks_help=_asks_help(argv))]
-
-
-def _asks_help(argv: list[str]) -> bool:
-    return any(a in ("--help", "-h", "--hydra-help", "--info", "-i") or a.startswith("--info")
-               for a in argv)
-
-
-def _with_default_experiment(argv: list[str], asks_help: Optional[bool] = None) -> list[str]:
-    """Run the quickstart when the command line names no experiment."""
-    names_one = any(a.lstrip("+~").startswith("experiment=") for a in argv)
-    asks_help = _asks_help(argv) if asks_help is None else asks_help
-    return argv if names_one or asks_help else [*argv, "+experiment=quickstart"]
-
-
-# --------------------------------------------------------------------------------------------
-# Preflight: the whole configuration, checked before Ray starts.
-
-
-def preflight(overrides: list[str], config_name: str = CONFIG_NAME) -> SweepConfig:
-    """The configuration `python -m sweeper OVERRIDES` would run, composed and validated.
-
-    Raises ConfigError naming every problem at once: overrides Hydra cannot parse or merge (types,
-    unknown keys, unknown config group options), each with the field, the value given, what is
-    allowed and the close matches; then everything `validate` checks on the configuration at its
-    `scale`.  Composes in memory only: nothing is written, Ray is not started.  Returns the
-    configuration as given (`run_sweep` applies `scale` itself).
-    """
-    return composed(overrides, config_name)[0]
-
-
-def composed(overrides: list[str], config_name: str = CONFIG_NAME) -> tuple[SweepConfig, DictConfig]:
-    """`preflight`'s configuration and Hydra's own settings of the same composition (`hydra.*`:
-    its logging), so that a plain run composes once."""
-    overrides = _with_default_experiment(yaml_specials(overrides))
-    problems = _path_problems(overrides, config_name) + _number_problems(overrides)
-    if any(problem.startswith("--config-name") for problem in problems):
-        raise ConfigError(problems)
-    overrides = [o for o in overrides if _option_override(o) is None or not _group_escapes(o)]
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    if GlobalHydra.instance().is_initialized():
-        GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="sweeper"):
-        def attempt(candidate: list[str]) -> DictConfig:
-            return compose(config_name=config_name, overrides=candidate, return_hydra_config=True)
-
-        try:
-            raw = attempt(overrides)
-        except Exception:  # noqa: BLE001 - Hydra raises many kinds; each override is retried below
-            # Hydra stops at its first problem: add the overrides one at a time, so every bad one is
-            # named and the good ones are still validated.  Experiments first: they set defaults.
-            accepted: list[str] = []
-            latest: Optional[DictConfig] = None  # the composition of `accepted`, once it has one
-            ordered = sorted(overrides, key=lambda o: not o.lstrip("+~").startswith("experiment="))
-            for override in ordered:
-                try:
-                    latest = attempt([*accepted, override])
-                    accepted.append(override)
-                except Exception as error:  # noqa: BLE001
-                    problems.append(_describe(override, error))
-            raw = latest if latest is not None else attempt([])
-
-    data = OmegaConf.to_container(raw, resolve=False)
-    hydra_cfg = raw.hydra
-    del data["hydra"]
-    problems += _strip_unknown_keys(data, SweepConfig, "")  # `+key=value` appends past the schema
-    try:
-        cfg = to_sweep_config(OmegaConf.create(data))
-    except OmegaConfBaseException as error:  # e.g. an interpolation ${…} that resolves to nothing
-        raise ConfigError([*problems, _omegaconf_problem(error, data)]) from None
-    try:
-        validate(scaled(cfg))
-    except ConfigError as refused:
-        problems += refused.problems
-    if problems:
-        raise ConfigError(problems)
-    return cfg, hydra_cfg
-
-
-def _option_override(override: str) -> Optional[tuple[str, str]]:
-    """(group, value) when `override` picks an option of a config group (`+experiment=NAME`,
-    `dataset=mnist`, `hydra/job_logging=…`), else None."""
-    key, sep, value = override.lstrip("+~").partition("=")
-    group = key.split("@", 1)[0]
-    if sep and ((CONF_DIR / group).is_dir() or group.startswith("hydra/")):
-        return group, value
-    return None
-
-
-def _group_escapes(override: str) -> bool:
-    found = _option_override(override)
-    return found is not None and any(
-        option_problem(found[0], option) for option in _listed(found[1]))
-
-
-def _listed(value: str) -> list[str]:
-    """The options a group override names: one, a list [a,b] or a sweep a,b."""
-    return [part.strip() for part in value.strip("[]").split(",") if part.strip()]
-
-
-def _path_problems(overrides: list[str], config_name: str) -> list[str]:
-    """Config group options and a config name that are paths: Hydra would load a YAML from
-    outside `conf/` (`+experiment=../../../x`)."""
-    problems = []
-    for override in overrides:
-        found = _option_override(override)
-        for option in _listed(found[1]) if found else []:
-            problem = option_problem(found[0], option)
-            if problem:
-                known = sorted(path.stem for path in (CONF_DIR / found[0]).glob("*.yaml"))
-                problems.append(f"{scrub_override(override)}: {problem}"
-                                + (f"; known options are {known}" if known else ""))
-                break
-    if option_problem("--config-name", config_name):
-        problems.append(f"--config-name={config_name}: names a config of the config folder, not "
-                        "a path; give another folder with --config-dir")
-    return problems
-
-
-#: YAML's spellings of the float specials (.inf, -.inf, +.inf, .nan; any case), as conf/'s files
-#: write them; Hydra's override grammar knows only inf and nan, and reads `.inf` as a string.
-_YAML_SPECIAL = re.compile(r"(?<![\w.])([-+]?)\.(inf|nan)(?![\w.])", re.IGNORECASE)
-
-
-def yaml_specials(overrides: list[str]) -> list[str]:
-    """The overrides with YAML's `.inf`/`.nan` in a number field written as Hydra's `inf`/`nan`,
-    so `grid.epsilon=[.inf]` means what it means in an experiment file (Hydra alone refuses it:
-    "Value '.inf' of type 'str' could not be converted to Float").  A string field keeps them."""
-    return [_YAML_SPECIAL.sub(r"\1\2", override) if _takes_numbers(override) else override
-            for override in overrides]
-
-
-def _takes_numbers(override: str) -> bool:
-    """Whether the field `override` sets holds floats: a float, or a list of them."""
-    key, sep, _ = override.lstrip("+~").partition("=")
-    node: Any = SweepConfig
-    for part in key.split("."):
-        if not (sep and dataclasses.is_dataclass(node) and part in _fields(node)):
-            return False
-        node = _fields(node)[part]
-    args = [a for a in typing.get_args(node) if a is not type(None)]  # Optional[…], list[…]
-    return node is float or (len(args) == 1 and args[0] is float)
-
-
-#: A number written with an exponent (1e400, 2.5E-7); bare digits cannot overflow a float here.
-_EXPONENT_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+(?![\w.])")
-
-
-def _number_problems(overrides: list[str]) -> list[str]:
-    """Numbers a 64-bit float cannot hold: Hydra reads 1e400 as inf and 1e-400 as 0 without a
-    word, so a typo would silently run a non-private or a δ = 0 sweep."""
-    import math
-
-    problems = []
-    for override in overrides:
-        for literal in _EXPONENT_NUMBER.findall(override.partition("=")[2]):
-            value = float(literal)
-            mantissa = float(re.split("[eE]", literal)[0])
-            if math.isinf(value):
-                problems.append(f"{scrub_override(override)}: {literal} overflows a 64-bit float "
-                                "(largest ~1.8e308) and would be read as inf; write inf if "
-                                "infinity is meant")
-            elif value == 0 and mantissa != 0:
-                problems.append(f"{scrub_override(override)}: {literal} underflows a 64-bit float "
-                                "(smallest ~4.9e-324) and would be read as 0; write 0 if zero is "
-                                "meant")
-    return problems
-
-
-def _describe(override: str, error: BaseException) -> str:
-    """One line for an override Hydra refused: the field, the value given, what is allowed.
-
-    What the user typed and what Hydra says about it are echoed with URI passwords and
-    credential-like values (…_KEY=, token=) masked: this line lands in terminals and CI logs.
-    """
-    from hydra.errors import MissingConfigException, OverrideParseException
-
-    given = scrub_override(override)
-    if isinstance(error, MissingConfigException) and error.options is not None and error.missing_cfg_file:
-        group, _, option = error.missing_cfg_file.rpartition("/")
-        options = sorted(error.options)
-        return (f"{given}: {group} has no option {option!r}; known options are {options}"
-                f"{did_you_mean(option, options)}")
-    if isinstance(error, OverrideParseException):
-        return (f"{given}: cannot be read ({scrub(error.message.splitlines()[0])}); write "
-                "key=value, a list as key=[a,b], ∞ as inf, a value with spaces, commas or '=' "
-                "in quotes: key='a=b'")
-    cause = error.__cause__
-    if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and getattr(cause, "full_key", None):
-        return f"{given}: {_unknown_key(str(cause.full_key))}"
-    if isinstance(cause, (ValidationError, ConfigTypeError)) and getattr(cause, "full_key", None):
-        key = str(cause.full_key)
-        reason = scrub(str(cause.msg).splitlines()[0])
-        if isinstance(cause, ConfigTypeError):  # "Cannot merge DictConfig with ListConfig"
-            reason = "the value's kind (a mapping, a list or a single value) does not fit"
-        return f"{given}: {reason}; {key} takes {_expected(key)}"
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return f"{given}: " + scrub("; ".join(lines or [type(error).__name__]))
-
-
-def _omegaconf_problem(error: OmegaConfBaseException, data: dict) -> str:
-    """`name='${oops}': Interpolation key 'oops' not found` (the key, its raw value, why)."""
-    key = str(getattr(error, "full_key", None) or "")
-    value: Any = data
-    for part in key.split(".") if key else []:
-        value = value.get(part) if isinstance(value, dict) else None
-    given = f"{key}={value!r}" if key and value is not None else (key or "configuration")
-    return scrub(f"{given}: {str(getattr(error, 'msg', error)).splitlines()[0]}")
-
-
-def _schema_node(path: list[str]) -> Optional[type]:
-    """The dataclass at `path` (keys from the top) of the schema, or None if it is not one."""
-    node: Any = SweepConfig
-    for key in path:
-        hints = _fields(node) if dataclasses.is_dataclass(node) else {}
-        if key not in hints:
-            return None
-        node = hints[key]
-    return node if dataclasses.is_dataclass(node) else None
-
-
-def _is_mapping_field(path: list[str]) -> bool:
-    owner = _schema_node(path[:-1]) if path else None
-    kind = _fields(owner).get(path[-1]) if owner is not None else None
-    return kind is dict or typing.get_origin(kind) is dict
-
-
-def _fields(schema: type) -> dict[str, Any]:
-    hints = typing.get_type_hints(schema)
-    return {f.name: hints[f.name] for f in dataclasses.fields(schema)}
-
-
-def _unknown_key(full_key: str) -> str:
-    """`grid.epsilonn is not a key of the configuration; did you mean 'grid.epsilon'? …`."""
-    parts = full_key.replace("[", ".").replace("]", "").split(".")
-    parent, key = parts[:-1], parts[-1]
-    schema = _schema_node(parent)
-    where = ".".join(parent) or "the top level"
-    if schema is None:
-        if _is_mapping_field(parent):  # a free mapping (cluster.runtime_env): Hydra wants a +
-            return (f"{where} is a mapping without {key!r} yet: add the key with "
-                    f"+{full_key}=…, or give the whole mapping with ++{where}={{…}}")
-        return f"{full_key} is not a key of the configuration"
-    known = list(_fields(schema))
-    prefix = "".join(f"{p}." for p in parent)
-    return (f"{full_key} is not a key of the configuration"
-            f"{did_you_mean(key, known, prefix)}; {where} takes {known}")
-
-
-def _expected(full_key: str) -> str:
-    """What the schema takes at `full_key` ('grid.epsilon[0]'), in words."""
-    parts = full_key.replace("[", ".[").split(".")
-    node: Any = SweepConfig
-    for part in parts:
-        if part.startswith("["):
-            args = typing.get_args(node)
-            node = args[0] if args else Any
-        elif dataclasses.is_dataclass(node) and part in _fields(node):
-            node = _fields(node)[part]
-        else:
-            return "a value of the schema's type"
-    return _type_words(node)
-
-
-def _type_words(kind: Any) -> str:
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin is typing.Union and type(None) in args:
-        inner = [a for a in args if a is not type(None)]
-        return f"{_type_words(inner[0])} or null"
-    if origin is list:
-        element = _type_words(args[0]) if args else "values"
-        plural = {"an integer": "integers", "a number": "numbers (inf allowed)",
-                  "a string": "strings", "true or false": "booleans"}.get(element, element)
-        return f"a list of {plural}, e.g. [a,b]"
-    if origin is dict or kind is dict:
-        return "a mapping, e.g. {key: value}"
-    if dataclasses.is_dataclass(kind):
-        return f"a mapping with keys {list(_fields(kind))}"
-    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
-        kind, getattr(kind, "__name__", str(kind)))
-
-
-def _strip_unknown_keys(data: dict, schema: type, prefix: str) -> list[str]:
-    """Remove keys the schema does not have (added with `+key=…`), one problem for each."""
-    problems = []
-    fields = _fields(schema)
-    for key in list(data):
-        kind = fields.get(str(key))
-        if kind is None:
-            problems.append(f"+{prefix}{key}={data.pop(key)!r}: {_unknown_key(prefix + str(key))}")
-        elif dataclasses.is_dataclass(kind) and isinstance(data[key], dict):
-            problems += _strip_unknown_keys(data[key], kind, f"{prefix}{key}.")
-    return problems
-
-
-def _only_prints(args: Any) -> bool:
-    """Help, info, the config printed, shell completion: nothing runs, nothing to refuse."""
-    return bool(args.help or args.hydra_help or args.info or args.cfg or args.shell_completion
-                or args.experimental_rerun)
-
-
-def _preflight_jobs(args: Any) -> list[str]:
-    """Every problem of the command line: of its one run, or of each job of a --multirun."""
-    if not args.multirun:
-        try:
-            preflight(args.overrides, args.config_name or CONFIG_NAME)
-        except ConfigError as refused:
-            return refused.problems
-        return []
-    # --multirun: each job of the sweep (a=1,2 b=x,y → four) is composed and checked here, so a bad
-    # job is refused before the first one starts.  Sweeps the basic sweeper cannot expand (glob,
-    # interval) are left to Hydra; run_sweep validates each job again before its Ray starts.
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-
-    try:
-        parsed = OverridesParser.create().parse_overrides(args.overrides)
-        jobs = BasicSweeper.split_arguments(parsed, None)[0]
-    except OverrideParseException as error:
-        return [_describe(error.override, error)]
-    except Exception:  # noqa: BLE001
-        return []
-    swept = {o.get_key_element() for o in parsed if o.is_sweep_override()}
-    found: list[list[str]] = []
-    for job in jobs:
-        try:
-            preflight(job, args.config_name or CONFIG_NAME)
-            found.append([])
-        except ConfigError as refused:
-            found.append(refused.problems)
-    everywhere = set.intersection(*(set(p) for p in found)) if found else set()
-    problems = [p for p in found[0] if p in everywhere] if found else []
-    for index, (job, job_problems) in enumerate(zip(jobs, found)):
-        label = " ".join(o for o in job if o.split("=", 1)[0] in swept)
-        problems += [f"job #{index} ({label}): {p}" for p in job_problems if p not in everywhere]
-    return problems
-
-
-def check_command_line(argv: list[str]) -> list[str]:
-    """The problems of the configuration this command line would run ([] when there are none, or
-    when it only prints: --help, --info, --cfg …; or names another config tree with -cp/-cd,
-    which run_sweep still validates)."""
-    if "--version" in argv:
-        return []
-    from hydra._internal.utils import get_args_parser
-
-    args = get_args_parser().parse_args(argv)
-    if _only_prints(args) or args.config_path or args.config_dir:
-        return []
-    return _preflight_jobs(args)
 
 
 def cli(argv: Optional[list[str]] = None) -> None:

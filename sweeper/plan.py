@@ -22,7 +22,7 @@ from jobs.policies import POLICIES
 from jobs.queries import QUERIES
 from jobs.training import TrainSettings
 from sweeper.bounds import epsilon_for_precision
-from sweeper.config import SweepConfig, sampling_rates
+from sweeper.config.schema import GridConfig, SweepConfig
 from sweeper.formats import format_epsilon
 
 #: Bump when the meaning of stored artifacts changes, so old ones are not reused.
@@ -383,3 +383,15 @@ def ask_models(question: Optional[tuple[str, dict[str, Any]]], model_keys: tuple
     for spec in specs:
         queries.setdefault(spec.key, spec)
     return tuple(spec.key for spec in specs)
+
+
+def sampling_rates(grid: GridConfig) -> list[float]:
+    """The grid's p values: `grid.p`, or 1/(1 + γ) for each `grid.gamma`."""
+    return [float(p) for p in grid.p] if grid.p else [1.0 / (1.0 + g) for g in grid.gamma]
+
+
+def grid_axes(grid: GridConfig) -> dict[str, int]:
+    """The number of values on each axis of the grid, as the planner crosses them."""
+    return {"ε": len(grid.epsilon) or len(grid.precision_target), "δ": len(grid.delta),
+            "p": len(grid.p) or len(grid.gamma), "attack": len(grid.attack),
+            "policy": len(grid.policy), "trial": len(grid.trial)}

@@ -1,6 +1,6 @@
 """Malformed configurations are refused before Ray starts: one message, every problem, exit code 2.
 
-Each case is a command line (Hydra overrides) run through `sweeper.__main__.preflight`, the check
+Each case is a command line (Hydra overrides) run through `sweeper.preflight.preflight`, the check
 `python -m sweeper` makes before anything else.  Each refusal must name the field, the value given
 and what is allowed (or the close matches), and leave nothing behind: the sweep's store folder is
 never created, and no MLflow database appears.  A few cases run the real command as a subprocess.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.__main__ import preflight
 from sweeper.config import ConfigError, SweepConfig
+from sweeper.preflight import preflight
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = sorted(path.stem for path in (REPO / "conf" / "experiment").glob("*.yaml"))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,7 +90,7 @@ def test_close_matches_are_offered_for_typos_and_prefixes():
 
 
 def test_the_grid_is_counted_as_the_planner_crosses_it():
-    from sweeper.config import grid_axes
+    from sweeper.plan import grid_axes
 
     cfg = SweepConfig()
     assert grid_axes(cfg.grid) == {"ε": 3, "δ": 1, "p": 3, "attack": 4, "policy": 1, "trial": 1}
@@ -130,3 +133,29 @@ def test_credentials_are_masked_in_every_message():
     text = "\n".join(found)
     assert "hunter2" not in text and "token123" not in text and "tok'" not in text
     assert "https://***@mlflow.example" in text and "s3://AKIA:***@bucket/runs?session_token=***" in text
+
+
+def test_importing_the_config_imports_no_heavy_library():
+    """The schema and the checks are read by the command line before it knows there is work:
+    torch, matplotlib, Ray and MLflow are imported only by the checks or stages that use them."""
+    heavy = ("torch", "matplotlib", "ray", "mlflow")
+    code = ("import sys, sweeper.config; "
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    root = Path(__file__).resolve().parents[1]
+    shown = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": str(root)}, check=True)
+    assert shown.stdout.strip() == "[]", shown.stdout + shown.stderr
+
+
+def test_the_sections_checks_list_what_validate_refuses():
+    from sweeper.config.checks import SECTIONS, find_problems
+
+    assert find_problems(SweepConfig()) == []
+    cfg = SweepConfig()
+    cfg.train.epochs, cfg.cluster.dashboard_port = 0, 70000
+    found = find_problems(cfg)
+    assert len(found) == 2 and found[0].startswith("train.epochs=0") and "dashboard_port" in found[1]
+    with pytest.raises(ConfigError) as refused:
+        validate(cfg)
+    assert refused.value.problems == found
+    assert len(SECTIONS) == len({check.__name__ for check in SECTIONS})

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.config import sampling_rates
+from sweeper.plan import sampling_rates
 from sweeper.runner import run_sweep
 from sweeper.scale import scaled
 

@@ -242,7 +242,7 @@ def test_a_sweep_with_four_models_per_task_gives_the_same_table(ray_local, make_
 
 @pytest.mark.parametrize("value", ["0", "2.5", "two", "[4]"])
 def test_the_command_line_refuses_a_bad_k_naming_the_field(value, tmp_path):
-    from sweeper.__main__ import preflight
+    from sweeper.preflight import preflight
 
     with pytest.raises(ConfigError) as refused:
         preflight([f"train.models_per_task={value}", f"store.root={tmp_path / 'runs'}"])

@@ -17,7 +17,7 @@ from typing import Callable
 import pytest
 from mlflow import MlflowClient
 
-from sweeper.__main__ import _report
+from sweeper.summary import print_summary
 from sweeper.runner import run_sweep
 from sweeper.sync import main as sync_main
 from sweeper.sync import sync
@@ -105,7 +105,7 @@ def test_database_deleted_mid_sweep_ends_with_how_to_backfill(ray_local, make_ti
     assert result.tracking_warning is not None
 
     capsys.readouterr()
-    _report(result)
+    print_summary(result)
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert "mlflow ui" not in last and "tracking failed" in last, last
     # The line's command, run as printed, backfills MLflow: every cell has its run again.

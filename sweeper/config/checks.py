@@ -1,8 +1,12 @@
-"""The sweep's configuration schema and its validation.
+"""The checks a sweep's configuration must pass before any work starts, section by section.
 
-The dataclasses are registered with Hydra's ConfigStore as the schema of `conf/config.yaml`, so
-types and unknown keys are caught while Hydra composes; `validate` then checks what types cannot
-express (ranges, names, combinations) and reports every problem at once, before any work starts.
+Types and unknown keys are caught by the schema while Hydra composes (`sweeper.config.schema`);
+these checks cover what types cannot express (ranges, names, combinations).  Each section of the
+configuration has one named check (`SECTIONS`); `find_problems` runs them all and returns every
+problem at once, `validate` refuses a configuration that has any.
+
+Cheap to import: what a check needs from torch (building a network, looking for a GPU), the
+planner, the store or the reports is imported inside that check.
 """
 
 from __future__ import annotations
@@ -12,24 +16,17 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
-from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
-
-from jobs.attacks import ATTACKS, AttackSettings
+from jobs.attacks import ATTACKS
 from jobs.datasets import IMAGE_DATASETS, LOADERS, pool_records
-from jobs.models import ARCHITECTURES, MEMBERSHIP_MECHANISM, MODEL_NAMES, build_model
-from jobs.policies import CALIBRATED, OBJECTIVES, POLICIES, QUANTILE_MAX, CalibrationSettings
-from jobs.training import PRECISIONS
+from jobs.policies import CALIBRATED, OBJECTIVES, POLICIES
 from sweeper.bounds import BOUND_FORMS, epsilon_for_precision
+from sweeper.config.schema import GridConfig, SweepConfig, TaskResources
 from sweeper.credentials import (looks_secret, redact, tracking_uri_problem, uri_credentials,
                                  value_credentials)
 from sweeper.paths import folder_problem, name_problem
-from sweeper.reports import REPORTS
-from sweeper.store import is_uri
 
 #: Attacks that read an exact mechanism's release rather than a network's logits.
 MECHANISM_ATTACKS = tuple(name for name, attack in ATTACKS.items() if attack.reads_release)
@@ -55,186 +52,6 @@ RUNTIME_ENV_KEYS = ("working_dir", "py_modules", "py_executable", "pip", "uv", "
                     "worker_process_setup_hook", "nsight", "mpi")
 
 
-@dataclass
-class DatasetConfig:
-    name: str = "mnist_subset"
-    data_dir: str = "~/.cache/sweeper/data"
-    download: bool = True
-    # Records held out for test accuracy; never in any pool.
-    test_size: int = 1000
-    # Use only the first `pool_size` records of the training split as the pool (null: all).
-    pool_size: Optional[int] = None
-    # Instead of pool_size: a model sampled at rate p draws from the first members/p records, so
-    # its training set has `members` records on average (Jayaraman et al.'s 10 000).
-    members: Optional[int] = None
-    # The attack is evaluated on the first `eval_records` records of the pool (Thudi et al.: 1000).
-    eval_records: int = 1000
-    # What one record looks like and how many classes there are: the models are built from it,
-    # and `synthetic` data (deterministic, learnable) of exactly this shape can stand in.
-    input_shape: list[int] = field(default_factory=lambda: [1, 28, 28])
-    num_classes: int = 10
-    synthetic: bool = False
-
-
-@dataclass
-class ModelConfig:
-    name: str = "mnist_cnn"
-
-
-@dataclass
-class TrainConfig:
-    epochs: int = 15
-    # Expected batch size; DP-SGD samples each record per step with rate batch_size / |D|.
-    batch_size: int = 128
-    lr: float = 0.05
-    momentum: float = 0.9
-    max_grad_norm: float = 1.0
-    accountant: str = "rdp"
-    device: str = "auto"
-    # "sgd" (with `momentum`; Thudi et al.) or "adam" (DP-Adam; Jayaraman et al.).
-    optimizer: str = "sgd"
-    # Test accuracy after every k-th epoch and after the last (0: the last only, cheapest);
-    # best_test_accuracy is the best of those, so the fixed-bound reports keep 1.
-    eval_every: int = 1
-    # K: models trained together in one Ray task (`jobs.stacked`), which asks for K times
-    # resources.train.  An integer ≥ 1, or auto: 1 on a CPU (measured: README, "K models per
-    # task"), 16 for linear stacks (tanh_mlp64, logistic_regression, relu_mlp256x2) trained on
-    # a GPU.  Only models of one architecture, recipe, ε and pool share a task; a model's key
-    # does not depend on K.
-    models_per_task: Any = "auto"
-    # torch.compile the training step's forward pass (one model per task: it turns stacking off).
-    # Off: on this CPU it does not pay (README).  Not part of the model's key.
-    compile: bool = False
-    # fp32, or bf16: forward passes under bfloat16 autocast; per-sample norms, clipped sums and
-    # the optimizer stay in fp32.  It changes the model, so it is part of the model's key.
-    precision: str = "fp32"
-
-
-@dataclass
-class GridConfig:
-    epsilon: list[float] = field(default_factory=lambda: [1.0, 8.0, math.inf])
-    delta: list[float] = field(default_factory=lambda: [1e-5])
-    p: list[float] = field(default_factory=lambda: [0.2, 0.5, 0.8])
-    attack: list[str] = field(default_factory=lambda: ["lira_online", "lira_offline", "loss", "always_member"])
-    policy: list[str] = field(default_factory=lambda: [QUANTILE_MAX])
-    trial: list[int] = field(default_factory=lambda: [0])
-    # Instead of `p`: non-members per member (Jayaraman et al.), p = 1/(1 + γ) for each.
-    gamma: list[float] = field(default_factory=list)
-    # Instead of `epsilon`: fixed bounds β (Thudi et al. §4.3); each p gets the ε whose bound U at
-    # (p, δ, tpr_floor) is β, solved by the planner (`sweeper.bounds.epsilon_for_precision`).
-    precision_target: list[float] = field(default_factory=list)
-
-
-@dataclass
-class ShadowConfig:
-    # Shadow models per ε, trained at p = 0.5 with complementary pairs of masks, so every record
-    # is IN for exactly half of them (Carlini et al.'s balanced design). Must be even.
-    count: int = 8
-    p: float = 0.5
-    # false: shadows draw from the target's pool, so the attack knows the population the target
-    # was sampled from (Carlini et al.'s LiRA setting, the stronger adversary).  true: shadows
-    # train on records past every target's pool, records no target can ever see (Jayaraman et
-    # al.'s disjoint shadow data); calibration and Shokri/Morgan then learn from the shadows'
-    # outputs on their own records.  Needs dataset.members or dataset.pool_size; not for LiRA.
-    disjoint_data: bool = False
-
-
-@dataclass
-class MetricsConfig:
-    # Floor on the TPR s in the bound's δ-term (Thudi et al. 2024 §4.3 use 0.01).
-    tpr_floor: float = 0.01
-    # The bound's δ-term: "derived" (valid for every p; see README) or "printed" (as in the paper).
-    bound_form: str = "derived"
-    # A cell is flagged as a violation when the data prove, at this level (one-sided, corrected
-    # for the thresholds searched), a precision above the bound or an ε above the claimed one.
-    violation_alpha: float = 0.001
-    # epsilon_audit and epsilon_audit_rates are one-sided claims at this level, corrected for
-    # the thresholds searched: an attack at exactly ε proves more than ε at most this often.
-    audit_alpha: float = 0.05
-
-
-@dataclass
-class StoreConfig:
-    root: str = "runs"
-
-
-@dataclass
-class TrackingConfig:
-    # MLflow tracking URI; null means a SQLite file under store.root.
-    uri: Optional[str] = None
-    experiment: str = "sweeper"
-
-
-@dataclass
-class ClusterConfig:
-    # Address of an existing Ray cluster ("auto", "ray://host:10001", …); null starts local Ray.
-    address: Optional[str] = None
-    num_cpus: Optional[int] = None
-    include_dashboard: bool = True
-    dashboard_host: str = "127.0.0.1"
-    dashboard_port: int = 8265
-    # A Ray runtime environment for every task, passed to ray.init (e.g. {working_dir: ., excludes:
-    # [runs]}).  It shows in the Ray dashboard: credentials belong on the nodes, not in env_vars.
-    runtime_env: dict[str, Any] = field(default_factory=dict)
-    # Ship this checkout's `sweeper` and `jobs` packages to the workers (runtime_env py_modules),
-    # for clusters whose nodes do not have the project installed, or have an older copy.
-    ship_project: bool = False
-    # Seconds to wait for `address` to answer before the sweep is refused (exit 2, nothing
-    # written): Ray itself retries an address where nothing listens without end.
-    connect_timeout_s: float = 30.0
-
-
-@dataclass
-class TaskResources:
-    num_cpus: float = 1.0
-    num_gpus: float = 0.0
-    max_retries: int = 3
-
-
-@dataclass
-class ResourcesConfig:
-    train: TaskResources = field(default_factory=TaskResources)
-    attack: TaskResources = field(default_factory=lambda: TaskResources(num_cpus=1.0))
-
-
-@dataclass
-class SweepConfig:
-    name: str = "quickstart"
-    seed: int = 0
-    # "smoke" shrinks grid, epochs, shadows and records without changing the experiment's shape.
-    scale: str = "full"
-    # The figures this experiment draws besides the frontier (`sweeper.reports`).
-    report: str = "frontier"
-    # A sweep whose grid has more cells (ε × δ × p × attack × policy × trial) is refused: raise it
-    # on purpose, not by a typo in a grid axis.
-    max_cells: int = 20000
-    dataset: DatasetConfig = field(default_factory=DatasetConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    grid: GridConfig = field(default_factory=GridConfig)
-    shadow: ShadowConfig = field(default_factory=ShadowConfig)
-    attack: AttackSettings = field(default_factory=AttackSettings)
-    calibration: CalibrationSettings = field(default_factory=CalibrationSettings)
-    metrics: MetricsConfig = field(default_factory=MetricsConfig)
-    store: StoreConfig = field(default_factory=StoreConfig)
-    tracking: TrackingConfig = field(default_factory=TrackingConfig)
-    cluster: ClusterConfig = field(default_factory=ClusterConfig)
-    resources: ResourcesConfig = field(default_factory=ResourcesConfig)
-
-
-#: What the grid's axes of names take, from the registries the validation checks against.
-#: `--help` shows them (conf/config.yaml's footer reads `${sweeper_grid_values:attack}`), so the
-#: help cannot drift from the code: the `attack:` config group names settings files (lira, …),
-#: not the grid's values (lira_online, …).
-GRID_VALUES = {"attack": lambda: list(ATTACKS), "policy": lambda: list(POLICIES)}
-
-
-def register_schema() -> None:
-    ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)
-    OmegaConf.register_new_resolver(
-        "sweeper_grid_values", lambda axis: ", ".join(GRID_VALUES[axis]()), replace=True)
-
-
 class ConfigError(ValueError):
     """Every problem found in a configuration, one per line."""
 
@@ -243,18 +60,12 @@ class ConfigError(ValueError):
         super().__init__("invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
-def to_sweep_config(cfg: DictConfig | SweepConfig) -> SweepConfig:
-    if isinstance(cfg, SweepConfig):
-        return cfg
-    merged = OmegaConf.merge(OmegaConf.structured(SweepConfig), cfg)
-    return OmegaConf.to_object(merged)  # type: ignore[return-value]
-
-
+#: How a check reports: `check(ok, message)` records `message` when `ok` is false.
 Check = Callable[[bool, str], None]
 
 
-def validate(cfg: SweepConfig) -> None:
-    """Raise ConfigError naming every problem (field, value, what is allowed).
+def find_problems(cfg: SweepConfig) -> list[str]:
+    """Every problem of `cfg` (field, value, what is allowed), section by section; [] if none.
 
     Pure but for three looks at this machine: whether `store.root` could be written (a probe
     folder is made and removed: nothing is left), whether it has the GPU that local Ray would
@@ -266,10 +77,14 @@ def validate(cfg: SweepConfig) -> None:
         if not ok:
             problems.append(message)
 
-    for section in (_check_names, _check_dataset, _check_grid_section, _check_shadow_and_attack,
-                    _check_policy_and_metrics, _check_train, _check_resources, _check_cluster,
-                    _check_store, _check_tracking):
+    for section in SECTIONS:
         section(cfg, check)
+    return problems
+
+
+def validate(cfg: SweepConfig) -> None:
+    """Raise ConfigError naming every problem `find_problems` finds."""
+    problems = find_problems(cfg)
     if problems:
         raise ConfigError(problems)
 
@@ -295,7 +110,11 @@ def _unknown(field_name: str, value: object, known: Iterable[str], what: str) ->
     return f"{field_name}={value!r}: unknown; known {what} are {known}{did_you_mean(value, known)}"
 
 
-def _check_names(cfg: SweepConfig, check: Check) -> None:
+def check_top_level(cfg: SweepConfig, check: Check) -> None:
+    """The top level: the sweep's name, the dataset, model, scale and report it names, its seed."""
+    from jobs.models import MODEL_NAMES  # torch: only when validating
+    from sweeper.reports import REPORTS
+
     bad_name = name_problem("name", cfg.name)
     check(bad_name is None, bad_name or "")
     check(cfg.dataset.name in LOADERS,
@@ -307,7 +126,10 @@ def _check_names(cfg: SweepConfig, check: Check) -> None:
     check(cfg.seed >= 0, f"seed={cfg.seed}: must be ≥ 0 (it seeds NumPy's generators)")
 
 
-def _check_dataset(cfg: SweepConfig, check: Check) -> None:
+def check_dataset(cfg: SweepConfig, check: Check) -> None:
+    """`dataset`: record shape and classes (the model must build on them), sizes of the pool."""
+    from jobs.models import MEMBERSHIP_MECHANISM
+
     data = cfg.dataset
     _check_mechanism_pairing(cfg, check)
     shape_ok = len(data.input_shape) > 0 and all(d > 0 for d in data.input_shape)
@@ -346,7 +168,7 @@ def _check_dataset(cfg: SweepConfig, check: Check) -> None:
 def _whole_pool(cfg: SweepConfig) -> Optional[int]:
     """Records in the pool when neither dataset.pool_size nor dataset.members cuts it: the
     synthetic stand-in's, or the dataset's (None when it is not known without loading it)."""
-    from sweeper.plan import STAND_IN_POOL  # the planner imports this module
+    from sweeper.plan import STAND_IN_POOL  # torch, with the planner: only when validating
 
     if cfg.dataset.synthetic:
         return STAND_IN_POOL
@@ -358,7 +180,7 @@ def _check_pdtp_members(cfg: SweepConfig, check: Check) -> None:
     PDTP target must hold that many.  Its membership mask is drawn from a seed the plan fixes,
     so the count is known exactly here, before anything trains."""
     from jobs.training import draw_mask
-    from sweeper.plan import pool_size_for, seed_from
+    from sweeper.plan import pool_size_for, sampling_rates, seed_from
 
     if "pdtp" not in cfg.grid.attack or cfg.attack.pdtp_records < 1:
         return
@@ -378,8 +200,11 @@ def _check_pdtp_members(cfg: SweepConfig, check: Check) -> None:
                 return
 
 
-def _check_grid_section(cfg: SweepConfig, check: Check) -> None:
-    _check_grid(cfg.grid, check, cfg)
+def check_grid(cfg: SweepConfig, check: Check) -> None:
+    """`grid` and `max_cells`: every axis's values, and the number of cells they cross into."""
+    from sweeper.plan import grid_axes  # torch, with the planner: only when validating
+
+    _check_grid_axes(cfg.grid, check, cfg)
     check(cfg.max_cells >= 1, f"max_cells={cfg.max_cells}: must be ≥ 1")
     axes = grid_axes(cfg.grid)
     cells = math.prod(axes.values())
@@ -390,14 +215,8 @@ def _check_grid_section(cfg: SweepConfig, check: Check) -> None:
                      "counted with every policy, an upper bound for PDTP, which has no policy")
 
 
-def grid_axes(grid: GridConfig) -> dict[str, int]:
-    """The number of values on each axis of the grid, as the planner crosses them."""
-    return {"ε": len(grid.epsilon) or len(grid.precision_target), "δ": len(grid.delta),
-            "p": len(grid.p) or len(grid.gamma), "attack": len(grid.attack),
-            "policy": len(grid.policy), "trial": len(grid.trial)}
-
-
-def _check_shadow_and_attack(cfg: SweepConfig, check: Check) -> None:
+def check_shadows_and_attacks(cfg: SweepConfig, check: Check) -> None:
+    """`shadow` and `attack`: shadow pairs, each attack's settings, PDTP's members."""
     check(cfg.shadow.count >= 2 and cfg.shadow.count % 2 == 0,
           f"shadow.count={cfg.shadow.count}: must be an even number ≥ 2 (complementary mask pairs)")
     check(0 < cfg.shadow.p < 1, f"shadow.p={cfg.shadow.p}: must be in (0, 1)")
@@ -437,7 +256,8 @@ def _check_shadow_and_attack(cfg: SweepConfig, check: Check) -> None:
         check(value >= 0, f"attack.{key}={value}: must be ≥ 0 (it seeds NumPy's generators)")
 
 
-def _check_policy_and_metrics(cfg: SweepConfig, check: Check) -> None:
+def check_policies_and_metrics(cfg: SweepConfig, check: Check) -> None:
+    """`calibration` and `metrics`: the threshold policy's objective and rates, the bound's form."""
     check(0 < cfg.metrics.tpr_floor <= 1,
           f"metrics.tpr_floor={cfg.metrics.tpr_floor}: must be in (0, 1]")
     check(cfg.calibration.objective in OBJECTIVES,
@@ -458,7 +278,10 @@ def _check_policy_and_metrics(cfg: SweepConfig, check: Check) -> None:
           _unknown("metrics.bound_form", cfg.metrics.bound_form, BOUND_FORMS, "forms"))
 
 
-def _check_train(cfg: SweepConfig, check: Check) -> None:
+def check_train(cfg: SweepConfig, check: Check) -> None:
+    """`train`: the DP-SGD recipe, accountant, K models per task, precision and device."""
+    from jobs.training import PRECISIONS
+
     train = cfg.train
     check(train.epochs >= 1, f"train.epochs={train.epochs}: must be ≥ 1")
     check(train.batch_size >= 1, f"train.batch_size={train.batch_size}: must be ≥ 1")
@@ -497,7 +320,8 @@ def _local_accelerator(kind: str) -> bool:
     return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
 
 
-def _check_resources(cfg: SweepConfig, check: Check) -> None:
+def check_resources(cfg: SweepConfig, check: Check) -> None:
+    """`resources`: what each Ray task asks for, and whether local Ray could grant it."""
     for role in ("train", "attack"):
         res: TaskResources = getattr(cfg.resources, role)
         for kind, least in (("num_cpus", "> 0"), ("num_gpus", "≥ 0")):
@@ -515,7 +339,8 @@ def _check_resources(cfg: SweepConfig, check: Check) -> None:
                   "point cluster.address at a cluster with GPUs")
 
 
-def _check_cluster(cfg: SweepConfig, check: Check) -> None:
+def check_cluster(cfg: SweepConfig, check: Check) -> None:
+    """`cluster`: the Ray address, dashboard and runtime environment (no credentials in it)."""
     cluster = cfg.cluster
     if cluster.address is not None:
         address = cluster.address
@@ -563,7 +388,10 @@ def _check_runtime_env(env: Any, check: Check) -> None:
               "setup, see deploy/README.md) or a secret store the tasks read")
 
 
-def _check_store(cfg: SweepConfig, check: Check) -> None:
+def check_store(cfg: SweepConfig, check: Check) -> None:
+    """`store.root`: a writable folder or a supported URI without credentials."""
+    from sweeper.store import is_uri
+
     root = cfg.store.root
     if not root.strip():
         check(False, "store.root='': give a folder or a URI (file://, s3://, gs://)")
@@ -594,7 +422,8 @@ def _check_local_store(path: str, given: str, check: Check) -> None:
     check(problem is None, problem or "")
 
 
-def _check_tracking(cfg: SweepConfig, check: Check) -> None:
+def check_tracking(cfg: SweepConfig, check: Check) -> None:
+    """`tracking`: the MLflow experiment's name and a tracking URI without credentials."""
     tracking = cfg.tracking
     check(tracking.experiment.strip() != "",
           "tracking.experiment='': give the MLflow experiment's name (default 'sweeper')")
@@ -612,6 +441,8 @@ def _check_tracking(cfg: SweepConfig, check: Check) -> None:
 def _check_model_fits_records(cfg: SweepConfig, check: Check) -> None:
     """Build the network once on the dataset's record shape: an image CNN on tabular records, or
     a record too small for its convolutions, is refused here rather than in a worker."""
+    from jobs.models import ARCHITECTURES
+
     if cfg.model.name not in ARCHITECTURES or any(d <= 0 for d in cfg.dataset.input_shape):
         return
     shape = tuple(cfg.dataset.input_shape)
@@ -628,6 +459,8 @@ def _check_model_fits_records(cfg: SweepConfig, check: Check) -> None:
 
 
 def _build_error(model: str, shape: tuple[int, ...], num_classes: int) -> Optional[str]:
+    from jobs.models import build_model
+
     try:
         build_model(model, shape, num_classes)
     except (RuntimeError, ValueError, TypeError) as error:
@@ -637,6 +470,8 @@ def _build_error(model: str, shape: tuple[int, ...], num_classes: int) -> Option
 
 def _check_targets_reachable(grid: GridConfig, cfg: SweepConfig, check: Check) -> None:
     """Every (β, p, δ) of a fixed-bound grid must have an ε; the planner's error says why not."""
+    from sweeper.plan import sampling_rates
+
     for target in grid.precision_target:
         for prior in sampling_rates(grid):
             for delta in grid.delta:
@@ -649,13 +484,10 @@ def _check_targets_reachable(grid: GridConfig, cfg: SweepConfig, check: Check) -
                     check(False, f"grid.precision_target: {target} at p={prior:g}, δ={delta:g}: {error}")
 
 
-def sampling_rates(grid: GridConfig) -> list[float]:
-    """The grid's p values: `grid.p`, or 1/(1 + γ) for each `grid.gamma`."""
-    return [float(p) for p in grid.p] if grid.p else [1.0 / (1.0 + g) for g in grid.gamma]
-
-
 def _check_mechanism_pairing(cfg: SweepConfig, check: Check) -> None:
     """The exact mechanism reads membership bits only, and only its own attack reads its output."""
+    from jobs.models import MEMBERSHIP_MECHANISM, MODEL_NAMES
+
     exact = cfg.model.name == MEMBERSHIP_MECHANISM
     bits = cfg.dataset.name == "membership_bits"
     check(exact == bits or cfg.model.name not in MODEL_NAMES or cfg.dataset.name not in LOADERS,
@@ -670,7 +502,9 @@ def _check_mechanism_pairing(cfg: SweepConfig, check: Check) -> None:
                        f"{sorted(MECHANISM_ATTACKS)} only attack {MEMBERSHIP_MECHANISM!r}"))
 
 
-def _check_grid(grid: GridConfig, check: Check, cfg: SweepConfig) -> None:
+def _check_grid_axes(grid: GridConfig, check: Check, cfg: SweepConfig) -> None:
+    from sweeper.plan import sampling_rates
+
     for axis in ("delta", "attack", "policy", "trial"):
         check(len(getattr(grid, axis)) > 0, f"grid.{axis}: must list at least one value")
     for axis in ("epsilon", "delta", "p", "attack", "policy", "trial", "gamma", "precision_target"):
@@ -702,3 +536,10 @@ def _check_grid(grid: GridConfig, check: Check, cfg: SweepConfig) -> None:
                                   f"{list(POLICIES)}{did_you_mean(policy, POLICIES)}")
     for trial in grid.trial:
         check(trial >= 0, f"grid.trial: {trial} must be ≥ 0")
+
+
+#: The checks `find_problems` runs, one per section of the configuration, in this order.
+SECTIONS: tuple[Callable[[SweepConfig, Check], None], ...] = (
+    check_top_level, check_dataset, check_grid, check_shadows_and_attacks,
+    check_policies_and_metrics, check_train, check_resources, check_cluster, check_store,
+    check_tracking)

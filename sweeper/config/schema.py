@@ -1,0 +1,217 @@
+"""The sweep's configuration schema: what `conf/config.yaml` composes into.
+
+Dataclasses only, and cheap to import: the command line, the planner and the tests read the
+schema without paying for torch, Ray, MLflow or matplotlib (the attacks' and policies' settings
+come from `jobs.attacks` and `jobs.policies`, which bring NumPy and SciPy).  `register_schema`
+hands it to Hydra's ConfigStore, so types and unknown keys are caught while Hydra composes; what
+types cannot express (ranges, names, combinations) is checked in `sweeper.config.checks`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
+
+from jobs.attacks import ATTACKS, AttackSettings
+from jobs.policies import POLICIES, QUANTILE_MAX, CalibrationSettings
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+
+@dataclass
+class DatasetConfig:
+    name: str = "mnist_subset"
+    data_dir: str = "~/.cache/sweeper/data"
+    download: bool = True
+    # Records held out for test accuracy; never in any pool.
+    test_size: int = 1000
+    # Use only the first `pool_size` records of the training split as the pool (null: all).
+    pool_size: Optional[int] = None
+    # Instead of pool_size: a model sampled at rate p draws from the first members/p records, so
+    # its training set has `members` records on average (Jayaraman et al.'s 10 000).
+    members: Optional[int] = None
+    # The attack is evaluated on the first `eval_records` records of the pool (Thudi et al.: 1000).
+    eval_records: int = 1000
+    # What one record looks like and how many classes there are: the models are built from it,
+    # and `synthetic` data (deterministic, learnable) of exactly this shape can stand in.
+    input_shape: list[int] = field(default_factory=lambda: [1, 28, 28])
+    num_classes: int = 10
+    synthetic: bool = False
+
+
+@dataclass
+class ModelConfig:
+    name: str = "mnist_cnn"
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 15
+    # Expected batch size; DP-SGD samples each record per step with rate batch_size / |D|.
+    batch_size: int = 128
+    lr: float = 0.05
+    momentum: float = 0.9
+    max_grad_norm: float = 1.0
+    accountant: str = "rdp"
+    device: str = "auto"
+    # "sgd" (with `momentum`; Thudi et al.) or "adam" (DP-Adam; Jayaraman et al.).
+    optimizer: str = "sgd"
+    # Test accuracy after every k-th epoch and after the last (0: the last only, cheapest);
+    # best_test_accuracy is the best of those, so the fixed-bound reports keep 1.
+    eval_every: int = 1
+    # K: models trained together in one Ray task (`jobs.stacked`), which asks for K times
+    # resources.train.  An integer ≥ 1, or auto: 1 on a CPU (measured: README, "K models per
+    # task"), 16 for linear stacks (tanh_mlp64, logistic_regression, relu_mlp256x2) trained on
+    # a GPU.  Only models of one architecture, recipe, ε and pool share a task; a model's key
+    # does not depend on K.
+    models_per_task: Any = "auto"
+    # torch.compile the training step's forward pass (one model per task: it turns stacking off).
+    # Off: on this CPU it does not pay (README).  Not part of the model's key.
+    compile: bool = False
+    # fp32, or bf16: forward passes under bfloat16 autocast; per-sample norms, clipped sums and
+    # the optimizer stay in fp32.  It changes the model, so it is part of the model's key.
+    precision: str = "fp32"
+
+
+@dataclass
+class GridConfig:
+    epsilon: list[float] = field(default_factory=lambda: [1.0, 8.0, math.inf])
+    delta: list[float] = field(default_factory=lambda: [1e-5])
+    p: list[float] = field(default_factory=lambda: [0.2, 0.5, 0.8])
+    attack: list[str] = field(default_factory=lambda: ["lira_online", "lira_offline", "loss", "always_member"])
+    policy: list[str] = field(default_factory=lambda: [QUANTILE_MAX])
+    trial: list[int] = field(default_factory=lambda: [0])
+    # Instead of `p`: non-members per member (Jayaraman et al.), p = 1/(1 + γ) for each.
+    gamma: list[float] = field(default_factory=list)
+    # Instead of `epsilon`: fixed bounds β (Thudi et al. §4.3); each p gets the ε whose bound U at
+    # (p, δ, tpr_floor) is β, solved by the planner (`sweeper.bounds.epsilon_for_precision`).
+    precision_target: list[float] = field(default_factory=list)
+
+
+@dataclass
+class ShadowConfig:
+    # Shadow models per ε, trained at p = 0.5 with complementary pairs of masks, so every record
+    # is IN for exactly half of them (Carlini et al.'s balanced design). Must be even.
+    count: int = 8
+    p: float = 0.5
+    # false: shadows draw from the target's pool, so the attack knows the population the target
+    # was sampled from (Carlini et al.'s LiRA setting, the stronger adversary).  true: shadows
+    # train on records past every target's pool, records no target can ever see (Jayaraman et
+    # al.'s disjoint shadow data); calibration and Shokri/Morgan then learn from the shadows'
+    # outputs on their own records.  Needs dataset.members or dataset.pool_size; not for LiRA.
+    disjoint_data: bool = False
+
+
+@dataclass
+class MetricsConfig:
+    # Floor on the TPR s in the bound's δ-term (Thudi et al. 2024 §4.3 use 0.01).
+    tpr_floor: float = 0.01
+    # The bound's δ-term: "derived" (valid for every p; see README) or "printed" (as in the paper).
+    bound_form: str = "derived"
+    # A cell is flagged as a violation when the data prove, at this level (one-sided, corrected
+    # for the thresholds searched), a precision above the bound or an ε above the claimed one.
+    violation_alpha: float = 0.001
+    # epsilon_audit and epsilon_audit_rates are one-sided claims at this level, corrected for
+    # the thresholds searched: an attack at exactly ε proves more than ε at most this often.
+    audit_alpha: float = 0.05
+
+
+@dataclass
+class StoreConfig:
+    root: str = "runs"
+
+
+@dataclass
+class TrackingConfig:
+    # MLflow tracking URI; null means a SQLite file under store.root.
+    uri: Optional[str] = None
+    experiment: str = "sweeper"
+
+
+@dataclass
+class ClusterConfig:
+    # Address of an existing Ray cluster ("auto", "ray://host:10001", …); null starts local Ray.
+    address: Optional[str] = None
+    num_cpus: Optional[int] = None
+    include_dashboard: bool = True
+    dashboard_host: str = "127.0.0.1"
+    dashboard_port: int = 8265
+    # A Ray runtime environment for every task, passed to ray.init (e.g. {working_dir: ., excludes:
+    # [runs]}).  It shows in the Ray dashboard: credentials belong on the nodes, not in env_vars.
+    runtime_env: dict[str, Any] = field(default_factory=dict)
+    # Ship this checkout's `sweeper` and `jobs` packages to the workers (runtime_env py_modules),
+    # for clusters whose nodes do not have the project installed, or have an older copy.
+    ship_project: bool = False
+    # Seconds to wait for `address` to answer before the sweep is refused (exit 2, nothing
+    # written): Ray itself retries an address where nothing listens without end.
+    connect_timeout_s: float = 30.0
+
+
+@dataclass
+class TaskResources:
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    max_retries: int = 3
+
+
+@dataclass
+class ResourcesConfig:
+    train: TaskResources = field(default_factory=TaskResources)
+    attack: TaskResources = field(default_factory=lambda: TaskResources(num_cpus=1.0))
+
+
+@dataclass
+class SweepConfig:
+    name: str = "quickstart"
+    seed: int = 0
+    # "smoke" shrinks grid, epochs, shadows and records without changing the experiment's shape.
+    scale: str = "full"
+    # The figures this experiment draws besides the frontier (`sweeper.reports`).
+    report: str = "frontier"
+    # A sweep whose grid has more cells (ε × δ × p × attack × policy × trial) is refused: raise it
+    # on purpose, not by a typo in a grid axis.
+    max_cells: int = 20000
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    grid: GridConfig = field(default_factory=GridConfig)
+    shadow: ShadowConfig = field(default_factory=ShadowConfig)
+    attack: AttackSettings = field(default_factory=AttackSettings)
+    calibration: CalibrationSettings = field(default_factory=CalibrationSettings)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+
+
+def _grid_values(axis: str) -> list[str]:
+    """What the grid's axes of names take, from the registries the validation checks against.
+
+    `--help` shows them (conf/config.yaml's footer reads `${sweeper_grid_values:attack}`), so the
+    help cannot drift from the code: the `attack:` config group names settings files (lira, …),
+    not the grid's values (lira_online, …).
+    """
+    return list({"attack": ATTACKS, "policy": POLICIES}[axis])
+
+
+def register_schema() -> None:
+    """Register `SweepConfig` as Hydra's `sweep_schema` and the resolver `--help` reads."""
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
+
+    ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)
+    OmegaConf.register_new_resolver(
+        "sweeper_grid_values", lambda axis: ", ".join(_grid_values(axis)), replace=True)
+
+
+def to_sweep_config(cfg: DictConfig | SweepConfig) -> SweepConfig:
+    """A composed configuration as the typed `SweepConfig` (merged over the schema's defaults)."""
+    if isinstance(cfg, SweepConfig):
+        return cfg
+    from omegaconf import OmegaConf
+
+    merged = OmegaConf.merge(OmegaConf.structured(SweepConfig), cfg)
+    return OmegaConf.to_object(merged)  # type: ignore[return-value]

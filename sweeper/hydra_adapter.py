@@ -1,0 +1,41 @@
+"""The two private Hydra functions the command line relies on, each behind one function here.
+
+Hydra has no public API for reading its own command line (`hydra._internal.utils.
+get_args_parser`) or for expanding a `--multirun` sweep into its jobs without running them
+(`hydra._internal.core_plugins.basic_sweeper.BasicSweeper.split_arguments`), and the preflight
+needs both to check a command line before Hydra's launcher starts.  Private functions may change
+in any Hydra release: tests/test_hydra_adapter.py pins what these give on concrete inputs, so an
+upgrade that changes them fails there, in one place, rather than somewhere in the preflight.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra._internal.utils import get_args_parser
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
+
+
+def parse_command_line(argv: list[str]) -> argparse.Namespace:
+    """Hydra's reading of `argv` (options first, then overrides), as `@hydra.main` reads it:
+    `.overrides`, `.multirun`, `.cfg`, `.help`, `.config_name` …; exits 2 on a bad option."""
+    return get_args_parser().parse_args(argv)
+
+
+def overrides_anywhere(argv: list[str]) -> list[str]:
+    """The overrides of `argv`, whose options may stand between or after them (Hydra's own
+    parser refuses `grid.p=[0.5] --cfg job`); exits 2 on what is not Hydra's command line."""
+    return list(get_args_parser().parse_intermixed_args(argv).overrides)
+
+
+def sweep_jobs(overrides: list[str]) -> tuple[list[Override], list[list[str]]]:
+    """The parsed overrides and the jobs a `--multirun` of them runs, in Hydra's order (the
+    cross product, last key fastest): `a=1,2 b=x` → [[a=1, b=x], [a=2, b=x]].
+
+    Raises OverrideParseException for an override that cannot be read, HydraException for a
+    sweep the basic sweeper cannot expand (interval(), glob with no list).
+    """
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    return parsed, BasicSweeper.split_arguments(parsed, None)[0]
