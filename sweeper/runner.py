@@ -154,13 +154,7 @@ class Sweep:
     corrupt: set[str]  # keys of cells whose files failed their checksum
     tracking_uri: str
     config: dict[str, Any]  # the config as plain containers (MLflow params, the manifest)
-
-    @property
-    def manifest(self) -> dict[str, Any]:
-        """The sweep's manifest: its cells, where it is tracked and its config (credentials masked)."""
-        return {"name": self.cfg.name, "sweep_key": self.plan.key,
-                "cells": [c.key for c in self.plan.cells],
-                "tracking_uri": redact(self.tracking_uri), "config": redact_tree(self.config)}
+    manifest: dict[str, Any]  # its cells, where it is tracked, its config (credentials masked)
 
 
 def run_sweep(cfg: SweepConfig, progress: bool = True,
@@ -201,11 +195,14 @@ def prepare(cfg: SweepConfig) -> Sweep:
                 "(%d to train, %d already in the store)", cfg.name, len(plan.cells),
                 len(plan.models), len(todo_cells), len(needed), len(todo_models),
                 len(needed) - len(todo_models))
+    tracking_uri = cfg.tracking.uri or default_tracking_uri(store.local_root)
+    config = OmegaConf.to_container(OmegaConf.structured(cfg))
+    manifest = {"name": cfg.name, "sweep_key": plan.key, "cells": [c.key for c in plan.cells],
+                "tracking_uri": redact(tracking_uri), "config": redact_tree(config)}
     return Sweep(cfg=cfg, plan=plan, store=store, data_dir=data_dir, todo_cells=todo_cells,
                  todo_models=todo_models,
                  corrupt={key for key, state in states.items() if state == "corrupt"},
-                 tracking_uri=cfg.tracking.uri or default_tracking_uri(store.local_root),
-                 config=OmegaConf.to_container(OmegaConf.structured(cfg)))
+                 tracking_uri=tracking_uri, config=config, manifest=manifest)
 
 
 def sinks(sweep: Sweep) -> list[Listener]:

@@ -6,6 +6,7 @@ what the tests expect is counted by hand from the rows they wrote."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import json
 import math
 import stat

@@ -7,13 +7,13 @@ backfill, never `mlflow ui` on the deleted file."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import shlex
 import sqlite3
 import subprocess
 import threading
 from pathlib import Path
 
-import pytest
 from mlflow import MlflowClient
 
 from sweeper.__main__ import _report
@@ -33,7 +33,7 @@ def cell_runs(uri: str, experiment: str) -> list:
 
 
 def test_server_stopped_mid_sweep_loses_nothing_and_sync_fills_in(
-        ray_local, make_tiny_config, tmp_path, mlflow_server, procs, monkeypatch, capsys):
+        ray_local, make_tiny_config, tmp_path, mlflow_server, procs, monkeypatch, capsys, caplog):
     # One failed request must cost seconds, not MLflow's default minutes of backoff.
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
@@ -52,8 +52,9 @@ def test_server_stopped_mid_sweep_loses_nothing_and_sync_fills_in(
 
     stopper = threading.Thread(target=stop_after_first_cells, daemon=True)
     stopper.start()
-    with pytest.warns(UserWarning, match="sweeper.sync"):
+    with caplog.at_level(logging.WARNING, logger="sweeper"):
         result = run_sweep(cfg, progress=False)
+    assert any("sweeper.sync" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
     stopper.join(timeout=30)
     assert not mlflow_server.running
     # MLflow's own "View run … at: URL" lines (two per cell run ended) are not printed.
@@ -85,7 +86,7 @@ def test_server_stopped_mid_sweep_loses_nothing_and_sync_fills_in(
 
 
 def test_database_deleted_mid_sweep_ends_with_how_to_backfill(ray_local, make_tiny_config,
-                                                               tmp_path, procs, capsys):
+                                                               tmp_path, procs, capsys, caplog):
     cfg = make_tiny_config(tmp_path)
     cfg.name = "dbgone"
     cfg.grid.attack = ["loss", "lira_offline", "always_member"]
@@ -99,8 +100,9 @@ def test_database_deleted_mid_sweep_ends_with_how_to_backfill(ray_local, make_ti
 
     deleter = threading.Thread(target=delete_after_first_cells, daemon=True)
     deleter.start()
-    with pytest.warns(UserWarning, match="sweeper.sync"):
+    with caplog.at_level(logging.WARNING, logger="sweeper"):
         result = run_sweep(cfg, progress=False)
+    assert any("sweeper.sync" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
     deleter.join(timeout=30)
     planned = len(cfg.grid.epsilon) * len(cfg.grid.p) * len(cfg.grid.attack)
     assert not result.failures and len(result.results) == planned
