@@ -72,7 +72,7 @@ PHASES = {
     "tracking": [("sweeper.tracking", "open_tracker"), ("sweeper.tracking", "SweepTracker.log_cell"),
                  ("sweeper.tracking", "SweepTracker.log_artifact"),
                  ("sweeper.tracking", "SweepTracker.finish"), ("sweeper.tracking", "backfill")],
-    "figures": [("sweeper.runner", "publish_figures")],
+    "figures": [("sweeper.listeners", "publish_figures")],
 }
 
 

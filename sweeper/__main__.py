@@ -55,10 +55,12 @@ def main(raw: DictConfig) -> None:
 
 def run(cfg: SweepConfig) -> int:
     """Run the sweep and print its summary; the command's exit code (2: refused, 1: failed cells)."""
+    from sweeper.console import shown
     from sweeper.runner import run_sweep  # Ray, MLflow: imported once the configuration passed
 
     try:
-        result = run_sweep(cfg)
+        with shown():
+            result = run_sweep(cfg)
     except (ConfigError, DatasetUnavailable) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

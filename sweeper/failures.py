@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from sweeper.credentials import scrub
+from sweeper.formats import format_epsilon
 from sweeper.store import CorruptArtifact
 
 #: Exceptions raised inside a task that a retry can cure: memory that another task held, store
@@ -37,6 +38,13 @@ class Failure:
     def record(self, cell_label: str, cell_key: str, coordinates: dict[str, Any]) -> dict[str, Any]:
         """What the store keeps for a failed cell until a rerun computes it."""
         return {"cell": cell_label, "cell_key": cell_key, "coordinates": coordinates, **asdict(self)}
+
+
+def cell_label(cell: Any) -> str:
+    """How a cell is named to a person: in its failure record, the summary's FAILED lines and
+    the Ray dashboard's task names."""
+    return (f"{cell.attack} ε={format_epsilon(cell.epsilon)} δ={cell.delta:g} p={cell.p:g} "
+            f"trial={cell.trial}")
 
 
 def classify(error: BaseException, retries: int, task: str = "") -> Failure:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Optional
 
 import pandas as pd
 import pyarrow as pa
@@ -72,8 +72,7 @@ class Results:
     coverage: Coverage
 
 
-def compact(store: ArtifactStore, sweep: str, cell_keys: list[str],
-            echo: Callable[[str], None] = logger.info) -> Results:
+def compact(store: ArtifactStore, sweep: str, cell_keys: list[str]) -> Results:
     """Write the sweep's readable results from the cells in the landing zone and return them.
     Cells not landed are left out and counted.
 
@@ -103,8 +102,8 @@ def compact(store: ArtifactStore, sweep: str, cell_keys: list[str],
     scores_keys = sorted(set(cells["scores_key"].to_pylist()))
     scores_data, lost = _scores_file(store, scores_keys)
     if lost:
-        echo(f"warning: the scores dataset lacks {len(lost)} attack(s) whose per-record scores "
-             f"are missing or failed their checksum ({', '.join(lost[:3])})")
+        logger.warning("the scores dataset lacks %d attack(s) whose per-record scores are "
+                       "missing or failed their checksum (%s)", len(lost), ", ".join(lost[:3]))
     files = {part_path(SCORES_DATASET, sweep): scores_data,
              part_path(CELLS_DATASET, sweep): parquet_bytes(cells)}
     try:  # the data first: a crash before the manifest leaves files that fail its checksums
@@ -114,8 +113,8 @@ def compact(store: ArtifactStore, sweep: str, cell_keys: list[str],
             "cells": checksums, "scores": scores_keys, "schema_version": RESULTS_SCHEMA_VERSION,
             "files": {rel: sha256_hex(data) for rel, data in files.items()}})
     except OSError as error:  # the rows are safe in the landing zone; readers fall back to it
-        echo(f"warning: the results dataset was not written ({error}); the frontier reads the "
-             "cells' own files until a rerun writes it")
+        logger.warning("the results dataset was not written (%s); the frontier reads the "
+                       "cells' own files until a rerun writes it", error)
     return Results(cells.to_pandas(), coverage)
 
 

@@ -1,25 +1,29 @@
-"""Run a sweep: validate, plan, schedule the missing work on Ray, land rows as they finish.
+"""Run a sweep: a short sequence of named stages, conducted by `run_sweep`.
 
-Everything that can be refused is refused before Ray starts (config, dataset files) or, for the
-data's size, while it starts, and always before anything is written.  Ray, the data and MLflow
-start side by side (`start_up`).  Work that is already in the store is not scheduled again, so a
-rerun of a finished sweep trains nothing (nor starts Ray, loads data, opens MLflow when it has
-nothing to log, or redraws unchanged figures), and a killed sweep resumes where it stopped.  Results are streamed with `ray.wait`: each cell's
-row is written (atomically) and logged to MLflow the moment its attack finishes.
+    prepare    validate, plan, and ask the store what is left (refusals before anything is written)
+    execute    start Ray, the data and the sinks side by side (`start_up`); schedule the missing
+               work on Ray and stream each finished attack back (`ray.wait`)
+    collect    read the rows back from the store (its results dataset)
+    end        the sinks finish (figures drawn, MLflow backfilled and closed)
+    summarize  the `SweepResult` the command reports
+
+The sinks of landed cells — the store's row writer, the MLflow tracker, the figure drawer — are
+listeners (`sweeper.listeners`, Ray Tune's callbacks the model): the execution loop tells them
+of each cell the moment its attack finishes and knows none of them.  Work that is already in the
+store is not scheduled again, so a rerun of a finished sweep trains nothing (nor starts Ray,
+loads data, opens MLflow when it has nothing to log, or redraws unchanged figures), and a killed
+sweep resumes where it stopped.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
-import importlib
-import json
 import logging
 import math
 import time
 from collections import defaultdict
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -32,22 +36,23 @@ import jobs
 import sweeper
 from jobs.datasets import load_dataset, require_dataset, synthetic_dataset
 from sweeper.config import ConfigError, SweepConfig, validate
-from sweeper.failures import TRANSIENT_EXCEPTIONS, Failure, classify, storing_failure
-from sweeper.formats import format_epsilon
+from sweeper.console import forwarded
+from sweeper.credentials import redact, redact_tree
+from sweeper.failures import TRANSIENT_EXCEPTIONS, Failure, cell_label, classify
 from sweeper.frontier import sort_frontier
+from sweeper.listeners import (FigureDrawer, Listener, NotLanded, RowWriter, SweepEnd,
+                               TrackingListener)
 from sweeper.plan import (AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan,
                           group_label, group_resources, models_per_task, training_groups)
 from sweeper.ray_start import (dynamic_agent_port, environment, free_dashboard_port,
                                local_ray_confined, require_reachable, submitted_job_address)
-from sweeper.reports import draw, plot_frontier
 from sweeper.results import CELLS_DATASET, compact
 from sweeper.scale import scaled
-from sweeper.schema import SchemaError
-from sweeper.store import ArtifactStore, atomic_write_bytes
+from sweeper.store import ArtifactStore
 from sweeper.tasks import attack_task, query_task, train_group_task, train_task
-from sweeper.credentials import redact, redact_tree
-from sweeper.tracking import (config_params, default_tracking_uri, open_tracker, summary_metrics,
-                              tracking_stamp)
+from sweeper.tracking import default_tracking_uri
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -136,12 +141,42 @@ def check_cluster_resources(cfg: SweepConfig) -> None:
                                f"so no {role} task could ever start; set it to 0"])
 
 
-def cell_label(cell: Cell) -> str:
-    return f"{cell.attack} ε={format_epsilon(cell.epsilon)} δ={cell.delta:g} p={cell.p:g} trial={cell.trial}"
+@dataclass
+class Sweep:
+    """A validated, planned sweep and what of it the store lacks (`prepare`)."""
+
+    cfg: SweepConfig  # scaled (`sweeper.scale`) and validated
+    plan: SweepPlan
+    store: ArtifactStore
+    data_dir: Path
+    todo_cells: list[Cell]  # cells not present in the store (missing, or failed their checksum)
+    todo_models: list[ModelSpec]  # models a todo cell reads that the store lacks
+    corrupt: set[str]  # keys of cells whose files failed their checksum
+    tracking_uri: str
+    config: dict[str, Any]  # the config as plain containers (MLflow params, the manifest)
+    manifest: dict[str, Any]  # its cells, where it is tracked, its config (credentials masked)
 
 
-def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResult:
-    started = time.perf_counter()
+def run_sweep(cfg: SweepConfig, progress: bool = True,
+              echo: Optional[Callable[[str], None]] = None) -> SweepResult:
+    """Run `cfg`'s sweep: prepare → execute (telling the sinks of each landed cell) → collect →
+    end (the sinks finish: figures, MLflow) → summarize.  Status lines go to this package's
+    loggers (`sweeper.console` shows them); `echo`, when given, receives them too."""
+    with forwarded(echo):
+        started = time.perf_counter()
+        sweep = prepare(cfg)
+        listeners = sinks(sweep)
+        failures, dashboard_url = execute(sweep, listeners, progress)
+        end = SweepEnd(collect(sweep), failures, len(sweep.todo_models), started)
+        for listener in listeners:
+            listener.on_sweep_end(end)
+        return summarize(sweep, end, dashboard_url)
+
+
+def prepare(cfg: SweepConfig) -> Sweep:
+    """Takes the composed config; gives the `Sweep`: scaled, validated (refused with ConfigError,
+    or DatasetUnavailable for missing dataset files, before anything is written), planned, and
+    checked against the store for what is left to compute and train."""
     cfg = scaled(cfg)
     validate(cfg)
     data_dir = Path(cfg.dataset.data_dir).expanduser()
@@ -152,170 +187,106 @@ def run_sweep(cfg: SweepConfig, progress: bool = True, echo=print) -> SweepResul
     store = ArtifactStore(cfg.store.root)
     states = {cell.key: store.cell_state(cfg.name, cell.key) for cell in plan.cells}
     todo_cells = [cell for cell in plan.cells if states[cell.key] != "present"]
-    corrupt = {key for key, state in states.items() if state == "corrupt"}
     # Only models a missing cell reads: a finished cell never waits on a retrain.
     needed = {key for cell in todo_cells for key in (cell.scores.target, *cell.scores.shadows)}
     todo_models = [spec for key, spec in plan.models.items()
                    if key in needed and not store.has_model(key)]
-    echo(f"sweep '{cfg.name}': {len(plan.cells)} cells, {len(plan.models)} models; "
-         f"{len(todo_cells)} cells to compute, reading {len(needed)} models "
-         f"({len(todo_models)} to train, {len(needed) - len(todo_models)} already in the store)")
-
+    logger.info("sweep '%s': %d cells, %d models; %d cells to compute, reading %d models "
+                "(%d to train, %d already in the store)", cfg.name, len(plan.cells),
+                len(plan.models), len(todo_cells), len(needed), len(todo_models),
+                len(needed) - len(todo_models))
     tracking_uri = cfg.tracking.uri or default_tracking_uri(store.local_root)
     config = OmegaConf.to_container(OmegaConf.structured(cfg))
-
-    def opened_tracker():
-        return open_tracker(tracking_uri, cfg.tracking.experiment, cfg.name, plan.key,
-                            config_params(config), mlflow_artifact_location(store),
-                            store.read_scores_table)
-
-    failures: list[tuple[str, str]] = []
-    tracker = dashboard_url = None
     manifest = {"name": cfg.name, "sweep_key": plan.key, "cells": [c.key for c in plan.cells],
                 "tracking_uri": redact(tracking_uri), "config": redact_tree(config)}
-    if todo_cells:
-        with start_up(cfg, plan, data_dir, opened_tracker) as (dashboard_url, data, tracker_ready):
-            store.write_manifest(cfg.name, manifest)
-            if dashboard_url:
-                echo(f"Ray dashboard: {dashboard_url}  (token: `ray get-auth-token`)")
-            failures = _execute(plan, todo_models, todo_cells, data, store, tracker_ready, progress)
-            tracker = tracker_ready.result()
-    else:
-        store.write_manifest(cfg.name, manifest)
-    if corrupt:
-        failed = {label for label, _ in failures}
-        redone = sum(cell_label(cell) not in failed for cell in todo_cells if cell.key in corrupt)
-        echo(f"recomputed {redone} of {len(corrupt)} cells whose files failed their checksum")
+    return Sweep(cfg=cfg, plan=plan, store=store, data_dir=data_dir, todo_cells=todo_cells,
+                 todo_models=todo_models,
+                 corrupt={key for key, state in states.items() if state == "corrupt"},
+                 tracking_uri=tracking_uri, config=config, manifest=manifest)
 
-    results = sort_frontier(compact(store, cfg.name, manifest["cells"], echo).frame)
+
+def sinks(sweep: Sweep) -> list[Listener]:
+    """Takes the prepared sweep; gives its listeners in the order they are told: the store's row
+    writer, the figure drawer, the MLflow tracker (see `sweeper.listeners`)."""
+    return [RowWriter(sweep.store, sweep.cfg.name, sweep.manifest),
+            FigureDrawer(sweep.cfg, sweep.store),
+            TrackingListener(sweep.cfg, sweep.plan.key, sweep.store, sweep.tracking_uri,
+                             sweep.config)]
+
+
+def execute(sweep: Sweep, listeners: list[Listener],
+            progress: bool) -> tuple[list[tuple[str, str]], Optional[str]]:
+    """Takes the prepared sweep and its listeners; starts Ray, the data and the listeners side by
+    side (`start_up`), runs the missing work and tells the listeners of each cell as it lands.
+    Gives the failed cells (label, reason) and the Ray dashboard's URL.  With nothing to compute
+    nothing starts: the listeners only hear that the sweep started."""
+    if not sweep.todo_cells:
+        for listener in listeners:
+            listener.on_sweep_start()
+        return [], None
+    with start_up(sweep.cfg, sweep.plan, sweep.data_dir, listeners) as (dashboard_url, data):
+        if dashboard_url:
+            logger.info("Ray dashboard: %s  (token: `ray get-auth-token`)", dashboard_url)
+        failures = _execute(sweep.plan, sweep.todo_models, sweep.todo_cells, data, sweep.store,
+                            listeners, progress)
+    if sweep.corrupt:
+        failed = {label for label, _ in failures}
+        redone = sum(cell_label(cell) not in failed for cell in sweep.todo_cells
+                     if cell.key in sweep.corrupt)
+        logger.info("recomputed %d of %d cells whose files failed their checksum", redone,
+                    len(sweep.corrupt))
+    return failures, dashboard_url
+
+
+def collect(sweep: Sweep) -> pd.DataFrame:
+    """Takes the sweep once it ran; gives every present cell's row, read back from the store
+    (which compacts them into its results dataset), in the frontier's order."""
+    results = sort_frontier(compact(sweep.store, sweep.cfg.name, sweep.manifest["cells"]).frame)
     release_freed_memory()
-    figures, figures_key = publish_figures(cfg, store, results, echo)
-    stamp = tracking_stamp(tracking_uri, cfg.tracking.experiment, plan.key, results.get("cell_key", []),
-                           figures_key)
-    opened = bool(todo_cells)
-    if not todo_cells and store.read_tracking_stamp(cfg.name) != stamp:
-        tracker, opened = opened_tracker(), True  # something is missing in MLflow, or unknown
-    tracking_warning = None
-    if tracker is None and opened:  # open_tracker warned why
-        tracking_warning = f"MLflow tracking at {redact(tracking_uri)} was unavailable"
-    if tracker is not None:
-        for row in results.to_dict("records"):  # cells computed while tracking was down, too
-            tracker.log_cell(row)
-        for path in figures:
-            tracker.log_artifact(path)
-        tracker.log_summary(summary_metrics(results, len(todo_models),
-                                            time.perf_counter() - started))
-        tracking_warning = tracker.finish(failed=bool(failures))
-        if tracking_warning is None:  # after the last write: the database file as MLflow left it
-            store.write_tracking_stamp(cfg.name, tracking_stamp(
-                tracking_uri, cfg.tracking.experiment, plan.key, results.get("cell_key", []),
-                figures_key))
+    return results
+
+
+def summarize(sweep: Sweep, end: SweepEnd, dashboard_url: Optional[str]) -> SweepResult:
+    """Takes the sweep and what its end gave; gives the `SweepResult` the command reports."""
+    cfg, plan, store, figures = sweep.cfg, sweep.plan, sweep.store, end.figures
     return SweepResult(
-        name=cfg.name, results=results, sweep_dir=store.sweep_uri(cfg.name),
+        name=cfg.name, results=end.results, sweep_dir=store.sweep_uri(cfg.name),
         results_dir=store.location(CELLS_DATASET),
-        tracking_uri=redact(tracking_uri), models_total=len(plan.models),
-        models_trained=len(todo_models), cells_total=len(plan.cells),
-        cells_computed=len(todo_cells) - len(failures),
-        seconds=time.perf_counter() - started, dashboard_url=dashboard_url, failures=failures,
-        plot_path=figures[0] if figures else None, csv_path=figures[1] if figures else None,
-        report_paths=figures[2:], tracking_warning=tracking_warning,
+        tracking_uri=redact(sweep.tracking_uri), models_total=len(plan.models),
+        models_trained=len(sweep.todo_models), cells_total=len(plan.cells),
+        cells_computed=len(sweep.todo_cells) - len(end.failures),
+        seconds=time.perf_counter() - end.started, dashboard_url=dashboard_url,
+        failures=end.failures, plot_path=figures[0] if figures else None,
+        csv_path=figures[1] if figures else None, report_paths=figures[2:],
+        tracking_warning=end.tracking_warning,
     )
 
 
 @contextlib.contextmanager
 def start_up(cfg: SweepConfig, plan: SweepPlan, data_dir: Path,
-             opened_tracker: Callable[[], Any]) -> Iterator[tuple[Optional[str], Any, Future]]:
-    """Ray, the data and MLflow, started side by side rather than one after the other.
+             listeners: list[Listener]) -> Iterator[tuple[Optional[str], Any]]:
+    """Ray, the data and the listeners (MLflow), started side by side rather than one after the
+    other.
 
     Ray starts in this thread (it installs signal handlers) while one thread loads the data and
-    another imports MLflow.  The tracker is opened (its run created) only once the data has loaded
-    and the cluster has the resources asked for: either can still refuse the sweep (ConfigError,
-    exit 2), and a refused sweep writes nothing.  Yields (dashboard URL, data, the tracker's
-    future, resolved by whoever first logs); Ray is shut down on leaving, also on a refusal.
+    the listeners prepare on another (`Listener.on_start_up`: MLflow's import).  The listeners
+    hear that the sweep started (`on_sweep_start`: the manifest is written, the tracker's run
+    opened in the background) only once the data has loaded and the cluster has the resources
+    asked for: either can still refuse the sweep (ConfigError, exit 2), and a refused sweep writes
+    nothing.  Yields (dashboard URL, data); Ray is shut down on leaving, also on a refusal.
     """
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="sweeper-start") as background:
         loading = background.submit(sweep_data, plan, data_dir)
         import ray  # noqa: F401 - before MLflow's import starts: the two share packages (protobuf)
 
-        importing = background.submit(import_mlflow)
+        for listener in listeners:
+            listener.on_start_up(background)
         with ray_session(cfg) as dashboard_url:
             data = loading.result()
             check_cluster_resources(cfg)
-            tracker_ready = background.submit(lambda: (importing.result(), opened_tracker())[1])
-            yield dashboard_url, data, tracker_ready
-
-
-def import_mlflow() -> None:
-    """Import the MLflow modules the tracker uses: most of the time opening it takes."""
-    with contextlib.suppress(ImportError):
-        import mlflow.tracking  # noqa: F401
-
-
-def mlflow_artifact_location(store: ArtifactStore) -> Optional[str]:
-    """Artifacts beside the results for a local store; the tracking server's choice otherwise."""
-    return (store.local_root / "mlartifacts").as_uri() if store.local_root is not None else None
-
-
-#: The code that draws the figures (a package: all its modules): a change to it redraws them even
-#: when the table is the same.
-DRAWING_MODULES = ("sweeper.frontier", "sweeper.reports", "sweeper.figures", "sweeper.formats")
-FIGURES_STAMP = ".figures.json"
-
-
-def figures_key(cfg: SweepConfig, table_csv: bytes) -> str:
-    """What the figures are drawn from: the table they plot, the report, the title (the name and
-    the shadow models it names) and the code."""
-    digest = hashlib.sha256(table_csv)
-    digest.update(f"\n{cfg.report}\n{cfg.name}\n{cfg.shadow.count}\n".encode())
-    for name in DRAWING_MODULES:
-        module = importlib.import_module(name)
-        files = (sorted(Path(module.__file__).parent.glob("*.py")) if hasattr(module, "__path__")
-                 else [Path(module.__file__)])  # a package: every module of it
-        for path in files:
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
-def publish_figures(cfg: SweepConfig, store: ArtifactStore, results: pd.DataFrame,
-                    echo) -> tuple[list[Path], Optional[str]]:
-    """frontier.png, frontier.csv and the experiment's report, drawn on this machine and copied
-    into the store when it is remote; none for a sweep without results.  Returns the paths and
-    the figures' key.
-
-    Figures whose inputs are unchanged (`figures_key`, kept in the figures folder) are not drawn
-    again: a rerun that computed nothing never loads matplotlib.  Notes the report printed
-    when it was drawn are printed again.
-    """
-    if results.empty:
-        return [], None
-    folder = store.figures_dir(cfg.name)
-    table_csv = results.to_csv(index=False).encode()
-    key = figures_key(cfg, table_csv)
-    with contextlib.suppress(OSError, ValueError):
-        drawn = json.loads((folder / FIGURES_STAMP).read_text())
-        paths = [folder / name for name in drawn["paths"]]
-        if drawn["key"] == key and all(path.is_file() for path in paths):
-            for note in drawn["notes"]:
-                echo(note)
-            return paths, key
-    notes: list[str] = []
-
-    def note(line: str) -> None:
-        notes.append(line)
-        echo(line)
-
-    plot_path = plot_frontier(results, folder / "frontier.png", title=cfg.name,
-                              shadows=cfg.shadow.count)
-    csv_path = folder / "frontier.csv"
-    atomic_write_bytes(csv_path, table_csv)
-    report_paths = draw(cfg.report, results, folder / "report", store.uri, note)
-    paths = [plot_path, csv_path, *report_paths]
-    for path in paths:
-        store.publish(f"sweeps/{cfg.name}/{path.relative_to(folder).as_posix()}", path)
-    atomic_write_bytes(folder / FIGURES_STAMP, json.dumps({
-        "key": key, "paths": [path.relative_to(folder).as_posix() for path in paths],
-        "notes": notes}).encode())
-    return paths, key
+            for listener in listeners:
+                listener.on_sweep_start()
+            yield dashboard_url, data
 
 
 def sweep_data(plan: SweepPlan, data_dir: Path):
@@ -340,7 +311,9 @@ def sweep_data(plan: SweepPlan, data_dir: Path):
 
 
 def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: ArtifactStore,
-             tracker_ready: Future, progress: bool) -> list[tuple[str, str]]:
+             listeners: list[Listener], progress: bool) -> list[tuple[str, str]]:
+    """Submit the missing training, query and attack tasks; as each attack lands, tell the
+    listeners of its cells (`_land`).  The failed cells, with their reasons."""
     import ray
 
     cfg = plan.config
@@ -403,8 +376,7 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
                     models_bar.update(1)
                     continue
                 cells = scoring.pop(ref)  # popped: Ray may free the result once it has landed
-                tracker = tracker_ready.result()  # opened while the first models trained
-                failures += _land(ref, cfg.name, cells, upstream.pop(ref), store, tracker,
+                failures += _land(ref, cells, upstream.pop(ref), listeners,
                                   train_res.max_retries, attack_res.max_retries)
                 cells_bar.update(len(cells))
             if time.monotonic() - trimmed_at > TRIM_SECONDS:
@@ -479,11 +451,11 @@ def release_freed_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-def _land(ref, sweep: str, cells: list[Cell], upstream: list[tuple[Any, str]],
-          store: ArtifactStore, tracker, train_retries: int,
-          attack_retries: int) -> list[tuple[str, str]]:
-    """Store (and log) the rows of one finished attack, or its cells' failure records; the
-    cells that failed, with their reasons."""
+def _land(ref, cells: list[Cell], upstream: list[tuple[Any, str]], listeners: list[Listener],
+          train_retries: int, attack_retries: int) -> list[tuple[str, str]]:
+    """Tell the listeners of one finished attack's cells: each row that landed, in order until
+    one cannot keep it (`NotLanded`), or the cells' failure.  The cells that failed, with their
+    reasons."""
     import ray
 
     try:
@@ -493,22 +465,16 @@ def _land(ref, sweep: str, cells: list[Cell], upstream: list[tuple[Any, str]],
                                  train_retries, attack_retries)
         reason = f"{failure.task}: {failure.reason}" if failure.task else failure.reason
         for cell in cells:
-            store.write_failure(sweep, cell.key, failure.record(cell_label(cell), cell.key,
-                                                                cell.coordinates))
+            for listener in listeners:
+                listener.on_cell_failed(cell, failure)
         return [(cell_label(cell), reason) for cell in cells]
     failed = []
     for row, cell in zip(rows, cells):
         try:
-            store.write_cell(sweep, row["cell_key"], row)
-        except (OSError, SchemaError) as error:  # this row, not the others: they still land
-            failure = storing_failure(error)
-            failed.append((cell_label(cell), failure.reason))
-            with contextlib.suppress(OSError):  # the store may be what failed
-                store.write_failure(sweep, cell.key, failure.record(cell_label(cell), cell.key,
-                                                                    cell.coordinates))
-            continue
-        if tracker is not None:
-            tracker.log_cell(row)
+            for listener in listeners:
+                listener.on_cell_landed(cell, row)
+        except NotLanded as lost:  # this row, not the others: they still land
+            failed.append((cell_label(cell), lost.failure.reason))
     return failed
 
 

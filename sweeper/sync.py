@@ -9,6 +9,7 @@ when the sweep's run has none.  It is idempotent: a second sync logs nothing.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -16,11 +17,15 @@ from typing import Optional, Sequence
 from tqdm.auto import tqdm
 
 from sweeper import VERSION_TEXT
+from sweeper.console import shown
 from sweeper.frontier import sort_frontier
 from sweeper.store import ArtifactStore
 from sweeper.credentials import redact, scrub, tracking_uri_problem
 from sweeper.paths import name_problem
-from sweeper.tracking import SweepTracker, config_params, default_tracking_uri, summary_metrics
+from sweeper.tracking import (SweepTracker, config_params, default_tracking_uri,
+                              mlflow_artifact_location, summary_metrics)
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -51,10 +56,9 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
     problem = tracking_uri_problem(uri, "MLFLOW_TRACKING_URI")  # the only source left unchecked
     if problem:
         raise Refused(problem)
-    artifact_location = ((store.local_root / "mlartifacts").as_uri()
-                         if store.local_root is not None else None)
     tracker = SweepTracker(uri, config["tracking"]["experiment"], experiment, manifest["sweep_key"],
-                           config_params(config), artifact_location, store.read_scores_table)
+                           config_params(config), mlflow_artifact_location(store),
+                           store.read_scores_table)
     results = sort_frontier(store.read_results(experiment))
     for row in tqdm(results.to_dict("records"), desc="cells synced", unit="cell",
                     disable=not progress):
@@ -94,16 +98,18 @@ def _parser(prog: str = "python -m sweeper.sync") -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.sync") -> int:
+    """The command: the sync's report printed (its output), what went wrong logged (`shown`)."""
     args = _parser(prog).parse_args(argv)
-    try:
-        report = sync(args.store_root, args.experiment, args.tracking_uri, progress=True)
-    except (FileNotFoundError, Refused) as error:
-        print(f"error: {scrub(str(error))}", file=sys.stderr)
-        return 2
-    except Exception as error:  # noqa: BLE001 - the server is down still: say so, exit 1
-        print(scrub(f"error: MLflow is unavailable ({type(error).__name__}: {error}); nothing "
-                    "lost, run this again once it is back."), file=sys.stderr)
-        return 1
+    with shown():
+        try:
+            report = sync(args.store_root, args.experiment, args.tracking_uri, progress=True)
+        except (FileNotFoundError, Refused) as error:
+            logger.error("%s", scrub(str(error)))
+            return 2
+        except Exception as error:  # noqa: BLE001 - the server is down still: say so, exit 1
+            logger.error("%s", scrub(f"MLflow is unavailable ({type(error).__name__}: {error}); "
+                                     "nothing lost, run this again once it is back."))
+            return 1
     print(f"MLflow {report.tracking_uri}: {report.cells} cells in the store, {report.logged} "
           f"logged now ({report.cells - report.logged} were already there), "
           f"{report.artifacts} figure(s) attached")

@@ -29,6 +29,7 @@ since the first one started: see `SweepTracker.terminate`.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import hashlib
 import logging
@@ -37,7 +38,6 @@ import os
 import shlex
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 from urllib.parse import unquote, urlsplit
@@ -212,6 +212,12 @@ def tracking_link(uri: str) -> str:
     if urlsplit(uri).scheme in ("http", "https", "databricks"):
         return redact(uri)
     return ui_command(uri)
+
+
+def mlflow_artifact_location(store) -> Optional[str]:
+    """Artifacts beside the results for a local store (an `ArtifactStore`); the tracking server's
+    choice otherwise."""
+    return (store.local_root / "mlartifacts").as_uri() if store.local_root is not None else None
 
 
 def config_params(config: dict[str, Any]) -> dict[str, Any]:
@@ -423,7 +429,7 @@ class SweepTracker:
                    "not logged. The results are whole in Parquet; once the server is back, run "
                    f"`python -m sweeper.sync --experiment {self.sweep_name} --store-root STORE` "
                    "to log them.")
-        warnings.warn(message, stacklevel=2)
+        logger.warning(message)
         return message
 
 
@@ -436,8 +442,15 @@ def open_tracker(uri: str, experiment: str, sweep_name: str, sweep_key: str,
         return SweepTracker(uri, experiment, sweep_name, sweep_key, params, artifact_location,
                             read_scores)
     except Exception as error:  # noqa: BLE001 - any tracking failure must not stop the sweep
-        warnings.warn(f"MLflow tracking at {redact(uri)} is unavailable ({type(error).__name__}); "
-                      "results still land in Parquet, but no runs are logged. Once it is back, "
-                      f"run `python -m sweeper.sync --experiment {sweep_name} --store-root STORE`.",
-                      stacklevel=2)
+        logger.warning("MLflow tracking at %s is unavailable (%s); results still land in Parquet, "
+                       "but no runs are logged. Once it is back, run `python -m sweeper.sync "
+                       "--experiment %s --store-root STORE`.", redact(uri), type(error).__name__,
+                       sweep_name)
         return None
+
+
+def import_mlflow() -> None:
+    """Import the MLflow modules the tracker uses: most of the time opening it takes (the sweep
+    does it in the background while Ray starts)."""
+    with contextlib.suppress(ImportError):
+        import mlflow.tracking  # noqa: F401

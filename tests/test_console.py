@@ -98,3 +98,31 @@ def test_epsilon_names_in_task_and_run_names_read_the_same():
     assert cell_run_name(vars(cell)) == "lira_online ε=∞ p=0.5 δ=1e-05 trial=0"
     cell.epsilon = 8.0
     assert "ε=8 " in cell_label(cell) and "ε=8 " in cell_run_name(vars(cell))
+
+
+def test_the_log_is_shown_on_the_terminal_only_while_a_command_works(capsys):
+    """`sweeper.console.shown`: status lines on stdout as they are, problems on stderr with their
+    level; outside it the sweeper logs nothing to the terminal at INFO, and the logger is as it
+    was (a command called in-process leaves no trace)."""
+    import logging
+
+    from sweeper.console import forwarded, shown
+
+    log = logging.getLogger("sweeper.runner")
+    root = logging.getLogger("sweeper")
+    before = (root.level, root.propagate, list(root.handlers))
+    with shown():
+        log.info("sweep 'x': 4 cells")
+        log.warning("MLflow tracking at %s is unavailable", "sqlite:///m.db")
+    out, err = capsys.readouterr()
+    assert out == "sweep 'x': 4 cells\n"
+    assert err == "warning: MLflow tracking at sqlite:///m.db is unavailable\n"
+    assert (root.level, root.propagate, list(root.handlers)) == before
+    log.info("not shown")
+    assert capsys.readouterr().out == ""
+    said: list[str] = []
+    with forwarded(said.append):
+        log.info("recomputed 1 of 1 cells")
+        log.warning("the results dataset was not written")
+    assert said == ["recomputed 1 of 1 cells", "warning: the results dataset was not written"]
+    assert (root.level, root.propagate, list(root.handlers)) == before

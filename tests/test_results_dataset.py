@@ -6,6 +6,7 @@ what the tests expect is counted by hand from the rows they wrote."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import json
 import math
 import stat
@@ -180,6 +181,7 @@ def test_a_sweep_name_that_leaves_its_folder_is_refused(tmp_path, capsys, name):
 
 
 def test_a_row_that_cannot_be_stored_leaves_a_failure_record(ray_local, tiny_config, capsys):
+    from sweeper.listeners import RowWriter
     from sweeper.plan import build_plan
     from sweeper.runner import _land
 
@@ -190,7 +192,7 @@ def test_a_row_that_cannot_be_stored_leaves_a_failure_record(ray_local, tiny_con
             {**cell_row("tiny", 1), "cell_key": cells[1].key, "precison": 0.5}]  # misspelt
     landing = store.local_root / "sweeps" / "tiny" / "cells"
     landing.write_text("")  # a file where the cells' folder goes: the first row's write fails
-    failed = _land(ray_local.put(rows), "tiny", cells, [], store, None, 0, 0)
+    failed = _land(ray_local.put(rows), cells, [], [RowWriter(store, "tiny", {})], 0, 0)
     assert [reason.split(":")[0] for _, reason in failed] == ["storing the row"] * 2
     records = {record["cell_key"]: record for record in store.read_failures("tiny")}
     assert records[cells[0].key]["kind"] == "transient"  # the store's I/O: a rerun retries it
@@ -201,13 +203,14 @@ def test_a_row_that_cannot_be_stored_leaves_a_failure_record(ray_local, tiny_con
     assert capsys.readouterr().err.count("FAILED ") == 2
 
 
-def test_a_dataset_that_cannot_be_written_leaves_the_rows_readable(tmp_path):
+def test_a_dataset_that_cannot_be_written_leaves_the_rows_readable(tmp_path, caplog):
     store = ArtifactStore(tmp_path)
     keys = land_sweep(store, "blocked", 2)
     (tmp_path / "results").write_text("")  # a file where the datasets' folder goes
-    said: list[str] = []
-    assert len(compact(store, "blocked", keys, said.append).frame) == 2
-    assert any("results dataset was not written" in line for line in said)
+    with caplog.at_level(logging.WARNING, logger="sweeper.results"):
+        assert len(compact(store, "blocked", keys).frame) == 2
+    assert any("results dataset was not written" in record.getMessage()
+               for record in caplog.records if record.levelno == logging.WARNING)
     loaded = load_results(store, "blocked")
     assert sorted(loaded.frame.cell_key) == keys and loaded.coverage.complete
     assert any("no compacted results dataset yet" in note for note in loaded.coverage.notes)

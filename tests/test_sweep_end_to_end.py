@@ -143,3 +143,47 @@ def test_the_results_dataset_holds_the_sweeps_rows(finished_sweep):
     frame = pd.read_parquet(first.results_dir, filters=[("sweep", "==", first.name)])
     assert sorted(frame.cell_key) == sorted(first.results.cell_key)
     assert set(frame["sweep"].astype(str)) == {first.name}
+
+
+def test_listeners_hear_each_landed_cell_in_order_until_one_cannot_keep_it(ray_local, tiny_config):
+    """The execution loop's contract with the sinks (`sweeper.listeners`): every listener hears
+    each landed row in the list's order; a listener that cannot keep a row (`NotLanded`) stops
+    the ones after it and the cell fails with its reason; a failed attack is told to all."""
+    from sweeper.failures import cell_label, storing_failure
+    from sweeper.listeners import Listener, NotLanded
+    from sweeper.plan import build_plan
+    from sweeper.runner import _land
+
+    heard: list[tuple] = []
+
+    class Recorder(Listener):
+        def __init__(self, name: str, refuses: frozenset = frozenset()) -> None:
+            self.name, self.refuses = name, refuses
+
+        def on_cell_landed(self, cell, row) -> None:
+            heard.append((self.name, row["cell_key"]))
+            if row["cell_key"] in self.refuses:
+                raise NotLanded(storing_failure(OSError("disk full")))
+
+        def on_cell_failed(self, cell, failure) -> None:
+            heard.append((self.name, "failed", cell.key, failure.task))
+
+    cells = build_plan(tiny_config).cells[:3]
+    k0, k1, k2 = (cell.key for cell in cells)
+    rows = [{"cell_key": cell.key} for cell in cells]
+    failed = _land(ray_local.put(rows), cells, [],
+                   [Recorder("first", frozenset({k1})), Recorder("second")], 0, 0)
+    assert failed == [(cell_label(cells[1]), "storing the row: OSError: disk full")]
+    assert heard == [("first", k0), ("second", k0), ("first", k1), ("first", k2), ("second", k2)]
+
+    @ray_local.remote(max_retries=0)
+    def attack():
+        raise ValueError("bad data")
+
+    heard.clear()
+    failed = _land(attack.remote(), cells[:2], [], [Recorder("first"), Recorder("second")], 0, 0)
+    assert [label for label, _ in failed] == [cell_label(cells[0]), cell_label(cells[1])]
+    assert all("ValueError: bad data" in reason for _, reason in failed)
+    assert [entry[:3] for entry in heard] == [(name, "failed", key) for key in (k0, k1)
+                                              for name in ("first", "second")]
+    assert len({entry[3] for entry in heard}) == 1  # one failure, told of each cell

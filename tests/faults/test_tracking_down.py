@@ -7,6 +7,7 @@ backfill, never `mlflow ui` on the deleted file."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import shlex
 import sqlite3
 import subprocess
@@ -14,7 +15,6 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-import pytest
 from mlflow import MlflowClient
 
 from sweeper.summary import print_summary
@@ -40,7 +40,7 @@ def tracked_config(make_tiny_config, tmp_path, name: str):
     return cfg
 
 
-def sweep_with_tracking_fault(cfg, procs, fault: Callable[[], None]):
+def sweep_with_tracking_fault(cfg, procs, caplog, fault: Callable[[], None]):
     """Run the sweep while `fault` breaks its tracking once two cells are stored; the sweep
     must warn, naming `sweeper.sync`.  Returns (result, number of cells planned)."""
     cells_dir = Path(cfg.store.root) / "sweeps" / cfg.name / "cells"
@@ -52,14 +52,15 @@ def sweep_with_tracking_fault(cfg, procs, fault: Callable[[], None]):
 
     breaker = threading.Thread(target=after_first_cells, daemon=True)
     breaker.start()
-    with pytest.warns(UserWarning, match="sweeper.sync"):
+    with caplog.at_level(logging.WARNING, logger="sweeper"):
         result = run_sweep(cfg, progress=False)
+    assert any("sweeper.sync" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
     breaker.join(timeout=30)
     return result, len(cfg.grid.epsilon) * len(cfg.grid.p) * len(cfg.grid.attack)
 
 
 def test_server_stopped_mid_sweep_loses_nothing_and_sync_fills_in(
-        ray_local, make_tiny_config, tmp_path, mlflow_server, procs, monkeypatch, capsys):
+        ray_local, make_tiny_config, tmp_path, mlflow_server, procs, monkeypatch, capsys, caplog):
     # One failed request must cost seconds, not MLflow's default minutes of backoff.
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
@@ -67,7 +68,7 @@ def test_server_stopped_mid_sweep_loses_nothing_and_sync_fills_in(
     cfg.grid.epsilon = [4.0, 8.0]
     cfg.tracking.uri = mlflow_server.uri
     cfg.tracking.experiment = "faults"
-    result, planned = sweep_with_tracking_fault(cfg, procs, mlflow_server.stop)
+    result, planned = sweep_with_tracking_fault(cfg, procs, caplog, mlflow_server.stop)
     assert not mlflow_server.running
     # MLflow's own "View run … at: URL" lines (two per cell run ended) are not printed.
     assert "View run" not in capsys.readouterr().out
@@ -97,10 +98,10 @@ def test_server_stopped_mid_sweep_loses_nothing_and_sync_fills_in(
 
 
 def test_database_deleted_mid_sweep_ends_with_how_to_backfill(ray_local, make_tiny_config,
-                                                               tmp_path, procs, capsys):
+                                                               tmp_path, procs, capsys, caplog):
     cfg = tracked_config(make_tiny_config, tmp_path, "dbgone")
     database = Path(cfg.store.root) / "mlflow.db"  # the default: SQLite beside the results
-    result, planned = sweep_with_tracking_fault(cfg, procs, database.unlink)
+    result, planned = sweep_with_tracking_fault(cfg, procs, caplog, database.unlink)
     assert not result.failures and len(result.results) == planned
     assert result.tracking_warning is not None
 

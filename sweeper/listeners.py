@@ -1,0 +1,241 @@
+"""The sinks of a sweep's landed cells: the store's row writer, the figure drawer, the MLflow tracker.
+
+Ray Tune's `Callback` is the model: the runner's execution loop knows no sink, it tells each
+`Listener` of the sweep, in order, what happened — start-up begun, the sweep started (it can no
+longer be refused), a cell landed or failed, the sweep ended — so adding a sink never touches the
+loop.  The order is the runner's list: the row writer first (a row the store could not keep is
+not logged anywhere else: `NotLanded`), the figure drawer before the tracker (which attaches the
+figures it drew, `SweepEnd.figures`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import json
+import logging
+import time
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import pandas as pd
+
+from sweeper.config import SweepConfig
+from sweeper.credentials import redact
+from sweeper.failures import Failure, cell_label, storing_failure
+from sweeper.plan import Cell
+from sweeper.reports import draw, plot_frontier
+from sweeper.schema import SchemaError
+from sweeper.store import ArtifactStore, atomic_write_bytes
+from sweeper.tracking import (SweepTracker, config_params, import_mlflow,
+                              mlflow_artifact_location, open_tracker, summary_metrics,
+                              tracking_stamp)
+
+logger = logging.getLogger(__name__)
+
+
+class NotLanded(Exception):
+    """Raised by a listener that could not keep a landed cell: the listeners after it are not
+    told of the cell, which counts as failed with `failure.reason`."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.reason)
+        self.failure = failure
+
+
+@dataclass
+class SweepEnd:
+    """What the listeners hear when the sweep has ended; the drawer and the tracker fill in
+    their parts for the summary (and the tracker reads the drawer's)."""
+
+    results: pd.DataFrame  # every present cell's row, read back from the store
+    failures: list[tuple[str, str]]  # (cell label, reason) of this run's failed cells
+    models_trained: int
+    started: float  # `time.perf_counter()` when the sweep began
+    figures: list[Path] = field(default_factory=list)  # frontier.png, frontier.csv, the report's
+    figures_key: Optional[str] = None  # what they were drawn from (`figures_key`)
+    tracking_warning: Optional[str] = None  # what MLflow missed, when it was down
+
+
+class Listener:
+    """A sink of the sweep's cells.  Every hook is a no-op unless a sink needs it."""
+
+    def on_start_up(self, background: Executor) -> None:
+        """Ray is starting: begin slow preparations (imports) on `background`.  The sweep may still
+        be refused, so nothing may be written yet."""
+
+    def on_sweep_start(self) -> None:
+        """The sweep is no longer refused: open what writes.  Called also when there is nothing to
+        compute (no start-up then)."""
+
+    def on_cell_landed(self, cell: Cell, row: dict[str, Any]) -> None:
+        """`cell`'s row came back from its attack task.  Raise `NotLanded` when it cannot be kept."""
+
+    def on_cell_failed(self, cell: Cell, failure: Failure) -> None:
+        """`cell`'s attack, or a task it waited on, failed."""
+
+    def on_sweep_end(self, end: SweepEnd) -> None:
+        """The sweep has ended and its results were read back (`end.results`)."""
+
+
+class RowWriter(Listener):
+    """The store's landing zone: the sweep's manifest, each landed row (atomically), each failed
+    cell's failure record."""
+
+    def __init__(self, store: ArtifactStore, sweep: str, manifest: dict[str, Any]) -> None:
+        self.store, self.sweep, self.manifest = store, sweep, manifest
+
+    def on_sweep_start(self) -> None:
+        self.store.write_manifest(self.sweep, self.manifest)
+
+    def on_cell_landed(self, cell: Cell, row: dict[str, Any]) -> None:
+        try:
+            self.store.write_cell(self.sweep, row["cell_key"], row)
+        except (OSError, SchemaError) as error:  # this row, not the others: they still land
+            failure = storing_failure(error)
+            with contextlib.suppress(OSError):  # the store may be what failed
+                self._write_failure(cell, failure)
+            raise NotLanded(failure) from error
+
+    def on_cell_failed(self, cell: Cell, failure: Failure) -> None:
+        self._write_failure(cell, failure)
+
+    def _write_failure(self, cell: Cell, failure: Failure) -> None:
+        self.store.write_failure(self.sweep, cell.key,
+                                 failure.record(cell_label(cell), cell.key, cell.coordinates))
+
+
+#: The code that draws the figures: a change to it redraws them even when the table is the same.
+DRAWING_MODULES = ("sweeper.frontier", "sweeper.reports", "sweeper.figures", "sweeper.formats")
+FIGURES_STAMP = ".figures.json"
+
+
+def figures_key(cfg: SweepConfig, table_csv: bytes) -> str:
+    """What the figures are drawn from: the table they plot, the report, the title (the name and
+    the shadow models it names) and the code."""
+    digest = hashlib.sha256(table_csv)
+    digest.update(f"\n{cfg.report}\n{cfg.name}\n{cfg.shadow.count}\n".encode())
+    for name in DRAWING_MODULES:
+        module = importlib.import_module(name)
+        files = (sorted(Path(module.__file__).parent.glob("*.py")) if hasattr(module, "__path__")
+                 else [Path(module.__file__)])  # a package: every module of it
+        for path in files:
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def publish_figures(cfg: SweepConfig, store: ArtifactStore,
+                    results: pd.DataFrame) -> tuple[list[Path], Optional[str]]:
+    """frontier.png, frontier.csv and the experiment's report, drawn on this machine and copied
+    into the store when it is remote; none for a sweep without results.  Returns the paths and
+    the figures' key.
+
+    Figures whose inputs are unchanged (`figures_key`, kept in the figures folder) are not drawn
+    again: a rerun that computed nothing never loads matplotlib.  Notes the report logged
+    when it was drawn are logged again.
+    """
+    if results.empty:
+        return [], None
+    folder = store.figures_dir(cfg.name)
+    table_csv = results.to_csv(index=False).encode()
+    key = figures_key(cfg, table_csv)
+    with contextlib.suppress(OSError, ValueError):
+        drawn = json.loads((folder / FIGURES_STAMP).read_text())
+        paths = [folder / name for name in drawn["paths"]]
+        if drawn["key"] == key and all(path.is_file() for path in paths):
+            for note in drawn["notes"]:
+                logger.info(note)
+            return paths, key
+    notes: list[str] = []
+
+    def note(line: str) -> None:
+        notes.append(line)
+        logger.info(line)
+
+    plot_path = plot_frontier(results, folder / "frontier.png", title=cfg.name,
+                              shadows=cfg.shadow.count)
+    csv_path = folder / "frontier.csv"
+    atomic_write_bytes(csv_path, table_csv)
+    report_paths = draw(cfg.report, results, folder / "report", store.uri, note)
+    paths = [plot_path, csv_path, *report_paths]
+    for path in paths:
+        store.publish(f"sweeps/{cfg.name}/{path.relative_to(folder).as_posix()}", path)
+    atomic_write_bytes(folder / FIGURES_STAMP, json.dumps({
+        "key": key, "paths": [path.relative_to(folder).as_posix() for path in paths],
+        "notes": notes}).encode())
+    return paths, key
+
+
+class FigureDrawer(Listener):
+    """The frontier and the experiment's report, drawn once the results are read back."""
+
+    def __init__(self, cfg: SweepConfig, store: ArtifactStore) -> None:
+        self.cfg, self.store = cfg, store
+
+    def on_sweep_end(self, end: SweepEnd) -> None:
+        end.figures, end.figures_key = publish_figures(self.cfg, self.store, end.results)
+
+
+class TrackingListener(Listener):
+    """MLflow: the sweep's run, opened in the background while the first models train, and one
+    nested run per cell as it lands.  At the end, what MLflow missed (cells computed while it was
+    down, an earlier run's) is backfilled, the figures attached and the run closed — unless the
+    stamp of the last whole logging (`tracking_stamp`) says there is nothing to log: then a
+    sweep that computed nothing never imports MLflow."""
+
+    def __init__(self, cfg: SweepConfig, sweep_key: str, store: ArtifactStore, uri: str,
+                 config: dict[str, Any]) -> None:
+        self.cfg, self.sweep_key, self.store, self.uri, self.config = (cfg, sweep_key, store,
+                                                                       uri, config)
+        self._background: Optional[Executor] = None
+        self._importing: Optional[Future] = None
+        self._ready: Optional[Future] = None  # the tracker (or None: unavailable), once opened
+
+    def open(self) -> Optional[SweepTracker]:
+        """The sweep's tracker, or None (with a warning) when MLflow cannot be reached."""
+        return open_tracker(self.uri, self.cfg.tracking.experiment, self.cfg.name, self.sweep_key,
+                            config_params(self.config), mlflow_artifact_location(self.store),
+                            self.store.read_scores_table)
+
+    def on_start_up(self, background: Executor) -> None:
+        self._background = background
+        self._importing = background.submit(import_mlflow)
+
+    def on_sweep_start(self) -> None:
+        if self._background is None:  # nothing to compute: opened at the end, if at all
+            return
+        importing = self._importing
+        self._ready = self._background.submit(lambda: (importing.result(), self.open())[1])
+
+    def on_cell_landed(self, cell: Cell, row: dict[str, Any]) -> None:
+        tracker = self._ready.result()  # opened while the first models trained
+        if tracker is not None:
+            tracker.log_cell(row)
+
+    def on_sweep_end(self, end: SweepEnd) -> None:
+        cfg = self.cfg
+        cell_keys = end.results.get("cell_key", [])
+        stamp = tracking_stamp(self.uri, cfg.tracking.experiment, self.sweep_key, cell_keys,
+                               end.figures_key)
+        if self._ready is not None:
+            tracker = self._ready.result()
+        elif self.store.read_tracking_stamp(cfg.name) != stamp:
+            tracker = self.open()  # something is missing in MLflow, or unknown
+        else:
+            return
+        if tracker is None:  # open_tracker warned why
+            end.tracking_warning = f"MLflow tracking at {redact(self.uri)} was unavailable"
+            return
+        for row in end.results.to_dict("records"):  # cells computed while tracking was down, too
+            tracker.log_cell(row)
+        for path in end.figures:
+            tracker.log_artifact(path)
+        tracker.log_summary(summary_metrics(end.results, end.models_trained,
+                                            time.perf_counter() - end.started))
+        end.tracking_warning = tracker.finish(failed=bool(end.failures))
+        if end.tracking_warning is None:  # after the last write: the database file as MLflow left it
+            self.store.write_tracking_stamp(cfg.name, tracking_stamp(
+                self.uri, cfg.tracking.experiment, self.sweep_key, cell_keys, end.figures_key))
