@@ -379,9 +379,6 @@ class ArtifactStore:
             return "missing"
         return "present"
 
-    def has_cell(self, sweep: str, cell_key: str) -> bool:
-        return self.cell_state(sweep, cell_key) == "present"
-
     def write_cell(self, sweep: str, cell_key: str, row: dict[str, Any]) -> None:
         """Land one cell's row, validated against `CELLS_SCHEMA` (SchemaError before anything is
         written), and drop the cell's failure record."""
@@ -412,9 +409,6 @@ class ArtifactStore:
 
     def read_cell_table(self, sweep: str, cell_key: str) -> pa.Table:
         return self.cell_table(self.read_cell_bytes(sweep, cell_key), f"{sweep}/{cell_key}")
-
-    def read_cell(self, sweep: str, cell_key: str) -> pd.DataFrame:
-        return self.read_cell_table(sweep, cell_key).to_pandas()
 
     def write_public(self, rel: str, data: bytes) -> None:
         """A file people read (the results datasets): mode 0644 on a local store."""
@@ -500,13 +494,6 @@ class ArtifactStore:
         """Copy a file drawn on this machine (a figure) into a remote store; local stores hold it."""
         if not self.is_local:
             self.files.write(rel, Path(local_path).read_bytes())
-
-    def read_results(self, sweep: str) -> pd.DataFrame:
-        """The rows of the latest run of `sweep` (`sweeper.results.load_results`: the compacted
-        dataset, and cells landed since; what is missing or damaged is left out)."""
-        from sweeper.results import load_results  # it reads through this class
-
-        return load_results(self, sweep).frame
 
 
 def split_sweep_location(location: str | Path) -> tuple[str, str]:

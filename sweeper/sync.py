@@ -22,6 +22,7 @@ from sweeper.frontier import sort_frontier
 from sweeper.store import ArtifactStore
 from sweeper.credentials import redact, scrub, tracking_uri_problem
 from sweeper.paths import name_problem
+from sweeper.results import load_results
 from sweeper.tracking import (SweepTracker, config_params, default_tracking_uri,
                               mlflow_artifact_location, summary_metrics)
 
@@ -59,7 +60,7 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
     tracker = SweepTracker(uri, config["tracking"]["experiment"], experiment, manifest["sweep_key"],
                            config_params(config), mlflow_artifact_location(store),
                            store.read_scores_table)
-    results = sort_frontier(store.read_results(experiment))
+    results = sort_frontier(load_results(store, experiment).frame)
     for row in tqdm(results.to_dict("records"), desc="cells synced", unit="cell",
                     disable=not progress):
         tracker.log_cell(row)

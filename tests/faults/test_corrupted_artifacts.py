@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from sweeper.results import load_results
 from sweeper.runner import run_sweep
 from sweeper.store import ArtifactStore, CorruptArtifact
 
@@ -58,7 +59,7 @@ def test_damaged_results_and_model_are_recomputed_not_used(sweep):
     # still holds every row.
     damaged = {*target_cells, altered}
     assert {key for key in rows.index if store.cell_state(cfg.name, key) == "corrupt"} == damaged
-    assert set(store.read_results(cfg.name).cell_key) == set(rows.index)
+    assert set(load_results(store, cfg.name).frame.cell_key) == set(rows.index)
 
     said: list[str] = []
     second = run_sweep(cfg, progress=False, echo=said.append)
