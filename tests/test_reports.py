@@ -6,6 +6,8 @@ the report's own helpers.
 
 from __future__ import annotations
 
+import inspect
+
 import math
 from pathlib import Path
 
@@ -72,6 +74,14 @@ def outputs(paths: list[Path], suffix: str) -> list[Path]:
 
 def test_every_report_is_registered():
     assert set(REPORTS) == {"frontier", "thudi_lira", "fixed_bound", "ppv", "pdtp", "generalization"}
+
+
+def test_a_report_reads_the_scores_exactly_when_it_can_be_given_the_store():
+    """`draw` passes `store_root` only to reports registered with reads_scores=True: a report
+    that reads the scores but is not marked would be drawn without them, and vice versa."""
+    for name, report in REPORTS.items():
+        takes_store = "store_root" in inspect.signature(report.draw).parameters
+        assert report.reads_scores == takes_store, name
 
 
 def test_frontier_delegates_and_writes_its_numbers(lira_frame, tmp_path):

@@ -25,7 +25,7 @@ from sweeper.reports.frontier import frontier_figure, frontier_report, frontier_
 from sweeper.reports.jayaraman import ppv_report
 from sweeper.reports.loading import load_pdtp_values, load_scores, load_target_scores
 from sweeper.reports.long import pdtp_report
-from sweeper.reports.registry import READS_SCORES, REPORTS, draw
+from sweeper.reports.registry import REPORTS, draw, register_report
 from sweeper.reports.stats import improvement_interval, per_record_accuracy
 from sweeper.reports.tables import BASELINE_ATTACK
 from sweeper.reports.thudi import fixed_bound_report, thudi_lira_report
@@ -33,7 +33,6 @@ from sweeper.reports.yeom import advantage, best_advantage, generalization_repor
 
 __all__ = [
     "BASELINE_ATTACK",
-    "READS_SCORES",
     "REPORTS",
     "advantage",
     "best_advantage",
@@ -51,5 +50,6 @@ __all__ = [
     "per_record_accuracy",
     "plot_frontier",
     "ppv_report",
+    "register_report",
     "thudi_lira_report",
 ]

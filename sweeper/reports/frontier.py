@@ -18,6 +18,7 @@ import pandas as pd
 from sweeper.bounds import precision_bound
 from sweeper.figures import DODGE, caption_below, colours, policy_label, save_figure
 from sweeper.formats import format_epsilon
+from sweeper.reports.registry import register_report
 from sweeper.reports.tables import BASELINE_ATTACK, bound_settings, is_oracle, require, write_csv
 
 FRONTIER_COLUMNS = ["attack", "epsilon", "delta", "p", "precision", "precision_ci_low",
@@ -164,6 +165,7 @@ def plot_frontier(frame: pd.DataFrame, path: str | Path, title: str = "",
     return save_figure(figure, Path(path), layout=False)  # laid out by frontier_figure
 
 
+@register_report("frontier")
 def frontier_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     """The generic frontier, so every experiment's report set includes the product's question.
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from sweeper.bounds import jayaraman_ppv_bound, precision_bound
 from sweeper.figures import errorbar, policy_label, save_figure
+from sweeper.reports.registry import register_report
 from sweeper.reports.stats import trial_spread
 from sweeper.reports.tables import (
     NOT_TESTS,
@@ -32,6 +33,7 @@ PPV_COLUMNS = ["attack", "policy", "epsilon", "delta", "trial", "gamma", "precis
                "precision_ci_low", "precision_ci_high", "fpr", "tpr_floor", "bound_form"]
 
 
+@register_report("ppv")
 def ppv_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Jayaraman et al.: how an attack's PPV falls as members become rare (γ grows).
 

@@ -18,6 +18,7 @@ from sweeper.reports.loading import (
     load_pdtp_values,
     load_scores,
 )
+from sweeper.reports.registry import register_report
 from sweeper.reports.stats import correlations, per_record_accuracy
 from sweeper.reports.tables import (
     NOT_TESTS,
@@ -48,6 +49,7 @@ def _cell_scores(frame: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     return left.merge(cells, on=keys, how="inner")
 
 
+@register_report("pdtp", reads_scores=True)
 def pdtp_report(frame: pd.DataFrame, out_dir: Path, *, scores: Optional[pd.DataFrame] = None,
                 pdtp_values: Optional[pd.DataFrame] = None,
                 store_root: Optional[str | Path] = None) -> list[Path]:

@@ -1,33 +1,45 @@
 """Report name → the function that draws it: what an experiment's `report` may name.
 
-Each report is a function (results table, output folder[, …]) → paths written; `draw` runs the
-one an experiment names, beside the frontier that every sweep draws anyway.
+Each report is a function (results table, output folder[, …]) → paths written, registered where
+it is defined with `register_report` (the `jobs.registry.Registry` shape that attacks, policies
+and queries use), saying whether it reads the per-record scores tables too.  Importing
+`sweeper.reports` imports every report module and so fills `REPORTS`; `draw` runs the one an
+experiment names, beside the frontier that every sweep draws anyway.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 
-from sweeper.reports.frontier import frontier_report
-from sweeper.reports.jayaraman import ppv_report
-from sweeper.reports.long import pdtp_report
-from sweeper.reports.thudi import fixed_bound_report, thudi_lira_report
-from sweeper.reports.yeom import generalization_report
+from jobs.registry import Registry
 
-#: Reports that read the per-record scores tables too (pass them `store_root=`).
-READS_SCORES = ("pdtp", "generalization")
 
-REPORTS: dict[str, Callable[..., list[Path]]] = {
-    "frontier": frontier_report,
-    "thudi_lira": thudi_lira_report,
-    "fixed_bound": fixed_bound_report,
-    "ppv": ppv_report,
-    "pdtp": pdtp_report,
-    "generalization": generalization_report,
-}
+@dataclass(frozen=True)
+class Report:
+    """A registered report: its drawing function, and whether it reads the scores tables."""
+
+    draw: Callable[..., list[Path]]
+    # Reads the per-record scores from the store (pass it `store_root=`), not only the cells.
+    reads_scores: bool
+
+    def __call__(self, frame: pd.DataFrame, out_dir: Path, **context: Any) -> list[Path]:
+        return self.draw(frame, out_dir, **context)
+
+
+#: Every report, by the `report` name an experiment gives, in registration order.
+REPORTS: Registry[Report] = Registry("report")
+
+
+def register_report(name: str, *, reads_scores: bool = False) -> Callable:
+    """Decorator: register the drawing function as report `name`."""
+    def register(function: Callable[..., list[Path]]) -> Callable[..., list[Path]]:
+        REPORTS.add(name, Report(function, reads_scores))
+        return function
+    return register
 
 
 def draw(name: str, frame: pd.DataFrame, out_dir: Path, store_root: Path,
@@ -38,9 +50,9 @@ def draw(name: str, frame: pd.DataFrame, out_dir: Path, store_root: Path,
     """
     if name == "frontier":
         return []
+    report = REPORTS[name]
     try:
-        context = {"store_root": store_root} if name in READS_SCORES else {}
-        return REPORTS[name](frame, out_dir, **context)
+        return report(frame, out_dir, **({"store_root": store_root} if report.reads_scores else {}))
     except ValueError as error:
         echo(f"report '{name}' not drawn: {error}")
         return []

@@ -18,6 +18,7 @@ import pandas as pd
 
 from sweeper.bounds import precision_bound
 from sweeper.figures import DODGE, colours, dodge, errorbar, panel_grid, policy_label, save_figure
+from sweeper.reports.registry import register_report
 from sweeper.reports.stats import improvement_interval, mean_interval, trial_spread
 from sweeper.reports.tables import (
     BASELINE_ATTACK,
@@ -91,6 +92,7 @@ def _panel_title(panel: dict[str, Any], panels: Sequence[str]) -> str:
     return "\n".join([" · ".join(parts[:-1]), parts[-1]]) if len(parts) > 1 else parts[0]
 
 
+@register_report("thudi_lira")
 def thudi_lira_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Thudi et al. (2024) Figures 3 and 4: sampling, more than ε, limits what an attack gains.
 
@@ -179,6 +181,7 @@ def _one_attack(frame: pd.DataFrame) -> pd.DataFrame:
     return rows.drop_duplicates(subset=keys)  # several policies share one target
 
 
+@register_report("fixed_bound")
 def fixed_bound_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Thudi et al. (2024) Figures 5–6: at a fixed precision bound, which p trains best?
 

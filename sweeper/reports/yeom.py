@@ -17,6 +17,7 @@ import pandas as pd
 from sweeper.figures import colours, panel_grid, save_figure
 from sweeper.formats import format_epsilon
 from sweeper.reports.loading import SCORES_COLUMNS, load_target_scores
+from sweeper.reports.registry import register_report
 from sweeper.reports.tables import (
     LOSS_ATTACK,
     LOSS_RANDOMIZED_ATTACK,
@@ -150,6 +151,7 @@ def _generalization_table(frame: pd.DataFrame, scores: pd.DataFrame,
     return pd.DataFrame(out)
 
 
+@register_report("generalization", reads_scores=True)
 def generalization_report(frame: pd.DataFrame, out_dir: Path, *,
                           scores: Optional[pd.DataFrame] = None,
                           store_root: Optional[str | Path] = None,
