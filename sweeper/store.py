@@ -51,6 +51,7 @@ from sweeper.schema import CELLS_SCHEMA, SCORES_SCHEMA, conform, row_table
 if TYPE_CHECKING:
     import torch
 
+
 def check_sweep_name(name: str) -> str:
     """`name`, when it is safe to use as a folder under the store; ValueError otherwise."""
     problem = name_problem("sweep name", name)
