@@ -21,6 +21,7 @@ submodules a cycle), imports of anything outside `sweeper/` and `jobs/`, and imp
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,3 +143,27 @@ def test_jobs_never_imports_sweeper():
 def test_no_import_cycle():
     found = cycles(import_graph())
     assert not found, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in found)
+
+
+def how_it_works() -> str:
+    """The README's *How it works* section: the map a newcomer reads to find each stage."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("\n## How it works\n")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def test_the_readme_names_every_module_where_it_lives():
+    """Every module of `sweeper/` and `jobs/` is named in *How it works*, by its dotted name or
+    its package's (a package named whole covers its modules); every dotted name it gives is a
+    module that exists.  So the map cannot fall behind a move, in either direction."""
+    section = how_it_works()
+    known = set(modules())
+    named = {name for name in known - set(LAYERS)
+             if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", section)}
+    unnamed = sorted(name for name in known - set(LAYERS)
+                     if not any(name == n or name.startswith(n + ".") for n in named))
+    assert not unnamed, f"modules missing from the README's How it works: {unnamed}"
+    dotted = set(re.findall(r"\b((?:sweeper|jobs)(?:\.\w+)+)", section))
+    stale = sorted(name for name in dotted if name not in known  # a module, or a name inside one:
+                   and name.rpartition(".")[0] not in known - set(LAYERS))
+    assert not stale, f"the README's How it works names modules that do not exist: {stale}"
