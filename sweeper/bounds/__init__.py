@@ -25,42 +25,12 @@ ValueError naming the argument; measured rates (precision, TPR, FPR in the audit
 NaN (an attack that never fired has no precision) and give NaN.
 """
 
+# Each family module declares its public names once (its `__all__`); this package's are theirs.
+from sweeper.bounds import audit, earlier, planning, thudi
 from sweeper.bounds._checks import BOUND_FORMS
-from sweeper.bounds.audit import epsilon_from_precision, epsilon_from_rates, tightest_bound
-from sweeper.bounds.earlier import (erlingsson_accuracy_bound, erlingsson_advantage_bound,
-                                    humphries_accuracy_bound, humphries_advantage_bound,
-                                    jayaraman_advantage_bound, jayaraman_ppv_bound,
-                                    mahloujifar_precision_bound, sablayrolles_precision_bound,
-                                    yeom_accuracy_bound, yeom_advantage_bound)
-from sweeper.bounds.planning import deletion_capacity, epsilon_for_precision, max_sampling_rate
-from sweeper.bounds.thudi import (DEFAULT_TPR_FLOOR, generalization_gap_interval,
-                                  group_precision_bound, negative_accuracy_bound,
-                                  positive_advantage_bound, precision_bound,
-                                  precision_lower_bound)
+from sweeper.bounds.audit import *  # noqa: F401,F403
+from sweeper.bounds.earlier import *  # noqa: F401,F403
+from sweeper.bounds.planning import *  # noqa: F401,F403
+from sweeper.bounds.thudi import *  # noqa: F401,F403
 
-__all__ = [
-    "BOUND_FORMS",
-    "DEFAULT_TPR_FLOOR",
-    "precision_bound",
-    "negative_accuracy_bound",
-    "precision_lower_bound",
-    "positive_advantage_bound",
-    "group_precision_bound",
-    "deletion_capacity",
-    "generalization_gap_interval",
-    "epsilon_for_precision",
-    "max_sampling_rate",
-    "yeom_advantage_bound",
-    "yeom_accuracy_bound",
-    "erlingsson_advantage_bound",
-    "erlingsson_accuracy_bound",
-    "humphries_advantage_bound",
-    "humphries_accuracy_bound",
-    "sablayrolles_precision_bound",
-    "mahloujifar_precision_bound",
-    "jayaraman_advantage_bound",
-    "jayaraman_ppv_bound",
-    "epsilon_from_precision",
-    "epsilon_from_rates",
-    "tightest_bound",
-]
+__all__ = ["BOUND_FORMS", *thudi.__all__, *planning.__all__, *earlier.__all__, *audit.__all__]
