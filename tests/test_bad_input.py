@@ -122,7 +122,7 @@ CASES = [
     ("duplicate_grid_values", ["grid.p=[0.5,0.5]"], ["grid.p=[0.5, 0.5]", "has duplicates"]),
     ("empty_attack_list", ["grid.attack=[]"], ["grid.attack", "at least one value"]),
     ("grid_over_limit", ["max_cells=10"],
-     ["3 ε × 1 δ × 3 p × 4 attack × 1 policy × 1 trial = 36 cells", "max_cells=10",
+     ["3 ε × 1 δ × 3 p × 4 attack × 1 policy × 4 trial = 144 cells", "max_cells=10",
       "raise max_cells on purpose"]),
     ("max_cells_zero", ["max_cells=0"], ["max_cells=0", "≥ 1"]),
     # Names that would escape their folder, or be empty.
@@ -185,7 +185,7 @@ def test_malformed_input_is_refused_naming_it(overrides, fragments, tmp_path):
 
 
 def test_pdtp_records_beyond_a_targets_members(tmp_path):
-    # The quickstart's target at p = 0.5 draws from a pool of 500/0.5 = 1000 records, each a
+    # The quickstart's target at p = 0.5 (trial 0; the quickstart runs four) draws from a pool of 500/0.5 = 1000 records, each a
     # member when its uniform draw from the target's seed is below p (jobs.training.draw_mask):
     # the seed is sha256 of the JSON ["0", "target", 0]'s first 8 hex digits, as the planner
     # derives it, so the member count is known here without the project's code.
@@ -197,13 +197,13 @@ def test_pdtp_records_beyond_a_targets_members(tmp_path):
     seed = int(hashlib.sha256(json.dumps([0, "target", 0]).encode()).hexdigest()[:8], 16)
     members = int((np.random.default_rng(seed).random(1000) < 0.5).sum())
     assert 450 < members < 550
-    message = refused(tmp_path, ["grid.attack=[pdtp]", "grid.p=[0.5]",
+    message = refused(tmp_path, ["grid.attack=[pdtp]", "grid.p=[0.5]", "grid.trial=[0]",
                                  f"attack.pdtp_records={members + 1}"])
     assert f"attack.pdtp_records={members + 1}" in message
     assert f"holds only {members} members" in message and "p=0.5, trial=0" in message
     # As many as it holds is fine.
-    preflight(["grid.attack=[pdtp]", "grid.p=[0.5]", f"attack.pdtp_records={members}",
-               f"store.root={tmp_path / 'runs'}"])
+    preflight(["grid.attack=[pdtp]", "grid.p=[0.5]", "grid.trial=[0]",
+               f"attack.pdtp_records={members}", f"store.root={tmp_path / 'runs'}"])
 
 
 def test_an_experiment_outside_conf_is_never_loaded(tmp_path):
