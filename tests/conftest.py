@@ -57,6 +57,7 @@ def build_tiny_config(root):
     cfg.grid.delta = [1e-5]
     cfg.grid.p = [0.3, 0.7]
     cfg.grid.attack = ["lira_online", "lira_offline", "loss", "shokri", "always_member"]
+    cfg.grid.trial = [0]  # one target per cell, whatever the quickstart's trials
     cfg.store.root = str(root / "runs")
     cfg.cluster.include_dashboard = False
     return cfg
@@ -97,7 +98,7 @@ def tiny_overrides(store_root: str, name: str = "tiny", **overrides) -> list[str
         "dataset.eval_records": 120, "train.epochs": 1, "train.batch_size": 64,
         "shadow.count": 2, "grid.epsilon": "[4,.inf]", "grid.delta": "[1e-5]",
         "grid.p": "[0.3,0.7]", "grid.attack": "[lira_online,lira_offline,loss,shokri,always_member]",
-        "store.root": f"'{store_root}'", "cluster.include_dashboard": "false",
+        "grid.trial": "[0]", "store.root": f"'{store_root}'", "cluster.include_dashboard": "false",
         "cluster.num_cpus": 2, **overrides,
     }
     return [f"{key}={value}" for key, value in values.items()]
