@@ -59,7 +59,7 @@ def land(store: ArtifactStore, cells: int) -> list[str]:
 
 
 def read_per_cell(store: ArtifactStore, keys: list[str]) -> pd.DataFrame:
-    """The results as `ArtifactStore.read_results` read them before the dataset existed."""
+    """The results as a sweep read them before the dataset existed: one file per cell."""
     frames = []
     for key in keys:
         data = store._read_checked(f"sweeps/{SWEEP}/cells/{key}.parquet")  # noqa: SLF001 - the old path

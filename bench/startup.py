@@ -67,11 +67,11 @@ PHASES = {
     "data": [("sweeper.runner", "sweep_data")],
     "ray": [("ray", "init"), ("ray", "shutdown")],
     "store": [("sweeper.store", f"ArtifactStore.{name}") for name in (
-        "has_model", "has_query", "read_manifest", "write_manifest", "read_failures", "missing_cells",
+        "has_model", "has_query", "read_manifest", "write_manifest", "read_failures",
         "cell_state")] + [("sweeper.runner", "compact")],
     "tracking": [("sweeper.tracking", "open_tracker"), ("sweeper.tracking", "SweepTracker.log_cell"),
                  ("sweeper.tracking", "SweepTracker.log_artifact"),
-                 ("sweeper.tracking", "SweepTracker.finish"), ("sweeper.tracking", "backfill")],
+                 ("sweeper.tracking", "SweepTracker.finish")],
     "figures": [("sweeper.listeners", "publish_figures")],
 }
 

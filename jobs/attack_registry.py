@@ -3,7 +3,7 @@
 An attack is a scoring function over `AttackInputs`, registered in `ATTACKS` with its own frozen
 settings dataclass whose fields are a subset of `AttackSettings` (the `attack.*` config section).
 This module holds that contract apart from the attacks themselves, so an attack defined in its
-own module (`jobs.shokri`, `jobs.merlin`) can import it without importing every other attack.
+own module (`jobs.shokri`) can import it without importing every other attack.
 """
 
 from __future__ import annotations

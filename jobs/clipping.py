@@ -465,11 +465,9 @@ class PerSampleClipper:
         fp32.  Sets each parameter's `.grad` as `clip_and_sum` does; returns the per-sample norms."""
         linears = [layer for layer in self._stack if isinstance(layer, nn.Linear)]
         weights, biases = [m.weight for m in linears], [m.bias for m in linears]
-        has_bias = [b is not None for b in biases]
         inputs, grads = linear_stack.gradients(self._stack, weights, biases, x, y, context=context)
-        norms = linear_stack.squared_norms(inputs, grads, has_bias).sqrt_()
-        weight_sums, bias_sums = linear_stack.weighted_sums(
-            inputs, grads, has_bias, clip_factors(norms, self.max_grad_norm))
+        weight_sums, bias_sums, norms = clipped_sums(inputs, grads, [b is not None for b in biases],
+                                                     self.max_grad_norm)
         for module, weight_sum, bias_sum in zip(linears, weight_sums, bias_sums):
             module.weight.grad = weight_sum
             if bias_sum is not None:
@@ -486,3 +484,21 @@ def clip_factors(norms: torch.Tensor, max_grad_norm: float) -> torch.Tensor:
     """Opacus's clip factor min(1, C / (‖g‖ + 1e-6)) (as 1/(‖g‖ + 1e-6)·C, in place: these few
     kernels on B floats are a visible part of a small model's step)."""
     return (norms + NORM_EPSILON).reciprocal_().mul_(max_grad_norm).clamp_max_(1.0)
+
+
+def clipped_sums(inputs: list[torch.Tensor], grads: list[torch.Tensor], has_bias: list[bool],
+                 max_grad_norm: Optional[float], weights: Optional[torch.Tensor] = None
+                 ) -> tuple[list[torch.Tensor], list[Optional[torch.Tensor]], torch.Tensor]:
+    """Per model k: Σ_i c_ki·∇ℓ_ki for each linear layer's weight and bias, and the norms (a
+    linear stack's clipped sum in closed form, `jobs.linear_stack`; a lone model is the same
+    without the leading K axis).
+
+    `inputs[l]` (K, B, in) and `grads[l]` (K, B, out) are layer l's inputs and the gradients of
+    the summed loss at its outputs, in fp32.  Record i of model k has the gradient norm
+    √Σ_l ‖g_kil‖²·(‖a_kil‖² + 1[bias]) (ghost norms: exact for one position per record), and
+    c_ki = min(1, C/(norm + 1e-6)) (Opacus's factor), or `weights` (K, B) instead when
+    `max_grad_norm` is None (no clipping).
+    """
+    norms = linear_stack.squared_norms(inputs, grads, has_bias).sqrt_()
+    factors = clip_factors(norms, max_grad_norm) if max_grad_norm is not None else weights
+    return (*linear_stack.weighted_sums(inputs, grads, has_bias, factors), norms)

@@ -9,22 +9,16 @@ replacing the first.
 A `Registry` is a read-only mapping from name to entry, so it reads as the dict it replaces:
 ``name in REGISTRY``, ``REGISTRY[name]``, ``list(REGISTRY)``, ``REGISTRY.items()``.  What an
 entry is belongs to its family (an `jobs.attacks.Attack`, a `jobs.policies.Policy`, a
-`jobs.queries.QueryKind`, or a plain function); the registry only names them.  Any other family
-(the reports of `sweeper.reports`, say) uses it the same way::
-
-    REPORTS: Registry[Callable[..., Report]] = Registry("report")
-
-    @REPORTS.register("pdtp")
-    def pdtp_report(...): ...
-
-or, where the entry is an object built around the function, ``REPORTS.add("pdtp", entry)``.
+`jobs.queries.QueryKind`, a `sweeper.reports.registry.Report`); the registry only names them.
+Each family gives a `register_*` decorator that builds its entry around the decorated function
+and calls `add` (`register_attack`, `register_policy`, `register_query`, `register_report`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
-from typing import Callable, Generic, TypeVar
+from typing import Generic, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -45,10 +39,6 @@ class Registry(Mapping[str, T], Generic[T]):
         self._entries[name] = entry
         logger.debug("registered %s %r", self.family, name)
         return entry
-
-    def register(self, name: str) -> Callable[[T], T]:
-        """Decorator form of `add`: registers the decorated object itself under `name`."""
-        return lambda entry: self.add(name, entry)
 
     def __getitem__(self, name: str) -> T:
         try:

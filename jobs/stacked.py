@@ -36,7 +36,7 @@ from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
 from jobs import linear_stack
-from jobs.clipping import clip_factors
+from jobs.clipping import clipped_sums
 from jobs.datasets import ArrayDataset
 from jobs.models import ARCHITECTURES, build_model
 from jobs.training import (Checkpoint, ModelRun, NoiseCache, TrainedModel, TrainSettings, autocast,
@@ -145,22 +145,6 @@ class _Stack:
             module.weight.grad = weight_sum[k]
             if bias_sum is not None:
                 module.bias.grad = bias_sum[k]
-
-
-def clipped_sums(inputs: list[torch.Tensor], grads: list[torch.Tensor], has_bias: list[bool],
-                 max_grad_norm: Optional[float], weights: Optional[torch.Tensor] = None
-                 ) -> tuple[list[torch.Tensor], list[Optional[torch.Tensor]], torch.Tensor]:
-    """Per model k: Σ_i c_ki·∇ℓ_ki for each linear layer's weight and bias, and the norms.
-
-    `inputs[l]` (K, B, in) and `grads[l]` (K, B, out) are layer l's inputs and the gradients of
-    the summed loss at its outputs, in fp32.  Record i of model k has the gradient norm
-    √Σ_l ‖g_kil‖²·(‖a_kil‖² + 1[bias]) (ghost norms: exact for one position per record), and
-    c_ki = min(1, C/(norm + 1e-6)) (Opacus's factor), or `weights` (K, B) instead when
-    `max_grad_norm` is None (no clipping).
-    """
-    norms = linear_stack.squared_norms(inputs, grads, has_bias).sqrt_()
-    factors = clip_factors(norms, max_grad_norm) if max_grad_norm is not None else weights
-    return (*linear_stack.weighted_sums(inputs, grads, has_bias, factors), norms)
 
 
 def _train_stacked(settings: TrainSettings, data: ArrayDataset, members: list[Member],

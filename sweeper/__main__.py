@@ -53,14 +53,16 @@ def main(raw: DictConfig) -> None:
         sys.exit(code)
 
 
-def run(cfg: SweepConfig) -> int:
-    """Run the sweep and print its summary; the command's exit code (2: refused, 1: failed cells)."""
+def run(cfg: SweepConfig, validated: bool = False) -> int:
+    """Run the sweep and print its summary; the command's exit code (2: refused, 1: failed cells).
+    `validated`: the preflight has already checked `cfg` (its checks build networks and probe
+    the store: not twice)."""
     from sweeper.console import shown
     from sweeper.runner import run_sweep  # Ray, MLflow: imported once the configuration passed
 
     try:
         with shown():
-            result = run_sweep(cfg)
+            result = run_sweep(cfg, validated=validated)
     except (ConfigError, DatasetUnavailable) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -96,7 +98,7 @@ def run_directly(argv: list[str]) -> Optional[int]:
         print(f"error: {refused}", file=sys.stderr)
         return 2
     configure_log(hydra_cfg.job_logging, hydra_cfg.verbose)  # as Hydra's launcher would
-    return run(cfg)
+    return run(cfg, validated=True)
 
 
 def exit_now(code: int = 0) -> None:

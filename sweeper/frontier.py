@@ -150,6 +150,16 @@ def _parser(prog: str = "python -m sweeper.frontier") -> argparse.ArgumentParser
     return parser
 
 
+def violation_warning(frame: pd.DataFrame) -> Optional[str]:
+    """The warning for cells whose data prove the guarantee wrong, or None: a sweep's last lines
+    and the frontier command both print it."""
+    violations = int(frame["violation"].sum()) if not frame.empty else 0
+    if not violations:
+        return None
+    return (f"WARNING: {violations} cell(s) prove a precision above the bound or an ε above the "
+            "claimed one (column violation_reason): a bug in training or accounting.")
+
+
 def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.frontier") -> int:
     args = _parser(prog).parse_args(argv)
     try:
@@ -179,11 +189,9 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
         print(f"plot: {png}", file=notes)
         for path in experiment_report(store, name, frame):
             print(f"report: {path}", file=notes)
-    violations = int(frame["violation"].sum()) if not frame.empty else 0
-    if violations:
-        print(f"WARNING: {violations} cell(s) prove a precision above the bound or an ε above the "
-              "claimed one (column violation_reason): a bug in training or accounting.",
-              file=sys.stderr)
+    warning = violation_warning(frame)
+    if warning:
+        print(warning, file=sys.stderr)
     print(f"results dataset: {store.location(CELLS_DATASET)} (sweep={name})", file=notes)
     return report_coverage(coverage, args.allow_partial)
 

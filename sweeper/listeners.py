@@ -109,7 +109,7 @@ class RowWriter(Listener):
 
 
 #: The code that draws the figures: a change to it redraws them even when the table is the same.
-DRAWING_MODULES = ("sweeper.frontier", "sweeper.reports", "sweeper.figures", "sweeper.formats")
+DRAWING_MODULES = ("sweeper.reports", "sweeper.figures", "sweeper.formats")
 FIGURES_STAMP = ".figures.json"
 
 
@@ -217,12 +217,9 @@ class TrackingListener(Listener):
 
     def on_sweep_end(self, end: SweepEnd) -> None:
         cfg = self.cfg
-        cell_keys = end.results.get("cell_key", [])
-        stamp = tracking_stamp(self.uri, cfg.tracking.experiment, self.sweep_key, cell_keys,
-                               end.figures_key)
         if self._ready is not None:
             tracker = self._ready.result()
-        elif self.store.read_tracking_stamp(cfg.name) != stamp:
+        elif self.store.read_tracking_stamp(cfg.name) != self._stamp(end):
             tracker = self.open()  # something is missing in MLflow, or unknown
         else:
             return
@@ -237,5 +234,10 @@ class TrackingListener(Listener):
                                             time.perf_counter() - end.started))
         end.tracking_warning = tracker.finish(failed=bool(end.failures))
         if end.tracking_warning is None:  # after the last write: the database file as MLflow left it
-            self.store.write_tracking_stamp(cfg.name, tracking_stamp(
-                self.uri, cfg.tracking.experiment, self.sweep_key, cell_keys, end.figures_key))
+            self.store.write_tracking_stamp(cfg.name, self._stamp(end))
+
+    def _stamp(self, end: SweepEnd) -> str:
+        """What MLflow holds of this sweep when it is complete (`tracking_stamp`): compared on a
+        rerun that computed nothing, so MLflow is opened only when something is missing."""
+        return tracking_stamp(self.uri, self.cfg.tracking.experiment, self.sweep_key,
+                              end.results.get("cell_key", []), end.figures_key)

@@ -158,13 +158,14 @@ class Sweep:
 
 
 def run_sweep(cfg: SweepConfig, progress: bool = True,
-              echo: Optional[Callable[[str], None]] = None) -> SweepResult:
+              echo: Optional[Callable[[str], None]] = None, validated: bool = False) -> SweepResult:
     """Run `cfg`'s sweep: prepare → execute (telling the sinks of each landed cell) → collect →
     end (the sinks finish: figures, MLflow) → summarize.  Status lines go to this package's
-    loggers (`sweeper.console` shows them); `echo`, when given, receives them too."""
+    loggers (`sweeper.console` shows them); `echo`, when given, receives them too.  `validated`:
+    `validate(scaled(cfg))` has already passed (the command line's preflight runs it)."""
     with forwarded(echo):
         started = time.perf_counter()
-        sweep = prepare(cfg)
+        sweep = prepare(cfg, validated)
         listeners = sinks(sweep)
         failures, dashboard_url = execute(sweep, listeners, progress)
         end = SweepEnd(collect(sweep), failures, len(sweep.todo_models), started)
@@ -173,12 +174,13 @@ def run_sweep(cfg: SweepConfig, progress: bool = True,
         return summarize(sweep, end, dashboard_url)
 
 
-def prepare(cfg: SweepConfig) -> Sweep:
-    """Takes the composed config; gives the `Sweep`: scaled, validated (refused with ConfigError,
-    or DatasetUnavailable for missing dataset files, before anything is written), planned, and
-    checked against the store for what is left to compute and train."""
+def prepare(cfg: SweepConfig, validated: bool = False) -> Sweep:
+    """Takes the composed config; gives the `Sweep`: scaled, validated unless it already was
+    (refused with ConfigError, or DatasetUnavailable for missing dataset files, before anything
+    is written), planned, and checked against the store for what is left to compute and train."""
     cfg = scaled(cfg)
-    validate(cfg)
+    if not validated:
+        validate(cfg)
     data_dir = Path(cfg.dataset.data_dir).expanduser()
     if not cfg.dataset.synthetic:
         require_dataset(cfg.dataset.name, data_dir, cfg.dataset.download)

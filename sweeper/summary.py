@@ -24,11 +24,11 @@ def print_summary(result) -> None:
         print(f"frontier plot:     {result.plot_path}")
         print(f"frontier table:    {result.csv_path}")
     print(f"MLflow:            {_mlflow_line(result)}")
-    violations = int(result.results["violation"].sum()) if not result.results.empty else 0
-    if violations:
-        print(f"WARNING: {violations} cell(s) prove a precision above the bound or an ε above the "
-              "claimed one (column violation_reason): a bug in training or accounting.",
-              file=sys.stderr)
+    from sweeper.frontier import violation_warning  # pandas and pyarrow: not for `--help`
+
+    warning = violation_warning(result.results)
+    if warning:
+        print(warning, file=sys.stderr)
     for label, reason in result.failures:
         print(f"FAILED {label}: {reason}", file=sys.stderr)
     print(where_to_look(result))

@@ -170,8 +170,8 @@ def test_stored_scores_keep_their_keys(label, config):
 
 def test_a_registry_takes_each_name_once_and_names_what_it_lacks():
     registry: Registry[int] = Registry("widget")
-    registry.add("one", 1)
-    assert registry.register("two")(2) == 2
+    assert registry.add("one", 1) == 1
+    registry.add("two", 2)
     assert list(registry) == ["one", "two"] and dict(registry) == {"one": 1, "two": 2}
     with pytest.raises(ValueError, match="widget 'one' is registered twice"):
         registry.add("one", 3)

@@ -19,7 +19,8 @@ import sweeper.tasks as tasks
 from jobs.datasets import load_dataset
 from jobs.models import build_model
 from jobs.linear_stack import is_linear_stack
-from jobs.stacked import Member, _Stack, clipped_sums, train_models
+from jobs.clipping import clipped_sums
+from jobs.stacked import Member, _Stack, train_models
 from jobs.training import TrainSettings, draw_mask, start_run, train_model
 from sweeper.config import ConfigError, SweepConfig, validate
 from sweeper.plan import DataSpec, ModelSpec, build_plan, group_resources, training_groups

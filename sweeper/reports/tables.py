@@ -14,7 +14,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from jobs.policies import QUANTILE_MAX
+from jobs.policies import POLICIES
 from sweeper.formats import format_epsilon
 
 #: The always-member attack: the baseline every figure draws as its own line.
@@ -22,7 +22,6 @@ BASELINE_ATTACK = "always_member"
 PDTP_ATTACK = "pdtp"
 LOSS_ATTACK = "loss"
 LOSS_RANDOMIZED_ATTACK = "loss_randomized"
-ORACLE_POLICY = QUANTILE_MAX
 
 #: Attacks that are not membership tests with a precision of their own: the baseline (drawn as
 #: its own line) and PDTP (a per-record measure).
@@ -47,11 +46,12 @@ def is_oracle(rows: pd.DataFrame) -> bool:
     """Whether these rows' thresholds were chosen on the target's own labels.
 
     The results table says so per row (`policy_uses_target_labels`); older tables without it
-    fall back to the one policy known to be an oracle.
+    ask the policy registry.
     """
     if "policy_uses_target_labels" in rows.columns:
         return bool(rows["policy_uses_target_labels"].fillna(False).astype(bool).any())
-    return bool((rows.get("policy", pd.Series(dtype=object)) == ORACLE_POLICY).any())
+    return any(name in POLICIES and POLICIES[name].uses_target_labels
+               for name in rows.get("policy", pd.Series(dtype=object)).unique())
 
 
 def panel_columns(frame: pd.DataFrame, inner: Sequence[str]) -> list[str]:
