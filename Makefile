@@ -22,7 +22,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-# The slowest variant only (a 500-cell load sweep); `make test` runs everything else.
+# The slowest variants only (tests marked slow); `make test` runs everything else.
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow
 

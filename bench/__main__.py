@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import statistics
 import time
 from typing import Callable
@@ -16,7 +17,7 @@ from typing import Callable
 import numpy as np
 
 from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, lira_offline, lira_online, \
-    logit_confidence, loss_threshold
+    logit_confidence, loss_threshold, rmia_offline, rmia_online
 from jobs.shokri import shokri
 from jobs.metrics import quantile_max, roc_auc, tpr_at_fpr
 
@@ -59,6 +60,15 @@ def with_augmentations(inputs: AttackInputs, count: int, seed: int = 1) -> Attac
                                shadow_query=views(inputs.shadow_logits, 1))
 
 
+def with_population(inputs: AttackInputs, records: int, seed: int = 2) -> AttackInputs:
+    """The same inputs with `records` population records (RMIA's z), drawn as the others are."""
+    population, _ = synthetic_inputs(records, len(inputs.shadow_logits), inputs.target_logits.shape[1], seed)
+    return dataclasses.replace(inputs, population_logits=population.target_logits,
+                               population_labels=population.labels,
+                               shadow_population_logits=population.shadow_logits,
+                               shadow_population_members=population.shadow_members)
+
+
 def last_axis_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """φ as `logit_confidence` computed it before it went class-first: reductions over the
     last, length-`classes` axis.  Kept here only to time the old layout beside the new one."""
@@ -81,6 +91,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--augmentations", type=int, default=2,
                         help="LiRA query augmentations (default 2: the record and its mirror, the "
                              "reference's default; 18 is mirror × the 3×3 shift grid)")
+    parser.add_argument("--population", type=int, default=AttackSettings().rmia_population,
+                        help="RMIA's population records z (default: attack.rmia_population)")
     parser.add_argument("--repeat", type=int, default=5, help="runs per figure; the median is shown")
     args = parser.parse_args(argv)
 
@@ -92,6 +104,7 @@ def main(argv: list[str] | None = None) -> None:
         return ATTACKS[attack].settings_from(dataclasses.replace(config, **changes))
 
     scores = lira_online(inputs, settings("lira_online"))
+    populated = with_population(inputs, args.population)
     augmented = with_augmentations(inputs, args.augmentations)
     cases = {
         f"lira_online, {args.augmentations} augmentations":
@@ -104,13 +117,15 @@ def main(argv: list[str] | None = None) -> None:
         "lira_online (per-record variance)": lambda: lira_online(inputs, settings("lira_online",
                                                                                    lira_variance="per_record")),
         "lira_offline": lambda: lira_offline(inputs, settings("lira_offline")),
+        f"rmia ({args.population} z)": lambda: rmia_online(populated, settings("rmia")),
+        f"rmia_offline ({args.population} z)": lambda: rmia_offline(populated, settings("rmia_offline")),
         "loss threshold": lambda: loss_threshold(inputs, settings("loss")),
         "shokri (per-class logistic regression)": lambda: shokri(inputs, settings("shokri")),
         "quantile_max (40 thresholds + CI)": lambda: quantile_max(scores, members),
         "tpr_at_fpr + roc_auc": lambda: (tpr_at_fpr(scores, members, 0.001), roc_auc(scores, members)),
     }
     print(f"{args.records} records, {args.shadows} shadows, {args.classes} classes; "
-          f"median of {args.repeat} runs")
+          f"median of {args.repeat} runs; load average {os.getloadavg()[0]:.2f}")
     medians = {}
     for name, work in cases.items():
         medians[name] = median_seconds(work, args.repeat)

@@ -11,7 +11,7 @@ launcher that times the phases where the wall goes (a phase's lazy imports count
   start      interpreter start, up to the launcher's first line
   import     module imports outside the phases below
   compose    Hydra's composition of the configuration (every time it composes)
-  validate   `sweeper.config.validate`
+  validate   `sweeper.validation.validate`
   plan       `sweeper.plan.build_plan`
   store      scanning the store: finished cells, models, queries, the results table, the manifest
   data       loading the records the sweep trains on
@@ -62,7 +62,7 @@ PHASE_ORDER = ("start", "import", "compose", "validate", "plan", "store", "data"
 #: same launcher times older and newer checkouts alike.
 PHASES = {
     "compose": [("hydra._internal.hydra", "Hydra.compose_config")],
-    "validate": [("sweeper.config", "validate")],
+    "validate": [("sweeper.validation", "validate"), ("sweeper.config", "validate")],
     "plan": [("sweeper.plan", "build_plan")],
     "data": [("sweeper.runner", "sweep_data")],
     "ray": [("ray", "init"), ("ray", "shutdown")],

@@ -67,19 +67,28 @@ def _step_function(mode: str, name: str, batch: int, device: torch.device) -> Ca
     x = torch.rand(batch, *shape, device=device)
     y = torch.randint(0, classes, (batch,), device=device)
     if mode.startswith("plain"):
-        from jobs.training import _plain_step
+        from jobs.training import _mean_gradient
 
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         forward = torch.compile(model) if mode == "plain_compile" else model
         precision = "bf16" if mode == "plain_bf16" else "fp32"
-        return lambda: _plain_step(forward, optimizer, x, y, precision)
+
+        def plain_step():
+            _mean_gradient(forward, optimizer, x, y, precision)
+            optimizer.step()
+        return plain_step
     if mode.startswith("engine"):
-        from jobs.training import _dp_step, _Rng
+        from jobs.randomness import TrainingRng
+        from jobs.training import _clipped_sum, noisy_step
 
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        clipper, rng = PerSampleClipper(model, 1.0), _Rng(0, device)
+        clipper, rng = PerSampleClipper(model, 1.0), TrainingRng(0, device)
         precision = "bf16" if mode == "engine_bf16" else "fp32"
-        return lambda: _dp_step(model, clipper, optimizer, x, y, 1.0, batch, rng, precision)
+
+        def engine_step():
+            _clipped_sum(model, clipper, x, y, precision)
+            noisy_step(model, optimizer, 1.0, batch, rng)
+        return engine_step
     from opacus import GradSampleModule
     from opacus.optimizers import DPOptimizer
 
@@ -98,7 +107,9 @@ def _stacked_step_function(name: str, batch: int, k: int,
                            device: torch.device) -> Callable[[], None]:
     """One DP step of K models stacked (`jobs.stacked`), each on its own batch of `batch`."""
     from jobs.stacked import _Stack, _stacked_step
-    from jobs.training import ModelRun, PoissonSchedule, TrainSettings, _Rng
+    from jobs.accounting import PoissonSchedule
+    from jobs.randomness import TrainingRng
+    from jobs.training import ModelRun, TrainSettings
 
     shape, classes = MODELS[name]
     settings = TrainSettings(model=name, epochs=1, batch_size=batch, lr=0.01, momentum=0.9,
@@ -108,7 +119,7 @@ def _stacked_step_function(name: str, batch: int, k: int,
         torch.manual_seed(seed)
         model = build_model(name, shape, classes).to(device)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        runs.append(ModelRun(settings, model, optimizer, _Rng(seed, device), None, k * batch,
+        runs.append(ModelRun(settings, model, optimizer, TrainingRng(seed, device), None, k * batch,
                              schedule=PoissonSchedule(k * batch, k * batch), noise_multiplier=1.0))
     stack = _Stack(runs)
     pool_x = torch.rand(k * batch, *shape, device=device)

@@ -1,20 +1,37 @@
 """What every attack receives and how it is registered: the contract between attacks and the planner.
 
 An attack is a scoring function over `AttackInputs`, registered in `ATTACKS` with its own frozen
-settings dataclass whose fields are a subset of `AttackSettings` (the `attack.*` config section).
-This module holds that contract apart from the attacks themselves, so an attack defined in its
-own module (`jobs.shokri`) can import it without importing every other attack.
+settings dataclass, each field a `jobs.settings.Setting` declared beside the attack (its default,
+its rule, its meaning), and with what it needs declared on its `Attack` entry (shadows, a query,
+a population, canaries, retraining, its threat model).  The `attack.*` config section and its
+range checks derive from these (`jobs.attacks.AttackSettings`).  This module holds that contract
+apart from the attacks themselves, so an attack defined in its own module (`jobs.rmia`) can
+import it without importing every other attack.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import numpy as np
 
 from jobs.registry import Registry
+from jobs.settings import declared
+
+#: What an attack scores (`Attack.evaluates`): the pool's evaluation records, or canaries.
+RECORDS, INPUT_CANARIES, GRADIENT_CANARIES = "records", "input_canaries", "gradient_canaries"
+#: Which adversary a cell is (`Attack.threat_model`, the results' `threat_model` column): the
+#: final model's outputs only, its weights, or every iterate of training.
+THREAT_MODELS = ("black_box_final", "white_box_final", "white_box_iterates")
+#: Columns of a model's gradient-canary statistics, one row per canary (`jobs.canaries`): the
+#: final weights' displacement, the iterates' summed gradient and their likelihood ratio.
+FINAL, ITERATE_SUM, ITERATE_LIKELIHOOD_RATIO = 0, 1, 2
+#: How input canaries are made (`jobs.canaries`): pool records past every pool with a moved
+#: label, or noise inputs with random labels.
+INPUT_RECIPES = ("mislabeled", "noise")
 
 
 @dataclass(frozen=True)
@@ -33,50 +50,23 @@ class AttackInputs:
     # disjoint shadow data (`shadow.disjoint_data`), where shadows answer on their own records.
     # None: the shadows' records are the target's, `labels`.
     shadow_labels: Optional[np.ndarray] = None
+    # Gradient canaries' white-box statistics (`jobs.canaries`): (n, 3) for the target and
+    # (shadows, n, 3) for the shadows.
+    observations: Optional[np.ndarray] = None
+    shadow_observations: Optional[np.ndarray] = None
+    # Population records (RMIA's z), for attacks registered with `reads_population`: pool
+    # records past the evaluation set that the target and every shadow hold.  The target's
+    # logits (m, classes), their labels (m,), the shadows' logits (shadows, m, classes) and
+    # their membership masks (shadows, m).
+    population_logits: Optional[np.ndarray] = None
+    population_labels: Optional[np.ndarray] = None
+    shadow_population_logits: Optional[np.ndarray] = None
+    shadow_population_members: Optional[np.ndarray] = None
 
     @property
     def holdout_labels(self) -> np.ndarray:
         """Labels of the shadows' records: what calibration on the shadows sees."""
         return self.labels if self.shadow_labels is None else self.shadow_labels
-
-
-@dataclass
-class AttackSettings:
-    """Attack knobs that are part of the sweep config (`attack.*`).
-
-    The config's schema only: an attack never sees it whole, but the fields its own settings
-    dataclass names (`Attack.settings_from`).  Every field here is read by some attack
-    (tests/test_attack_keys.py holds that).
-    """
-
-    # LiRA: one variance for all records ("global") or one per record; "auto" uses the global
-    # one below GLOBAL_VARIANCE_BELOW shadow models, as Carlini et al. recommend for few shadows.
-    lira_variance: str = "auto"
-    # Loss attack and Merlin's loss: p_y is clamped here before the log, so a confident miss does
-    # not give -inf and (Merlin, as Jayaraman et al.'s code) every p_y below it has one loss.
-    loss_clamp: float = 1e-6
-    # LiRA query augmentations (images only): the mirror image and the (2·shift + 1)² grid of
-    # translations by up to ± augment_shift pixels, reflect-padded (`jobs.queries`).
-    augment_flip: bool = False
-    augment_shift: int = 0
-    # Offline LiRA over augmentations: "log_cdf" averages the one-sided log Φ(z) per augmentation
-    # (Carlini et al.'s test), "zscore" averages z (`lira_offline`).
-    lira_offline_combine: str = "log_cdf"
-    # Yeom et al.'s Adversary 1 says "member" with probability 1 − loss/B; null: B = −ln(loss_clamp),
-    # the largest clamped loss.  Its coin flips are drawn from `seed`.
-    loss_bound: Optional[float] = None
-    seed: int = 0
-    # Merlin (Jayaraman et al.): T Gaussian perturbations of σ relative to each input's L2 norm.
-    merlin_perturbations: int = 100
-    merlin_sigma: float = 0.01
-    merlin_seed: int = 0
-    # Morgan: its loss and Merlin thresholds are chosen on the shadows for this FPR.
-    morgan_fpr: float = 0.01
-    # ... and must find at least this share of the shadows' members (no one-record boxes).
-    morgan_min_tpr: float = 0.01
-    # PDTP: the first this-many members of each target are left out, once per training seed.
-    pdtp_records: int = 10
-    pdtp_seeds: int = 3
 
 
 @dataclass(frozen=True)
@@ -93,8 +83,25 @@ class Attack:
     asks: Optional[Callable[[Any], Optional[tuple[str, dict]]]] = None
     # A per-record measure (PDTP), reported as its own figures rather than as a precision.
     measures_records: bool = False
+    # Reads population records past the evaluation set (`AttackInputs.population_logits`).
+    reads_population: bool = False
+    # What it scores: RECORDS, INPUT_CANARIES or GRADIENT_CANARIES.
+    evaluates: str = RECORDS
+    threat_model: str = "black_box_final"
+    # Fits IN/OUT statistics per record on shadows that hold or lack the target's own records
+    # (LiRA, RMIA): disjoint shadow data cannot serve it, and leaving one shadow out (the
+    # calibrated policy) needs at least 4.
+    fits_per_record: bool = False
+    # Its scores are its decisions (1: member, 0: not): every policy takes them as they are,
+    # none chooses a threshold (the always-member baseline accepts everyone under each).
+    decides: bool = False
+    # Retrains each target without some of its members (PDTP): the name of its setting that
+    # says how many, which every target must hold; None: it never retrains.
+    retrains: Optional[str] = None
+    # The fewest shadow models its settings need, and why: (count, reason); None: two (one pair).
+    shadows_needed: Optional[Callable[[Any], tuple[int, str]]] = None
 
-    def settings_from(self, config: AttackSettings) -> Any:
+    def settings_from(self, config: Any) -> Any:
         """Its settings, each field taken by name from the sweep's `attack.*` section."""
         return self.settings_type(**{field.name: getattr(config, field.name)
                                      for field in dataclasses.fields(self.settings_type)})
@@ -105,6 +112,10 @@ class Attack:
 
     def query(self, settings: Any) -> Optional[tuple[str, dict]]:
         return self.asks(settings) if self.asks is not None else None
+
+    def fewest_shadows(self, settings: Any) -> tuple[int, str]:
+        """The fewest shadow models it needs with `settings`, and why (two: one mask pair)."""
+        return self.shadows_needed(settings) if self.shadows_needed is not None else (2, "")
 
 
 def settings_items(settings: Any) -> tuple[tuple[str, Any], ...]:
@@ -123,23 +134,30 @@ ATTACKS: Registry[Attack] = Registry("attack")
 
 def register_attack(name: str, settings_type: type, *, needs_shadows: bool, reads_release: bool = False,
                     asks: Optional[Callable[[Any], Optional[tuple[str, dict]]]] = None,
-                    measures_records: bool = False) -> Callable[[Callable], Callable]:
+                    measures_records: bool = False, reads_population: bool = False,
+                    evaluates: str = RECORDS, threat_model: str = "black_box_final",
+                    fits_per_record: bool = False, decides: bool = False,
+                    retrains: Optional[str] = None,
+                    shadows_needed: Optional[Callable[[Any], tuple[int, str]]] = None,
+                    ) -> Callable[[Callable], Callable]:
     """Decorator: register the scoring function as attack `name`, reading `settings_type`.
 
-    The settings type must be a frozen dataclass whose fields are `AttackSettings` fields: the
-    attack is handed an instance of it and nothing else, so it can read no other setting.
+    Raises:
+        TypeError: the settings type is not a frozen dataclass whose every field is declared
+            with `Setting(...).field()`: the attack is handed an instance of it and nothing
+            else, so it can read no other setting.
     """
     params = getattr(settings_type, "__dataclass_params__", None)
     if params is None or not params.frozen:
         raise TypeError(f"attack {name!r}: settings {settings_type.__name__} must be a frozen dataclass")
-    unknown = {f.name for f in dataclasses.fields(settings_type)} - \
-        {f.name for f in dataclasses.fields(AttackSettings)}
-    if unknown:
-        raise TypeError(f"attack {name!r} reads {sorted(unknown)}, which are not attack.* settings")
+    declared(settings_type)
+    if threat_model not in THREAT_MODELS:
+        raise TypeError(f"attack {name!r}: threat model {threat_model!r} is not one of {THREAT_MODELS}")
 
     def register(score: Callable) -> Callable:
         ATTACKS.add(name, Attack(score, settings_type, needs_shadows, reads_release, asks,
-                                 measures_records))
+                                 measures_records, reads_population, evaluates, threat_model,
+                                 fits_per_record, decides, retrains, shadows_needed))
         return score
     return register
 
@@ -147,3 +165,38 @@ def register_attack(name: str, settings_type: type, *, needs_shadows: bool, read
 @dataclass(frozen=True)
 class NoSettings:
     """For attacks that read no setting: their key holds none."""
+
+
+def needs(attack: Attack) -> list[str]:
+    """What `attack` needs beyond the target's stored logits, in words, from its registration."""
+    found = []
+    if attack.needs_shadows:
+        found.append("shadows on the target's records" if attack.fits_per_record else "shadows")
+    if attack.reads_population:
+        found.append("pool records past the evaluation set")
+    if attack.asks is not None and attack.retrains is None:
+        asked_by_default = attack.query(attack.settings_type()) is not None
+        found.append("a query of the stored weights" + ("" if asked_by_default else
+                                                        " (with query augmentations)"))
+    if attack.retrains is not None:
+        found.append("retraining")
+    if attack.evaluates == INPUT_CANARIES:
+        found.append("input canaries in every model")
+    if attack.evaluates == GRADIENT_CANARIES:
+        found.append("gradient canaries in every model (DP-SGD with SGD)")
+    if attack.reads_release:
+        found.append("an exact mechanism's release")
+    return found
+
+
+def markdown_table(attacks: Registry[Attack]) -> str:
+    """The README's attack table, from the registry: each `grid.attack` value, its scoring
+    function's first paragraph, what it needs, its threat model and its `attack.*` settings."""
+    lines = ["| grid value | attack | needs | threat model | settings |", "|---|---|---|---|---|"]
+    for name, attack in attacks.items():
+        summary = " ".join(inspect.getdoc(attack.score).split("\n\n")[0].split())
+        settings = ", ".join(f"`attack.{spec.name}`" for spec in dataclasses.fields(attack.settings_type))
+        cells = [f"`{name}`", summary, ", ".join(needs(attack)) or "—",
+                 f"`{attack.threat_model}`", settings or "—"]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(lines)

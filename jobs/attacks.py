@@ -7,12 +7,13 @@ so adding an attack to a finished sweep costs only scoring.
 
 Each attack registers itself in `ATTACKS` where it is defined (`register_attack`), with its own
 frozen settings dataclass: the fields are exactly the `attack.*` settings it reads (its model
-query's included), and the attack is handed only that object.  Its scores' content key is
+query's included), each declared once with its default, rule and meaning (`jobs.settings`), and
+the attack is handed only that object.  Its scores' content key is
 derived from those fields (`settings_items`), so a setting it reads cannot be left out of the
 key, and a setting it does not read cannot split the store.  (Shokri et al.'s attack is
 defined in `jobs.shokri`; it is registered here, in its place in the registration order.)  What
-every attack receives, the settings schema and the registry itself are in `jobs.attack_registry`,
-which both import.
+every attack receives and the registry itself are in `jobs.attack_registry`, which both import;
+the `attack.*` config section, `AttackSettings`, is derived here from every registered attack.
 """
 
 from __future__ import annotations
@@ -21,11 +22,16 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
-from scipy.special import log_ndtr, logsumexp
+from scipy.special import logsumexp
 
-from jobs.attack_registry import ATTACKS, Attack, AttackInputs, AttackSettings, NoSettings, \
-    register_attack, settings_items
+from jobs.attack_registry import ATTACKS, FINAL, GRADIENT_CANARIES, INPUT_CANARIES, INPUT_RECIPES, \
+    ITERATE_LIKELIHOOD_RATIO, Attack, AttackInputs, NoSettings, register_attack, settings_items
+from jobs.lira import (GLOBAL_VARIANCE_BELOW, LIRA_VARIANCE, LiraGlobalSettings, LiraOfflineSettings,
+                       LiraOnlineSettings, lira_global, lira_offline, lira_online, online_ratio)
 from jobs.merlin import morgan_decisions, morgan_thresholds
+from jobs.signals import logit_confidence
+from jobs.rmia import RmiaOfflineSettings, RmiaSettings, offline_shadows_needed, rmia_offline, rmia_online
+from jobs.settings import AtLeast, Between, OneOf, Setting, config_dataclass
 from jobs.shokri import shokri
 
 # The registry's names are re-exported: importing this module is what fills `ATTACKS`.
@@ -35,191 +41,11 @@ __all__ = [
     "lira_online", "LiraGlobalSettings", "lira_global", "LiraOfflineSettings", "lira_offline",
     "clamped_log_p", "LossSettings", "loss_threshold", "LossRandomizedSettings",
     "yeom_loss_bound", "loss_randomized", "always_member", "output_threshold", "PdtpSettings",
-    "pdtp_scores", "MerlinSettings", "merlin", "MorganSettings", "morgan", "holdout_scores",
+    "pdtp_scores", "MerlinSettings", "merlin", "MorganSettings", "morgan", "RmiaSettings",
+    "rmia_online", "RmiaOfflineSettings", "rmia_offline", "CanaryInputSettings",
+    "canary_input_loss", "CanaryLiraSettings", "canary_input_lira", "CanaryGradientSettings",
+    "canary_gradient_final", "canary_gradient_iterates", "holdout_scores",
 ]
-
-#: Below this many shadow models, per-record variances are too noisy (Carlini et al. §4.2).
-GLOBAL_VARIANCE_BELOW = 64
-
-
-def logit_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """LiRA's φ = log p_y − log(1 − p_y), computed stably as logit_y − logsumexp(other logits).
-
-    Works on any leading batch shape: logits (..., n, classes), labels (n,); returns (..., n).
-    One (n, classes) slice at a time is turned class-first: reducing over the short class axis
-    of a (n, classes) array runs one strided pass per record, while the same reduction over
-    the rows of a (classes, n) copy is a few contiguous vector operations (about 7× faster at
-    64 shadows × 2 augmentations × 50 000 records × 10 classes, `python -m bench`).
-    """
-    logits, labels = np.asarray(logits), np.asarray(labels)
-    phi = np.empty(logits.shape[:-1])
-    for index in np.ndindex(*logits.shape[:-2]):  # no reshape: it would copy a strided batch
-        phi[index] = _class_first_confidence(logits[index], labels)
-    return phi
-
-
-def _class_first_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """φ of one (n, classes) slice, computed on a float32 (classes, n) copy.
-
-    float32 like the stored logits (within 1e-6 of float64 here); the true logit and the
-    log-sum are combined in float64.
-    """
-    columns = np.array(logits.T, dtype=np.float32, order="C")  # (classes, n), our own copy
-    records = np.arange(columns.shape[1])
-    true_logit = columns[labels, records].astype(np.float64)
-    columns[labels, records] = -np.inf  # logsumexp over the other classes only
-    top = columns.max(axis=0)
-    columns -= top
-    np.exp(columns, out=columns)
-    others_lse = top.astype(np.float64) + np.log(columns.sum(axis=0), dtype=np.float64)
-    return true_logit - others_lse
-
-
-def _gaussian_log_pdf(x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
-    return -0.5 * ((x - mean) / std) ** 2 - np.log(std)
-
-
-def _confidences(inputs: AttackInputs) -> tuple[np.ndarray, np.ndarray]:
-    """φ of the target (augmentations, n) and of the shadows (shadows, augmentations, n).
-
-    Without query augmentations there is one "augmentation", the record itself.
-    """
-    if inputs.shadow_logits is None or inputs.shadow_members is None:
-        raise ValueError("LiRA needs shadow models")
-    if inputs.shadow_labels is not None:
-        raise ValueError("LiRA fits IN/OUT shadows on the target's own records; disjoint shadow "
-                         "data (shadow.disjoint_data) has none")
-    if inputs.target_query is not None and inputs.shadow_query is not None:
-        return (logit_confidence(inputs.target_query, inputs.labels),
-                logit_confidence(inputs.shadow_query, inputs.labels))
-    return (logit_confidence(inputs.target_logits, inputs.labels)[None],
-            logit_confidence(inputs.shadow_logits, inputs.labels)[:, None])
-
-
-def _shadow_statistics(
-    shadow_phi: np.ndarray, shadow_members: np.ndarray, variance: str
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Mean and std of φ over IN and OUT shadows, per augmentation and record (NaN where none).
-
-    The global variance pools residuals over every record (per augmentation): with few shadows
-    per-record variances are too noisy to trust (Carlini et al. §4.2).  A per-record variance
-    needs at least two shadows on that side; a record with fewer (one IN shadow: a residual of
-    0 and σ at the 1e-30 floor, a score of ~1e59) falls back to the global variance of its side.
-    """
-    use_global = variance == "global" or (variance == "auto" and len(shadow_phi) < GLOBAL_VARIANCE_BELOW)
-    # Masked sums as contractions: no (shadows, augmentations, n) temporaries per group.
-    inside = np.asarray(shadow_members, dtype=np.float64)
-    total, total_sq = shadow_phi.sum(axis=0), np.einsum("san,san->an", shadow_phi, shadow_phi)
-    in_sum = np.einsum("san,sn->an", shadow_phi, inside)
-    in_sq = np.einsum("san,sn->an", shadow_phi ** 2, inside)
-    in_count = inside.sum(axis=0)
-
-    def fit(count: np.ndarray, total: np.ndarray, squares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = total / count
-            residual = np.maximum(squares - count * mean ** 2, 0.0)  # Σ (φ − μ)² per record
-            pooled = np.nansum(residual, axis=1) / max(count.sum() - 1, 1)  # per augmentation
-            std = np.broadcast_to(np.sqrt(pooled)[:, None], mean.shape)
-            if not use_global:
-                std = np.where(count >= 2, np.sqrt(residual / np.maximum(count - 1, 1)), std)
-        return mean, np.maximum(std, 1e-30)
-
-    mean_in, std_in = fit(in_count, in_sum, in_sq)
-    mean_out, std_out = fit(len(inside) - in_count, total - in_sum, total_sq - in_sq)
-    return mean_in, std_in, mean_out, std_out
-
-
-def _augmentation_query(settings: Any) -> Optional[tuple[str, dict]]:
-    """LiRA's query: the logits of augmented copies, when `augment_flip` or `augment_shift` ask."""
-    if not settings.augment_flip and settings.augment_shift == 0:
-        return None
-    asked: dict[str, Any] = {"flip": settings.augment_flip, "shift": settings.augment_shift}
-    if settings.augment_shift > 0:  # shifts were once axis-only with zero fill: not the same views
-        asked["shifts"] = "grid_reflect"
-    return "augmented_logits", asked
-
-
-def _online_ratio(inputs: AttackInputs, variance: str) -> np.ndarray:
-    """Online LiRA's mean log-likelihood ratio, with `variance` as `lira_variance` says."""
-    target_phi, shadow_phi = _confidences(inputs)
-    mean_in, std_in, mean_out, std_out = _shadow_statistics(shadow_phi, inputs.shadow_members, variance)
-    ratio = _gaussian_log_pdf(target_phi, mean_in, std_in) - _gaussian_log_pdf(target_phi, mean_out, std_out)
-    return ratio.mean(axis=0)
-
-
-@dataclass(frozen=True)
-class LiraOnlineSettings:
-    """What online LiRA reads: its variance fit and its query augmentations."""
-
-    lira_variance: str
-    augment_flip: bool
-    augment_shift: int
-
-
-@register_attack("lira_online", LiraOnlineSettings, needs_shadows=True, asks=_augmentation_query)
-def lira_online(inputs: AttackInputs, settings: LiraOnlineSettings) -> np.ndarray:
-    """Carlini et al. Algorithm 1: log-likelihood ratio of the target's φ under IN vs OUT fits.
-
-    With query augmentations each augmentation gets its own fits and the log-ratios are averaged
-    (Carlini et al. fit one Gaussian per augmentation with diagonal covariance, which is the sum;
-    the mean ranks records identically and keeps scores comparable across augmentation counts).
-    """
-    return _online_ratio(inputs, settings.lira_variance)
-
-
-@dataclass(frozen=True)
-class LiraGlobalSettings:
-    """What global-variance LiRA reads: only its query augmentations (its variance is fixed)."""
-
-    augment_flip: bool
-    augment_shift: int
-
-
-@register_attack("lira_global", LiraGlobalSettings, needs_shadows=True, asks=_augmentation_query)
-def lira_global(inputs: AttackInputs, settings: LiraGlobalSettings) -> np.ndarray:
-    """Online LiRA with one variance pooled over all records, whatever `lira_variance` says.
-
-    Carlini et al.'s variant for few shadow models, as its own grid value so that a sweep can
-    set it beside the per-record fit.
-    """
-    return _online_ratio(inputs, "global")
-
-
-@dataclass(frozen=True)
-class LiraOfflineSettings:
-    """What offline LiRA reads: online LiRA's settings and how augmentations are combined."""
-
-    lira_variance: str
-    augment_flip: bool
-    augment_shift: int
-    lira_offline_combine: str
-
-
-@register_attack("lira_offline", LiraOfflineSettings, needs_shadows=True, asks=_augmentation_query)
-def lira_offline(inputs: AttackInputs, settings: LiraOfflineSettings) -> np.ndarray:
-    """Offline LiRA: how far above the OUT distribution the target's φ lies (one-sided).
-
-    Carlini et al. score with the one-sided Φ((φ − μ_out)/σ_out).  How query augmentations
-    are combined is `lira_offline_combine`:
-
-    * "log_cdf" (default): the mean over augmentations of log Φ(z_a), the log of the joint
-      one-sided probability under OUT fits with diagonal covariance, as the online attack
-      combines its per-augmentation likelihoods.  log Φ(z) rounds to 0 above z ≈ 38, so the
-      most extreme records tie there.
-    * "zscore": the mean standardized distance z̄ (Stouffer's combination); it keeps full
-      resolution in the upper tail.
-
-    With one query (no augmentations) both rank records identically.  The authors' plotting
-    code scores offline with the two-sided log-density instead, which also flags records far
-    *below* the OUT mean; we keep the paper's one-sided test.
-    """
-    target_phi, shadow_phi = _confidences(inputs)
-    _, _, mean_out, std_out = _shadow_statistics(shadow_phi, inputs.shadow_members, settings.lira_variance)
-    z = (target_phi - mean_out) / std_out
-    if settings.lira_offline_combine == "zscore":
-        return z.mean(axis=0)
-    return log_ndtr(z).mean(axis=0)
-
 
 def clamped_log_p(logits: np.ndarray, labels: np.ndarray, clamp: float) -> np.ndarray:
     """log p_y of each record's label, clamped below at log(clamp): −(the clamped loss)."""
@@ -229,11 +55,17 @@ def clamped_log_p(logits: np.ndarray, labels: np.ndarray, clamp: float) -> np.nd
     return np.maximum(log_p_true, np.log(clamp))
 
 
+LOSS_CLAMP = Setting(1e-6, Between(0, 1, low_open=True, high_open=True),
+                     "Loss attack and Merlin's loss: p_y is clamped here before the log, so a "
+                     "confident miss does not give -inf and (Merlin, as Jayaraman et al.'s code) "
+                     "every p_y below it has one loss.")
+
+
 @dataclass(frozen=True)
 class LossSettings:
     """What the loss attack reads: the clamp on p_y."""
 
-    loss_clamp: float
+    loss_clamp: float = LOSS_CLAMP.field()
 
 
 @register_attack("loss", LossSettings, needs_shadows=False)
@@ -246,11 +78,14 @@ def loss_threshold(inputs: AttackInputs, settings: LossSettings) -> np.ndarray:
 class LossRandomizedSettings(LossSettings):
     """What Adversary 1 reads: the loss clamp, the bound B and the seed of its coin flips."""
 
-    loss_bound: Optional[float]
-    seed: int
+    loss_bound: Optional[float] = Setting(
+        None, Between(0, low_open=True, nullable=True, null_means="−ln(loss_clamp)"),
+        "Yeom et al.'s Adversary 1 says member with probability 1 − loss/B; null: B = "
+        "−ln(loss_clamp), the largest clamped loss.").field()
+    seed: int = Setting(0, AtLeast(0), "The seed of Adversary 1's coin flips.").field()
 
 
-def yeom_loss_bound(settings: LossRandomizedSettings | AttackSettings) -> float:
+def yeom_loss_bound(settings: Any) -> float:
     """B of Yeom et al.'s Adversary 1: `loss_bound`, else −ln(loss_clamp), the largest loss the
     clamp lets through."""
     return float(settings.loss_bound if settings.loss_bound is not None
@@ -271,17 +106,20 @@ def loss_randomized(inputs: AttackInputs, settings: LossRandomizedSettings) -> n
     return (coins < member_probability).astype(np.float64)
 
 
-@register_attack("always_member", NoSettings, needs_shadows=False)
+@register_attack("always_member", NoSettings, needs_shadows=False, decides=True)
 def always_member(inputs: AttackInputs, settings: NoSettings) -> np.ndarray:
-    """The baseline: say "member" for everyone; its precision is the share of members."""
+    """The baseline: say "member" for everyone; its precision is the share of members, under
+    every policy (its scores are its decisions: no threshold is chosen over them)."""
     return np.ones(len(inputs.labels))
 
 
 @register_attack("output_threshold", NoSettings, needs_shadows=False, reads_release=True)
 def output_threshold(inputs: AttackInputs, settings: NoSettings) -> np.ndarray:
-    """Say "member" when the released output is high: the optimal test against a mechanism that
-    releases a noisy copy of the membership bit (`+experiment=bound_check`), whose one output
-    is stored in the first logit column."""
+    """Say "member" when the released output is high: the optimal test against the exact
+    mechanism of `+experiment=bound_check`.
+
+    The mechanism releases a noisy copy of the membership bit, stored in the first logit column.
+    """
     return np.asarray(inputs.target_logits, dtype=np.float64)[:, 0]
 
 
@@ -293,17 +131,21 @@ register_attack("shokri", NoSettings, needs_shadows=True)(shokri)
 class PdtpSettings:
     """What PDTP reads: how many members are left out, and over how many training seeds."""
 
-    pdtp_records: int
-    pdtp_seeds: int
+    pdtp_records: int = Setting(10, AtLeast(1), "PDTP: the first this-many members of each "
+                                "target are left out, once per training seed.").field()
+    pdtp_seeds: int = Setting(3, AtLeast(1), "PDTP: the training seeds each leave-one-out "
+                              "model is averaged over.").field()
 
 
 def _pdtp_query(settings: PdtpSettings) -> tuple[str, dict]:
     return "pdtp", {"records": settings.pdtp_records, "seeds": settings.pdtp_seeds}
 
 
-@register_attack("pdtp", PdtpSettings, needs_shadows=False, asks=_pdtp_query, measures_records=True)
+@register_attack("pdtp", PdtpSettings, needs_shadows=False, asks=_pdtp_query, measures_records=True,
+                 retrains="pdtp_records")
 def pdtp_scores(inputs: AttackInputs, settings: PdtpSettings) -> np.ndarray:
-    """Long et al.'s seed-averaged PDTP of each measured record (NaN for the others).
+    """PDTP (Long et al.): the seed-averaged leave-one-out PDTP of each measured record (NaN
+    for the others).
 
     PDTP measures how much each *training* record moves the model; it is a per-record privacy
     measure rather than a test, so its cell reports PDTP figures instead of a precision.
@@ -321,10 +163,12 @@ def pdtp_scores(inputs: AttackInputs, settings: PdtpSettings) -> np.ndarray:
 class MerlinSettings:
     """What Merlin reads: its query's perturbations, their scale and seed, and the loss clamp."""
 
-    merlin_perturbations: int
-    merlin_sigma: float
-    merlin_seed: int
-    loss_clamp: float
+    merlin_perturbations: int = Setting(100, AtLeast(1), "Merlin (Jayaraman et al.): T Gaussian "
+                                        "perturbations of each input.").field()
+    merlin_sigma: float = Setting(0.01, Between(0, low_open=True), "Merlin: the perturbations' σ, "
+                                  "relative to each input's L2 norm.").field()
+    merlin_seed: int = Setting(0, AtLeast(0), "Merlin: the seed of its perturbations.").field()
+    loss_clamp: float = LOSS_CLAMP.field()
 
 
 def _merlin_query(settings: MerlinSettings) -> tuple[str, dict]:
@@ -349,8 +193,12 @@ def merlin(inputs: AttackInputs, settings: MerlinSettings) -> np.ndarray:
 class MorganSettings(MerlinSettings):
     """What Morgan reads: Merlin's settings and the FPR and least TPR its thresholds are fit for."""
 
-    morgan_fpr: float
-    morgan_min_tpr: float
+    morgan_fpr: float = Setting(0.01, Between(0, 1, low_open=True, high_open=True),
+                                "Morgan: its loss and Merlin thresholds are chosen on the shadows "
+                                "for this FPR.").field()
+    morgan_min_tpr: float = Setting(0.01, Between(0, 1, high_open=True), "Morgan: ... and must find "
+                                    "at least this share of the shadows' members (no one-record "
+                                    "boxes).").field()
 
 
 @register_attack("morgan", MorganSettings, needs_shadows=True, asks=_merlin_query)
@@ -370,6 +218,89 @@ def morgan(inputs: AttackInputs, settings: MorganSettings) -> np.ndarray:
     return morgan_decisions(loss, inputs.target_query, thresholds).astype(np.float64)
 
 
+# Defined in `jobs.rmia`; registered here, after the attacks registered before them.
+register_attack("rmia", RmiaSettings, needs_shadows=True, reads_population=True,
+                fits_per_record=True)(rmia_online)
+register_attack("rmia_offline", RmiaOfflineSettings, needs_shadows=True, reads_population=True,
+                fits_per_record=True, shadows_needed=offline_shadows_needed)(rmia_offline)
+
+
+CANARY_INPUT_COUNT = Setting(100, AtLeast(1), "Input canaries every model holds, each in D "
+                             "with the model's p (`jobs.canaries`).")
+CANARY_INPUT_RECIPE = Setting("mislabeled", OneOf(INPUT_RECIPES, "recipes"),
+                              "How input canaries are made: mislabeled pool records past every "
+                              "pool, or noise inputs with random labels.")
+CANARY_SEED = Setting(0, AtLeast(0), "The seed of the canaries' choice (part of every model's key "
+                      "when a canary attack is in the grid).")
+
+
+@dataclass(frozen=True)
+class CanaryInputSettings:
+    """What the input-canary loss attack reads: the loss clamp and which canaries are planted."""
+
+    loss_clamp: float = LOSS_CLAMP.field()
+    canary_input_count: int = CANARY_INPUT_COUNT.field()
+    canary_input_recipe: str = CANARY_INPUT_RECIPE.field()
+    canary_seed: int = CANARY_SEED.field()
+
+
+@register_attack("canary_input_loss", CanaryInputSettings, needs_shadows=False,
+                 evaluates=INPUT_CANARIES)
+def canary_input_loss(inputs: AttackInputs, settings: CanaryInputSettings) -> np.ndarray:
+    """The loss attack on the input canaries (`jobs.canaries`): the final model's −loss."""
+    return clamped_log_p(inputs.target_logits, inputs.labels, settings.loss_clamp)
+
+
+@dataclass(frozen=True)
+class CanaryLiraSettings:
+    """What LiRA on input canaries reads: its variance fit and which canaries are planted."""
+
+    lira_variance: str = LIRA_VARIANCE.field()
+    canary_input_count: int = CANARY_INPUT_COUNT.field()
+    canary_input_recipe: str = CANARY_INPUT_RECIPE.field()
+    canary_seed: int = CANARY_SEED.field()
+
+
+@register_attack("canary_input_lira", CanaryLiraSettings, needs_shadows=True,
+                 evaluates=INPUT_CANARIES, fits_per_record=True)
+def canary_input_lira(inputs: AttackInputs, settings: CanaryLiraSettings) -> np.ndarray:
+    """Online LiRA on the input canaries, with shadows that hold or lack each canary by their
+    own canary masks (no query augmentations: canaries are scored from stored logits)."""
+    return online_ratio(inputs, settings.lira_variance)
+
+
+@dataclass(frozen=True)
+class CanaryGradientSettings:
+    """What the gradient-canary attacks read: which canaries are planted."""
+
+    canary_gradient_count: int = Setting(1000, AtLeast(1), "Gradient canaries every model holds, "
+                                         "each in D with the model's p.").field()
+    canary_gradient_norm: float = Setting(1000.0, Between(1), "A gradient canary's norm in "
+                                          "multiples of train.max_grad_norm, so clipping brings "
+                                          "it to C.").field()
+    canary_seed: int = CANARY_SEED.field()
+
+
+@register_attack("canary_gradient_final", CanaryGradientSettings, needs_shadows=False,
+                 evaluates=GRADIENT_CANARIES, threat_model="white_box_final")
+def canary_gradient_final(inputs: AttackInputs, settings: CanaryGradientSettings) -> np.ndarray:
+    """Nasr et al.'s white-box adversary with the final weights: how far each canary's weight
+    moved against its planted gradient, (θ0 − θT)_j (the initial weights are public)."""
+    return np.asarray(inputs.observations, dtype=np.float64)[:, FINAL]
+
+
+@register_attack("canary_gradient_iterates", CanaryGradientSettings, needs_shadows=False,
+                 evaluates=GRADIENT_CANARIES, threat_model="white_box_iterates")
+def canary_gradient_iterates(inputs: AttackInputs,
+                             settings: CanaryGradientSettings) -> np.ndarray:
+    """Nasr et al.'s adversary that sees every iterate: the subsampled Gaussian's log-likelihood
+    ratio of each step's recovered gradient at the canary's weight, summed over the steps.
+
+    The Neyman–Pearson test for one canary; at q = 1 the plain sum ranks the same.
+    """
+    return np.asarray(inputs.observations, dtype=np.float64)[:, ITERATE_LIKELIHOOD_RATIO]
+
+
 def holdout_scores(attack: Attack, inputs: AttackInputs, settings: Any) -> np.ndarray:
     """The attack's scores with each shadow model in turn in the target's place: (shadows, n).
 
@@ -378,18 +309,37 @@ def holdout_scores(attack: Attack, inputs: AttackInputs, settings: Any) -> np.nd
     disjoint shadow data they are scores on the shadows' own records (`holdout_labels`).
     `settings` are the attack's own (an `Attack.settings_type`).
     """
-    if inputs.shadow_logits is None or inputs.shadow_members is None:
+    if inputs.shadow_members is None:
         raise ValueError("holdout scores need shadow models")
-    count = len(inputs.shadow_logits)
+    count = len(inputs.shadow_members)
     rows = []
     for index in range(count):
         others = np.arange(count) != index
-        asked = inputs.shadow_query
+        asked, logits = inputs.shadow_query, inputs.shadow_logits
+        population: dict[str, Any] = {}
+        if attack.reads_population and inputs.shadow_population_logits is not None:
+            z_members = inputs.shadow_population_members
+            population = dict(population_logits=inputs.shadow_population_logits[index],
+                              population_labels=inputs.population_labels,
+                              shadow_population_logits=inputs.shadow_population_logits[others],
+                              shadow_population_members=None if z_members is None else z_members[others])
         rows.append(attack.score(AttackInputs(
-            inputs.shadow_logits[index], inputs.holdout_labels,
-            inputs.shadow_logits[others] if attack.needs_shadows else None,
+            logits[index] if logits is not None else inputs.target_logits, inputs.holdout_labels,
+            logits[others] if attack.needs_shadows else None,
             inputs.shadow_members[others] if attack.needs_shadows else None,
             target_query=asked[index] if asked is not None else None,
             shadow_query=asked[others] if asked is not None and attack.needs_shadows else None,
+            observations=(inputs.shadow_observations[index]
+                          if inputs.shadow_observations is not None else None),
+            **population,
         ), settings))
     return np.stack(rows)
+
+
+#: The `attack.*` config section: every registered attack's settings, each with its default and
+#: rule, derived from the attacks' own declarations (`jobs.settings.config_dataclass`).
+AttackSettings = config_dataclass(
+    "AttackSettings", (attack.settings_type for attack in ATTACKS.values()),
+    "Attack knobs of the sweep config (`attack.*`): the union of every attack's settings.  An "
+    "attack never sees it whole, only its own settings type (`Attack.settings_from`).")
+AttackSettings.__module__ = __name__

@@ -5,32 +5,24 @@ summed.  Opacus's default materialises every record's gradient of every weight (
 floats), which for a wide MLP costs 37–69× a plain step.  This engine never does that where a
 cheaper route exists:
 
-* the **norm** of record i's gradient is computed per layer from what the layer saw: for a
-  linear layer on a vector input it is ‖a_i‖·‖g_i‖ (the "ghost norm": a_i the layer's input,
-  g_i the gradient at its output); for a sequence or a convolution either the ghost form
-  Σ_{t,t'} (a_t·a_t')(g_t·g_t') or the record's materialised gradient (T² against the layer's
-  parameter count, and see the clipped sum below); normalisation layers' gradients are small
-  and are materialised;
-* the **clipped sum** Σ_i c_i·∇ℓ_i is taken per layer from whichever of two things is
-  smaller to keep until the clip factors c_i are known: the layer's output gradient (with the
-  input it already holds) — one weighted gradient Σ_i c_i·a_iᵀg_i at the end (book-keeping, Bu et
-  al. 2023) — or each record's gradient of the layer's own weights, summed with the factors
-  (small for early convolutions: 896 floats a record for a 3→32 conv against 32 768 for its
-  output gradient).  Either way there is no second backward pass.  A layer that keeps
-  per-record gradients takes them *during* the backward pass, as its output gradient arrives
-  (an identity autograd node after the layer, a "tap", hands it over), and releases its output
-  gradient and input at once; a book-keeping layer keeps its output gradient to the end anyway,
-  so autograd is asked for it by the output's gradient edge, with no tap (a Python autograd
-  node costs ≈ 0.015 ms a step, a tenth of a small model's plain step).  Either way the layers'
-  outputs are never held, and autograd is asked only for the gradients at the layers' outputs,
-  so it never computes the unclipped weight gradients.  The choice compares per-record sizes,
-  so it is the same at every batch size: in the shipped models only the first convolutions
-  keep per-record gradients, and the linear models have no tap at all.
-
-A linear stack (`Flatten`, `Linear`, `Tanh`, `ReLU`: the shipped MLPs and logistic regression)
-goes further: its whole step has a closed form (`jobs.linear_stack`, `clip_and_sum_cross_entropy`),
-with no autograd graph and no hooks: at a fraction of a millisecond a step, autograd's own
-bookkeeping was most of what a DP step of `logistic_regression` cost over a plain one.
+* **Norms**, per layer from what the layer saw: ‖a_i‖·‖g_i‖ for a linear layer on a vector input
+  (the "ghost norm": a_i the layer's input, g_i the gradient at its output); for a sequence or a
+  convolution the ghost form Σ_{t,t'} (a_t·a_t')(g_t·g_t') or the record's materialised gradient
+  (T² against the layer's parameter count); normalisation layers' small gradients materialised.
+* **Clipped sum** Σ_i c_i·∇ℓ_i, per layer from whichever is smaller to keep until the clip factors
+  c_i are known: the layer's output gradient (with the input it already holds), one weighted
+  Σ_i c_i·a_iᵀg_i at the end (book-keeping, Bu et al. 2023), or each record's gradient of the
+  layer's own weights (896 floats a record for a 3→32 conv against 32 768 for its output
+  gradient).  The choice compares per-record sizes, so it is the same at every batch size: in the
+  shipped models only the first convolutions keep per-record gradients.
+* **One backward pass**: a layer that keeps per-record gradients takes them as its output
+  gradient arrives (an identity autograd node after the layer, a "tap", hands it over) and
+  releases its output gradient and input at once; a book-keeping layer's output gradient is asked
+  of autograd by its gradient edge, with no tap (a Python autograd node costs ≈ 0.015 ms a step).
+  Layers' outputs are never held and the unclipped weight gradients never computed.
+* **Linear stacks** (`Flatten`, `Linear`, `Tanh`, `ReLU`) take a closed-form step with no
+  autograd at all (`jobs.linear_stack`, `clip_and_sum_cross_entropy`): autograd's bookkeeping was
+  most of their cost.
 
 The mechanism is exactly Opacus's: clip factor min(1, C / (‖∇ℓ_i‖ + 1e-6)) on the gradient of
 each record's own loss, so `jobs.training` can add the same Gaussian noise and the accountant's

@@ -93,6 +93,9 @@ def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tu
     """Exact binomial interval for successes/trials: the Beta quantiles of Clopper & Pearson.
 
     (NaN, NaN) with no trials: an attack that accepted nobody has no precision to bound.
+    Not `scipy.stats.binomtest(k, n).proportion_ci(method="exact")`, which gives the same ends
+    (tests/test_metrics.py checks them against it) but computes a p-value first: 2.75 ms against
+    0.10 ms a call at n = 10 000, and `quantile_max` takes it at 40 thresholds per cell.
     """
     if trials == 0:
         return math.nan, math.nan
@@ -186,7 +189,12 @@ def quantile_max(scores: np.ndarray, members: np.ndarray, confidence: float = 0.
 
 def roc_curve(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(FPR, TPR) of "score ≥ t" for every distinct real score t, from accepting nobody to every
-    scored record: records with a NaN score are in the denominators, never accepted."""
+    scored record: records with a NaN score are in the denominators, never accepted.
+
+    Not `sklearn.metrics.roc_curve`: it refuses NaN and ±∞ scores, to which this module's
+    convention gives a meaning (an attack that cannot score a record, a loss of +∞).  On finite
+    scores the two agree exactly (tests/test_metrics.py); so do `roc_auc` and `roc_auc_score`.
+    """
     scores, members = _clean(scores, members)
     scored = ~np.isnan(scores)
     order = np.argsort(-scores[scored], kind="stable")

@@ -36,6 +36,8 @@ class QueryKind:
     # Asked about the model's whole training pool, not the evaluation records: the number of
     # evaluation records, which it does not read, then stays out of its key.
     whole_pool: bool = False
+    # Transforms images (flips, shifts): records of shape (channels, height, width) only.
+    images_only: bool = False
 
 
 #: Every query kind, by the name attacks ask it by (`jobs.attacks.Attack.asks`).
@@ -46,10 +48,10 @@ PDTP_QUERY = "pdtp"
 QUERIES.add(PDTP_QUERY, QueryKind(answer=None, whole_pool=True))
 
 
-def register_query(name: str) -> Callable[[Answer], Answer]:
+def register_query(name: str, images_only: bool = False) -> Callable[[Answer], Answer]:
     """Decorator: register the answering function as query kind `name` (evaluation records)."""
     def register(answer_fn: Answer) -> Answer:
-        QUERIES.add(name, QueryKind(answer_fn))
+        QUERIES.add(name, QueryKind(answer_fn, images_only=images_only))
         return answer_fn
     return register
 
@@ -87,7 +89,7 @@ def augmented_logits(model: torch.nn.Module, x: np.ndarray, flip: bool, shift: i
     return np.stack([predict_logits(model, view, device) for view in image_augmentations(x, flip, shift)])
 
 
-@register_query("augmented_logits")
+@register_query("augmented_logits", images_only=True)
 def _answer_augmented_logits(settings: dict[str, Any], model: torch.nn.Module, x: np.ndarray,
                              y: np.ndarray, device: torch.device) -> np.ndarray:
     return augmented_logits(model, x, settings["flip"], settings["shift"], device)

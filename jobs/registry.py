@@ -1,4 +1,5 @@
-"""One shape for every family of named implementations: attacks, threshold policies, queries.
+"""One shape for every family of named implementations: attacks, threshold policies, queries,
+reports, datasets.
 
 Why a registry rather than a dict literal.  A dict written out in one place has to be kept in
 step by hand with the code it names, far from it; an implementation that registers itself where
@@ -9,9 +10,10 @@ replacing the first.
 A `Registry` is a read-only mapping from name to entry, so it reads as the dict it replaces:
 ``name in REGISTRY``, ``REGISTRY[name]``, ``list(REGISTRY)``, ``REGISTRY.items()``.  What an
 entry is belongs to its family (an `jobs.attacks.Attack`, a `jobs.policies.Policy`, a
-`jobs.queries.QueryKind`, a `sweeper.reports.registry.Report`); the registry only names them.
-Each family gives a `register_*` decorator that builds its entry around the decorated function
-and calls `add` (`register_attack`, `register_policy`, `register_query`, `register_report`).
+`jobs.queries.QueryKind`, a `sweeper.reports.registry.Report`, a `jobs.datasets.DatasetSpec`); the
+registry only names them.  Each family gives a `register_*` decorator that builds its entry around
+the decorated function and calls `add` (`register_attack`, `register_policy`, `register_query`,
+`register_report`, `register_dataset`).
 """
 
 from __future__ import annotations

@@ -108,7 +108,8 @@ def _validate(inputs: AttackInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def shokri(inputs: AttackInputs, settings: NoSettings, *, log_features: bool = True) -> np.ndarray:
-    """Score = log-odds of "member" from the attack classifier of the record's class."""
+    """Shokri et al. 2017: the log-odds of "member" from the attack classifier of the record's
+    class, trained on the shadows' softmax vectors."""
     target, shadow_logits, members = _validate(inputs)
     labels, shadow_labels = np.asarray(inputs.labels), np.asarray(inputs.holdout_labels)
     features = _features(target, log_features)

@@ -1,26 +1,24 @@
 """K models of one architecture and one recipe trained together in one process.
 
-A sweep trains many models that differ only in their training set and seed (the shadows of
-one ε, the targets of one ε across p and trials).  Small models leave a device mostly idle,
-and each Ray task pays its own start-up, so `train.models_per_task` puts K of them in one task.
-How they are trained together depends on the architecture:
+A sweep trains many models that differ only in their training set and seed (the shadows of one
+ε, the targets of one ε across p and trials).  Small models leave a device mostly idle and each
+Ray task pays its own start-up, so `train.models_per_task` puts K of them in one task
+(README.md, "How it works": K models per task, and when it pays).  By architecture:
 
 * **stacked** — a linear stack (`Flatten`, `Linear`, `Tanh`, `ReLU`: `tanh_mlp64`,
-  `logistic_regression`, `relu_mlp256x2`): the K models' weights live in one (K, out, in)
-  tensor per layer, each round draws every model's own Poisson batch, pads them to the longest
-  and runs one batched forward and backward (`bmm`, in closed form: `jobs.linear_stack`, as a
-  model trained alone takes it); each record's gradient norm is its ghost norm
-  ‖a_i‖²·‖g_i‖² (+ ‖g_i‖² for the bias) within its own model, the clipped sums are one `bmm`
-  per layer, and then each model adds its own noise and takes its own optimizer step;
+  `logistic_regression`, `relu_mlp256x2`): one (K, out, in) weight tensor per layer; each round
+  pads every model's own Poisson batch to the longest and runs one batched forward and backward
+  (`bmm`, in closed form: `jobs.linear_stack`, as a model trained alone takes it); each record's
+  norm is its ghost norm ‖a_i‖²·‖g_i‖² (+ ‖g_i‖² for the bias) within its own model, the clipped
+  sums one `bmm` per layer, then each model adds its own noise and takes its own optimizer step;
 * **interleaved** — anything else (the CNNs, where stacking gained nothing on a CPU): the K
   models one after another, each exactly as `train_model` trains it alone.
 
-Either way each model keeps everything that makes it itself: its initial weights (its seed),
-its training set (its mask), its batch and noise generators, its noise multiplier and
-accountant (q depends on |D|), its optimizer and its per-epoch checkpoint, in the format
-`train_model` writes.  So a model trained in a group is the model trained alone (to float
-summation order), its key does not depend on K, and a killed group resumes each model from its
-own checkpoint — or alone, or in another group.
+Either way each model keeps its seed's initial weights, its mask, its batch and noise
+generators, its noise multiplier and accountant (q depends on |D|), its optimizer and its
+per-epoch checkpoint in `train_model`'s format.  So a model trained in a group is the model
+trained alone (to float summation order), its key does not depend on K, and a killed group
+resumes each model from its own checkpoint — or alone, or in another group.
 """
 
 from __future__ import annotations
@@ -36,12 +34,14 @@ from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
 from jobs import linear_stack
+from jobs.canaries import CanarySet
 from jobs.clipping import clipped_sums
 from jobs.datasets import ArrayDataset
 from jobs.models import ARCHITECTURES, build_model
-from jobs.training import (Checkpoint, ModelRun, NoiseCache, TrainedModel, TrainSettings, autocast,
-                           counted_step, end_epoch, finish_run, held_out_tensors, noisy_step,
-                           start_run, train_model)
+from jobs.accounting import NoiseCache
+from jobs.training import (Checkpoint, ModelRun, TrainedModel, TrainSettings, autocast,
+                           counted_step, end_epoch, finish_run, held_out_tensors, plain_update,
+                           private_update, start_run, train_model)
 
 logger = logging.getLogger(__name__)
 
@@ -55,11 +55,13 @@ AUTO_GPU_STACKED_K = 16
 
 @dataclass(frozen=True)
 class Member:
-    """One model of a group: its training set within the pool, its seed, its checkpoint."""
+    """One model of a group: its training set within the pool, its seed, its checkpoint, and
+    its canaries (every member of a group has the same design, with its own inclusion masks)."""
 
     mask: np.ndarray
     seed: int
     checkpoint: Optional[Checkpoint] = None
+    canaries: Optional[CanarySet] = None
 
 
 def stackable_architecture(name: str, input_shape: tuple[int, ...], num_classes: int) -> bool:
@@ -99,7 +101,7 @@ def train_models(settings: TrainSettings, data: ArrayDataset, members: list[Memb
         return
     for index, member in enumerate(members):
         yield index, train_model(settings, data, member.mask, member.seed, device,
-                                 member.checkpoint, noise_cache, compile_model)
+                                 member.checkpoint, noise_cache, compile_model, member.canaries)
 
 
 class _Stack:
@@ -151,13 +153,12 @@ def _train_stacked(settings: TrainSettings, data: ArrayDataset, members: list[Me
                    device: torch.device,
                    noise_cache: Optional[NoiseCache]) -> Iterator[tuple[int, TrainedModel]]:
     runs = [start_run(settings, m.mask, data.input_shape, data.num_classes, m.seed, device,
-                      m.checkpoint, noise_cache) for m in members]
+                      m.checkpoint, noise_cache, m.canaries) for m in members]
     stack = _Stack(runs)
     has_bias = [bias is not None for bias in stack.biases]
-    pool_x = torch.as_tensor(np.array(data.pool_x)).to(device)
-    pool_y = torch.as_tensor(np.array(data.pool_y)).to(device)
-    # Each model's training set as pool indices: row j of model k's D is pool record index[k][j].
-    index = [torch.as_tensor(np.flatnonzero(m.mask)).to(device) for m in members]
+    rows_x, rows_y, index = _rows_of(data, members)
+    pool_x, pool_y = torch.as_tensor(rows_x).to(device), torch.as_tensor(rows_y).to(device)
+    index = [torch.as_tensor(rows).to(device) for rows in index]
     test_x, test_y = held_out_tensors(data, device)
     epoch = [run.start_epoch for run in runs]
     batches = [run.batches(device) if epoch[k] < settings.epochs else None
@@ -178,12 +179,27 @@ def _train_stacked(settings: TrainSettings, data: ArrayDataset, members: list[Me
         for k, run in enumerate(runs):
             if batches[k] is None and k not in finished:
                 finished.add(k)
-                yield k, finish_run(run, data, members[k].mask, test_x, test_y, device)
+                yield k, finish_run(run, data, members[k].mask, test_x, test_y, device,
+                                    sharing=len(runs))
         active = [k for k, batch in enumerate(drawn) if batch is not None]
         if not active:
             return
         _stacked_step(stack, runs, active, drawn, index, pool_x, pool_y, has_bias, empty,
                       settings, device)
+
+
+def _rows_of(data: ArrayDataset, members: list[Member]
+             ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """The group's rows (the pool, then the input canaries every member shares) and each
+    model's training set as row indices: row j of model k's D is row index[k][j], its records
+    then its input canaries, as `jobs.training.training_rows` orders them."""
+    x, y = np.array(data.pool_x), np.array(data.pool_y)
+    canaries = members[0].canaries
+    if canaries is None or not len(canaries.input_y):
+        return x, y, [np.flatnonzero(m.mask) for m in members]
+    index = [np.concatenate([np.flatnonzero(m.mask),
+                             len(y) + np.flatnonzero(m.canaries.input_included)]) for m in members]
+    return (np.concatenate([x, canaries.input_x]), np.concatenate([y, canaries.input_y]), index)
 
 
 def _stacked_step(stack: _Stack, runs: list[ModelRun], active: list[int],
@@ -210,8 +226,7 @@ def _stacked_step(stack: _Stack, runs: list[ModelRun], active: list[int],
         run = runs[k]
         stack.set_gradients(k, weight_sums, bias_sums)
         if run.private:
-            noisy_step(run.model, run.optimizer, run.noise_std, run.schedule.expected_batch_size,
-                       run.rng)
+            private_update(run)
         else:
-            run.optimizer.step()
+            plain_update(run, len(rows[k]))
         counted_step(run)

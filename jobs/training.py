@@ -16,9 +16,10 @@ worker killed mid-training costs at most one epoch when Ray retries the task.
 
 from __future__ import annotations
 
-import functools
 import io
+import logging
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional, Protocol
 
@@ -26,9 +27,15 @@ import numpy as np
 import torch
 from torch import nn
 
+from jobs.accounting import NoiseCache, PoissonSchedule, calibrate_noise, epsilon_of_history
+from jobs.canaries import CanarySet, GradientCanaries, first_linear
+from jobs import clipping
 from jobs.clipping import PerSampleClipper
 from jobs.datasets import ArrayDataset
 from jobs.models import build_model
+from jobs.randomness import CANARIES, WEIGHTS, TrainingRng, epoch_batches, gaussian_noise, stream_seed
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,10 @@ class TrainSettings:
     # and the optimizer stay in fp32).  It changes the model, so it is in the key (left out of
     # it at "fp32", so keys from before the switch stay valid).
     precision: str = "fp32"
+    # Noise seeded from the operating system's entropy (not reproducible: resumed runs differ),
+    # each coordinate the sum of four draws of σC/2 as Opacus's secure_mode.  Torch's generator
+    # stays a PRNG (Opacus uses a cryptographic one, torchcsprng, not installable here).
+    secure_noise: bool = False
 
 
 @dataclass
@@ -68,6 +79,13 @@ class TrainedModel:
     best_test_accuracy: float = math.nan
     # The epoch each resumed attempt started from: one entry per interruption survived.
     resumed_from: list[int] = field(default_factory=list)
+    # With canaries (`jobs.canaries`): which are in D, the input canaries' logits and the
+    # gradient canaries' white-box statistics, by name (`canary_outputs`).
+    canary_outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    sample_rate: float = math.nan  # DP-SGD's q (NaN without DP): the audits' privacy profile
+    # Wall seconds its training took here (since it resumed, when it did); its share when K
+    # models were trained at once (`jobs.stacked`).
+    train_seconds: float = math.nan
 
 
 class Checkpoint(Protocol):
@@ -77,13 +95,8 @@ class Checkpoint(Protocol):
 
     def save(self, payload: bytes) -> None: ...
 
-
-class NoiseCache(Protocol):
-    """Where calibrated noise multipliers are kept across tasks (the artifact store provides one)."""
-
-    def get(self, key: str) -> Optional[float]: ...
-
-    def put(self, key: str, value: float) -> None: ...
+    def quarantine(self) -> str:
+        """Set the saved state aside (it failed to load); where it went."""
 
 
 def draw_mask(pool_size: int, rate: float, seed: int, complement: bool) -> np.ndarray:
@@ -119,110 +132,6 @@ def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.
     return float((logits.argmax(axis=1) == y.cpu().numpy()).mean())
 
 
-#: RDP orders: Opacus's defaults stop at 63, where the conversion to (ε, δ) alone costs ≈ 0.103 at
-#: δ = 1e-5, so smaller ε (Jayaraman et al.'s ε = 0.1) could never be reached.
-RDP_ORDERS = [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [
-    64, 80, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024, 1536, 2048]
-
-
-def _accountant_options(accountant: str) -> dict:
-    return {"alphas": RDP_ORDERS} if accountant == "rdp" else {}
-
-
-@dataclass(frozen=True)
-class PoissonSchedule:
-    """Opacus's Poisson sampling for a training set of `size` records at expected `batch_size`:
-    rate q = 1/⌈size/batch⌉, 1/q steps an epoch, gradients divided by int(size·q)."""
-
-    size: int
-    batch_size: int
-
-    @property
-    def steps_per_epoch(self) -> int:
-        return max(1, math.ceil(self.size / self.batch_size))
-
-    @property
-    def sample_rate(self) -> float:
-        return 1.0 / self.steps_per_epoch
-
-    @property
-    def expected_batch_size(self) -> int:
-        return max(1, int(self.size * self.sample_rate))
-
-
-def calibrate_noise(settings: TrainSettings, sample_rate: float,
-                    cache: Optional[NoiseCache] = None) -> float:
-    """The noise multiplier that spends exactly the target (ε, δ) over the training's steps.
-
-    Opacus's search, with the wider RDP orders and a tolerance relative to ε (its default 0.01 is
-    10 % of ε = 0.1); the answer errs on the private side (spent ε ≤ target).  Only a handful of
-    distinct (ε, δ, q, epochs, accountant) occur in a sweep, so the answer is kept in this
-    process and in `cache` (the store), and each is searched once.
-    """
-    args = (float(settings.epsilon), settings.delta, float(sample_rate), int(settings.epochs),
-            settings.accountant)
-    key = "noise-" + "-".join(repr(a) for a in args)
-    cached = cache.get(key) if cache is not None else None
-    if cached is not None:
-        return float(cached)
-    sigma = _search_noise(*args)
-    if cache is not None:
-        cache.put(key, sigma)
-    return sigma
-
-
-@functools.lru_cache(maxsize=256)
-def _search_noise(epsilon: float, delta: Optional[float], sample_rate: float, epochs: int,
-                  accountant: str) -> float:
-    from opacus.accountants.utils import get_noise_multiplier
-
-    return float(get_noise_multiplier(
-        target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate, epochs=epochs,
-        accountant=accountant, epsilon_tolerance=min(0.01, 0.001 * epsilon),
-        **_accountant_options(accountant)))
-
-
-@functools.lru_cache(maxsize=1024)
-def _epsilon_of_history(accountant: str, delta: Optional[float], history: tuple) -> float:
-    """The ε an accountant with this history (its (σ, q, steps) entries) has spent: the same
-    for every model trained at one (σ, q) for as many steps, and a fraction of a second of
-    Python each (most of a small model's task), so it is computed once per process."""
-    from opacus.accountants import create_accountant
-
-    replay = create_accountant(accountant)
-    replay.history = [tuple(entry) for entry in history]
-    return float(replay.get_epsilon(delta=delta, **_accountant_options(accountant)))
-
-
-class _Rng:
-    """The training's own random streams on its device: Poisson masks (or shuffles) and noise.
-    Separate from torch's global state, so checkpoints restore them exactly."""
-
-    def __init__(self, seed: int, device: torch.device):
-        self.batches = torch.Generator(device=device)
-        self.batches.manual_seed(seed)
-        self.noise = torch.Generator(device=device)
-        self.noise.manual_seed(seed + 1)
-
-    def state(self) -> dict[str, torch.Tensor]:
-        return {"batches": self.batches.get_state(), "noise": self.noise.get_state()}
-
-    def restore(self, state: dict[str, torch.Tensor]) -> None:
-        self.batches.set_state(state["batches"])
-        self.noise.set_state(state["noise"])
-
-
-def _batches(rng: _Rng, size: int, batch_size: int, schedule: Optional[PoissonSchedule],
-             device: torch.device) -> Iterator[torch.Tensor]:
-    """One epoch's batches as index tensors on the device: Poisson masks (DP) or a shuffle."""
-    if schedule is None:
-        yield from torch.randperm(size, generator=rng.batches, device=device).split(batch_size)
-        return
-    for _ in range(schedule.steps_per_epoch):
-        draw = torch.rand(size, generator=rng.batches, device=device)
-        yield (draw < schedule.sample_rate).nonzero().squeeze(1)
-
-
 PRECISIONS = ("fp32", "bf16")
 
 
@@ -231,11 +140,10 @@ def autocast(precision: str, device: torch.device):
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
-def _dp_step(model: nn.Module, clipper: PerSampleClipper, optimizer: torch.optim.Optimizer,
-             x: torch.Tensor, y: torch.Tensor, noise_std: float, expected_batch_size: int,
-             rng: _Rng, precision: str = "fp32") -> None:
-    """Clipped sum, Gaussian noise of std σ·C on it, divided by the expected batch: Opacus's
-    DPOptimizer step with loss reduction "mean", then the wrapped optimizer's own step."""
+def _clipped_sum(model: nn.Module, clipper: PerSampleClipper, x: torch.Tensor, y: torch.Tensor,
+                 precision: str = "fp32") -> None:
+    """The batch's clipped per-sample gradient sum into each parameter's `.grad` (the part of
+    Opacus's DPOptimizer step before the noise, `private_update`)."""
     if not len(y):  # an empty Poisson batch still takes a noisy step, as the accountant assumes
         clipper.zero_sum()
     elif clipper.closed_form:  # a linear stack: no autograd at all
@@ -244,11 +152,10 @@ def _dp_step(model: nn.Module, clipper: PerSampleClipper, optimizer: torch.optim
         with clipper.watch(), autocast(precision, x.device):
             logits = model(x)
         clipper.clip_and_sum(nn.functional.cross_entropy(logits.float(), y, reduction="sum"))
-    noisy_step(model, optimizer, noise_std, expected_batch_size, rng)
 
 
 def noisy_step(model: nn.Module, optimizer: torch.optim.Optimizer, noise_std: float,
-               expected_batch_size: int, rng: _Rng) -> None:
+               expected_batch_size: int, rng: TrainingRng) -> None:
     """Add N(0, noise_std²) to each parameter's clipped-sum `.grad`, divide by the expected
     batch and step: the part of a DP step after clipping, shared with `jobs.stacked`."""
     # The optimizer's list, not `model.parameters()`: walking the modules every step costs more
@@ -257,21 +164,19 @@ def noisy_step(model: nn.Module, optimizer: torch.optim.Optimizer, noise_std: fl
     sizes = [p.numel() for p in parameters]
     # One draw for every coordinate and one kernel each to add it and divide (a small model's
     # step is a fraction of a millisecond, so kernels per parameter tensor would dominate it).
-    noise = torch.normal(0.0, noise_std, size=(sum(sizes),), device=parameters[0].device,
-                         generator=rng.noise, dtype=parameters[0].dtype)
+    noise = gaussian_noise(noise_std, sum(sizes), parameters[0], rng)
     grads = [p.grad for p in parameters]
     torch._foreach_add_(grads, [part.view_as(p) for p, part in zip(parameters, noise.split(sizes))])
     torch._foreach_div_(grads, expected_batch_size)
     optimizer.step()
 
 
-def _plain_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor,
-                y: torch.Tensor, precision: str = "fp32") -> None:
+def _mean_gradient(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor,
+                   y: torch.Tensor, precision: str = "fp32") -> None:
     optimizer.zero_grad(set_to_none=True)
     with autocast(precision, x.device):
         logits = model(x)
     nn.functional.cross_entropy(logits.float(), y).backward()
-    optimizer.step()
 
 
 @dataclass
@@ -282,7 +187,7 @@ class ModelRun:
     settings: TrainSettings
     model: nn.Module
     optimizer: torch.optim.Optimizer
-    rng: _Rng
+    rng: TrainingRng
     checkpoint: Optional[Checkpoint]
     train_size: int
     schedule: Optional[PoissonSchedule] = None  # None: non-private (shuffled batches)
@@ -293,6 +198,10 @@ class ModelRun:
     best: float = -math.inf
     resumed_from: list[int] = field(default_factory=list)
     last: float = math.nan  # test accuracy after the last epoch trained here
+    canary_set: Optional[CanarySet] = None
+    canaries: Optional[GradientCanaries] = None  # planted and observed at every step
+    rows: int = 0  # the training set's rows: its records, then its input canaries
+    started: float = field(default_factory=time.perf_counter)  # when `start_run` made it
 
     @property
     def private(self) -> bool:
@@ -304,31 +213,82 @@ class ModelRun:
 
     def batches(self, device: torch.device) -> Iterator[torch.Tensor]:
         """One epoch's batches (indices into the training set) from this model's own stream."""
-        return _batches(self.rng, self.train_size, self.settings.batch_size, self.schedule, device)
+        return epoch_batches(self.rng, self.rows, self.settings.batch_size, self.schedule, device)
 
 
 def start_run(settings: TrainSettings, mask: np.ndarray, input_shape: tuple[int, ...],
               num_classes: int, seed: int, device: torch.device,
               checkpoint: Optional[Checkpoint] = None,
-              noise_cache: Optional[NoiseCache] = None) -> ModelRun:
-    """A model's initial weights (from `seed`), optimizer, random streams, noise and
-    accountant, restored from `checkpoint` when it holds a readable one."""
-    torch.manual_seed(seed)  # the initial weights
+              noise_cache: Optional[NoiseCache] = None,
+              canaries: Optional[CanarySet] = None) -> ModelRun:
+    """A model's initial weights (from `seed`), optimizer, random streams, noise, accountant
+    and canaries, restored from `checkpoint` when it holds a readable one.
+
+    DP-SGD's rate q comes from the records alone: planting canaries leaves the schedule and the
+    divisor as they are.
+    """
+    torch.manual_seed(stream_seed(seed, WEIGHTS))  # the initial weights
     model = build_model(settings.model, input_shape, num_classes).to(device)
     if settings.optimizer == "adam":
         optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     else:
         optimizer = torch.optim.SGD(model.parameters(), lr=settings.lr, momentum=settings.momentum)
-    run = ModelRun(settings, model, optimizer, _Rng(seed, device), checkpoint, int(mask.sum()))
+    run = ModelRun(settings, model, optimizer, TrainingRng(seed, device, settings.secure_noise),
+                   checkpoint, int(mask.sum()))
+    run.rows = run.train_size
     if math.isfinite(settings.epsilon):
         from opacus.accountants import create_accountant
 
         run.schedule = PoissonSchedule(run.train_size, settings.batch_size)
         run.noise_multiplier = calibrate_noise(settings, run.schedule.sample_rate, noise_cache)
         run.accountant = create_accountant(settings.accountant)
-    run.start_epoch, run.steps, run.best, run.resumed_from = _resume(
-        checkpoint, model, optimizer, run.accountant, run.rng)
+    if canaries is not None:
+        run.canary_set = canaries
+        run.rows += int(canaries.input_included.sum())
+        if len(canaries.gradient_coordinates):
+            run.canaries = _gradient_canaries(run, canaries, seed)
+    _resume(run)
     return run
+
+
+def _gradient_canaries(run: ModelRun, canaries: CanarySet, seed: int) -> GradientCanaries:
+    """The model's gradient canaries: a canary's clipped gradient is what the engine's own clip
+    factor makes of a gradient of norm `gradient_norm`·C (C itself without DP, unclipped)."""
+    if run.settings.optimizer != "sgd":
+        raise ValueError("gradient canaries are observed through SGD's update rule: "
+                         f"optimizer {run.settings.optimizer!r} is not supported")
+    clip = run.settings.max_grad_norm
+    contribution = clip
+    if run.private:
+        norm = torch.tensor([canaries.design.gradient_norm * clip], dtype=torch.float64)
+        # The engine's own clip factor (`jobs.clipping`, which the records' clipping calls), so a
+        # clipping bug reaches the canaries too; the canary is not a row of the per-sample pass.
+        contribution = float(clipping.clip_factors(norm, clip)[0] * norm[0])
+    return GradientCanaries(first_linear(run.model), canaries.gradient_coordinates,
+                            canaries.gradient_included, contribution, stream_seed(seed, CANARIES))
+
+
+def private_update(run: ModelRun) -> None:
+    """The noisy step after the clipped sum is in `.grad`: gradient canaries planted into the
+    sum, Gaussian noise, the divisor, the optimizer's step, then the canaries observed."""
+    schedule, canaries = run.schedule, run.canaries
+    before = canaries.plant(schedule.sample_rate) if canaries is not None else None
+    noisy_step(run.model, run.optimizer, run.noise_std, schedule.expected_batch_size, run.rng)
+    if canaries is not None:
+        canaries.observe(before, run.settings.lr, run.settings.momentum,
+                         run.settings.max_grad_norm / schedule.expected_batch_size,
+                         run.noise_multiplier, schedule.sample_rate)
+
+
+def plain_update(run: ModelRun, batch_size: int) -> None:
+    """The non-private step after the mean gradient is in `.grad`: every included gradient
+    canary (in every step: there is no Poisson draw to thin them) adds C/|B|, unclipped."""
+    canaries, divisor = run.canaries, max(1, batch_size)
+    before = canaries.plant(1.0, 1.0 / divisor) if canaries is not None else None
+    run.optimizer.step()
+    if canaries is not None:
+        canaries.observe(before, run.settings.lr, run.settings.momentum,
+                         run.settings.max_grad_norm / divisor, 0.0, 1.0)
 
 
 def counted_step(run: ModelRun) -> None:
@@ -348,8 +308,7 @@ def end_epoch(run: ModelRun, epoch: int, test_x: torch.Tensor, test_y: torch.Ten
         run.last = _accuracy(run.model, test_x, test_y, device)
         run.best = max(run.best, run.last)
     if run.checkpoint is not None:
-        _save_checkpoint(run.checkpoint, epoch + 1, run.steps, run.best, run.resumed_from,
-                         run.model, run.optimizer, run.accountant, run.rng)
+        _save_checkpoint(run, epoch + 1)
 
 
 def held_out_tensors(data: ArrayDataset,
@@ -359,14 +318,17 @@ def held_out_tensors(data: ArrayDataset,
 
 
 def finish_run(run: ModelRun, data: ArrayDataset, mask: np.ndarray, test_x: torch.Tensor,
-               test_y: torch.Tensor, device: torch.device) -> TrainedModel:
-    """The trained model: weights, logits on the whole pool, accuracies, the ε spent."""
+               test_y: torch.Tensor, device: torch.device, sharing: int = 1) -> TrainedModel:
+    """The trained model: weights, logits on the whole pool, accuracies, the ε spent, and the
+    seconds since the run started, shared by the `sharing` models trained with it."""
     settings, model = run.settings, run.model
-    epsilon_spent = (_epsilon_of_history(settings.accountant, settings.delta,
+    epsilon_spent = (epsilon_of_history(settings.accountant, settings.delta,
                                          tuple(tuple(entry) for entry in run.accountant.history))
                      if run.accountant is not None else math.inf)
     pool_logits = predict_logits(model, data.pool_x, device).astype(np.float32)
     return TrainedModel(
+        canary_outputs=canary_outputs(run, device),
+        sample_rate=run.schedule.sample_rate if run.private else math.nan,
         state_dict={k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
         pool_logits=pool_logits,
         test_accuracy=run.last if run.start_epoch < settings.epochs else _accuracy(
@@ -380,13 +342,44 @@ def finish_run(run: ModelRun, data: ArrayDataset, mask: np.ndarray, test_x: torc
         train_size=int(mask.sum()),
         best_test_accuracy=run.best if run.best > -math.inf else math.nan,  # no test set: NaN
         resumed_from=run.resumed_from,
+        train_seconds=(time.perf_counter() - run.started) / sharing,
     )
+
+
+def canary_outputs(run: ModelRun, device: torch.device) -> dict[str, np.ndarray]:
+    """What an auditor reads of a model's canaries: which are in D, the model's logits on the
+    input canaries, the gradient canaries' statistics (`GradientCanaries.statistics`)."""
+    canaries = run.canary_set
+    if canaries is None:
+        return {}
+    outputs = {"input_included": canaries.input_included,
+               "gradient_included": canaries.gradient_included}
+    if len(canaries.input_y):
+        outputs["input_labels"] = canaries.input_y
+        outputs["input_logits"] = predict_logits(run.model, canaries.input_x,
+                                                 device).astype(np.float32)
+    if run.canaries is not None:
+        outputs["gradient_statistics"] = run.canaries.statistics(run.settings.lr)
+    return outputs
+
+
+def training_rows(data: ArrayDataset, mask: np.ndarray,
+                  canaries: Optional[CanarySet]) -> tuple[np.ndarray, np.ndarray]:
+    """The training set's inputs and labels: the pool records in `mask`, then the input
+    canaries included."""
+    x, y = data.pool_x[mask], data.pool_y[mask]
+    if canaries is None or not canaries.input_included.any():
+        return np.array(x), np.array(y)
+    included = canaries.input_included
+    return (np.concatenate([x, canaries.input_x[included]]),
+            np.concatenate([y, canaries.input_y[included]]))
 
 
 def train_model(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, seed: int,
                 device: torch.device, checkpoint: Optional[Checkpoint] = None,
                 noise_cache: Optional[NoiseCache] = None,
-                compile_model: bool = False) -> TrainedModel:
+                compile_model: bool = False,
+                canaries: Optional[CanarySet] = None) -> TrainedModel:
     """Train on the pool records in `mask`, resuming from `checkpoint` when one exists.
 
     `compile_model` runs non-private training's forward pass through `torch.compile` (dynamic
@@ -395,58 +388,68 @@ def train_model(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, s
     which a compiled graph does not expose.
     """
     run = start_run(settings, mask, data.input_shape, data.num_classes, seed, device, checkpoint,
-                    noise_cache)
+                    noise_cache, canaries)
     model = run.model
     forward = torch.compile(model, dynamic=True) if compile_model and not run.private else model
-    train_x = torch.as_tensor(np.array(data.pool_x[mask])).to(device)
-    train_y = torch.as_tensor(np.array(data.pool_y[mask])).to(device)
+    rows_x, rows_y = training_rows(data, mask, canaries)
+    train_x, train_y = torch.as_tensor(rows_x).to(device), torch.as_tensor(rows_y).to(device)
     test_x, test_y = held_out_tensors(data, device)
     clipper = PerSampleClipper(model, settings.max_grad_norm) if run.private else None
     for epoch in range(run.start_epoch, settings.epochs):
         model.train()
         for batch in run.batches(device):
             if run.private:
-                _dp_step(forward, clipper, run.optimizer, train_x[batch], train_y[batch],
-                         run.noise_std, run.schedule.expected_batch_size, run.rng,
-                         settings.precision)
+                _clipped_sum(forward, clipper, train_x[batch], train_y[batch], settings.precision)
+                private_update(run)
             else:
-                _plain_step(forward, run.optimizer, train_x[batch], train_y[batch],
-                            settings.precision)
+                _mean_gradient(forward, run.optimizer, train_x[batch], train_y[batch],
+                               settings.precision)
+                plain_update(run, len(batch))
             counted_step(run)
         end_epoch(run, epoch, test_x, test_y, device)
     return finish_run(run, data, mask, test_x, test_y, device)
 
 
-def _save_checkpoint(checkpoint: Checkpoint, epoch: int, steps: int, best: float,
-                     resumed_from: list[int], model, optimizer, accountant, rng: _Rng) -> None:
+def _save_checkpoint(run: ModelRun, epoch: int) -> None:
     state = {
         "epoch": epoch,
-        "steps": steps,
-        "best_test_accuracy": best,
-        "resumed_from": list(resumed_from),
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "accountant": accountant.state_dict() if accountant is not None else None,
-        "rng": rng.state(),
+        "steps": run.steps,
+        "best_test_accuracy": run.best,
+        "resumed_from": list(run.resumed_from),
+        "model": run.model.state_dict(),
+        "optimizer": run.optimizer.state_dict(),
+        "accountant": run.accountant.state_dict() if run.accountant is not None else None,
+        "rng": run.rng.state(),
+        "canaries": run.canaries.state() if run.canaries is not None else None,
     }
     buffer = io.BytesIO()
     torch.save(state, buffer)
-    checkpoint.save(buffer.getvalue())
+    run.checkpoint.save(buffer.getvalue())
 
 
-def _resume(checkpoint: Optional[Checkpoint], model, optimizer, accountant,
-            rng: _Rng) -> tuple[int, int, float, list[int]]:
-    """(epochs done, steps done, best test accuracy so far, epochs resumed from), restoring every
-    state it saved; without a (readable) checkpoint, a fresh start."""
-    payload = checkpoint.load() if checkpoint is not None else None
+def _resume(run: ModelRun) -> None:
+    """Restore every state the run's checkpoint saved (epochs and steps done, the best test
+    accuracy so far, the epochs resumed from); without a (readable) checkpoint, a fresh start."""
+    payload = run.checkpoint.load() if run.checkpoint is not None else None
     if payload is None:
-        return 0, 0, -math.inf, []
-    state = torch.load(io.BytesIO(payload), weights_only=True)
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    if accountant is not None and state["accountant"] is not None:
-        accountant.load_state_dict(state["accountant"])
-    rng.restore(state["rng"])
-    epoch = int(state["epoch"])
-    return epoch, int(state["steps"]), float(state["best_test_accuracy"]), \
-        [*state["resumed_from"], epoch]
+        return
+    try:
+        state = torch.load(io.BytesIO(payload), weights_only=True)
+    except Exception as error:  # noqa: BLE001 - whatever refused it: start over, never load unsafely
+        # Its checksum held, so it was written so: a malicious or incompatible file.  torch's own
+        # message suggests weights_only=False: not repeated.
+        where = run.checkpoint.quarantine()
+        logger.warning("a training checkpoint does not load as plain tensors (weights_only "
+                       "refused it: %s): set aside as %s; training starts over",
+                       type(error).__name__, where)
+        return
+    run.model.load_state_dict(state["model"])
+    run.optimizer.load_state_dict(state["optimizer"])
+    if run.accountant is not None and state["accountant"] is not None:
+        run.accountant.load_state_dict(state["accountant"])
+    run.rng.restore(state["rng"])
+    if run.canaries is not None:
+        run.canaries.restore(state["canaries"])
+    run.start_epoch = int(state["epoch"])
+    run.steps, run.best = int(state["steps"]), float(state["best_test_accuracy"])
+    run.resumed_from = [*state["resumed_from"], run.start_epoch]

@@ -28,10 +28,10 @@ import hydra
 from omegaconf import DictConfig
 
 from jobs.datasets import DatasetUnavailable
-from sweeper import VERSION_TEXT
+from sweeper import VERSION_TEXT, interrupts
 from sweeper.config import ConfigError, SweepConfig, register_schema, to_sweep_config
-from sweeper.credentials import scrub
-from sweeper.hydra_adapter import parse_command_line
+from sweeper.credentials import hide_secret_values, scrub
+from sweeper.hydra_adapter import mask_launcher_echo, parse_command_line
 from sweeper.preflight import (CONF_DIR, CONFIG_NAME, check_command_line, command_line, composed,
                               needs_hydra)
 from sweeper.summary import print_summary
@@ -46,7 +46,7 @@ def main(raw: DictConfig) -> None:
     try:
         cfg = to_sweep_config(raw)
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {hide_secret_values(str(error))}", file=sys.stderr)
         sys.exit(2)
     code = run(cfg)
     if code:
@@ -59,15 +59,19 @@ def run(cfg: SweepConfig, validated: bool = False) -> int:
     the store: not twice)."""
     from sweeper.console import shown
     from sweeper.runner import run_sweep  # Ray, MLflow: imported once the configuration passed
+    from sweeper.files import disk_full
 
     try:
         with shown():
             result = run_sweep(cfg, validated=validated)
     except (ConfigError, DatasetUnavailable) as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {hide_secret_values(str(error))}", file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - said here, scrubbed: not by Hydra, raw
-        print(crash_report(error), file=sys.stderr)
+        where = disk_full(error)
+        print(crash_report(error) if where is None else scrub(
+            f"error: disk full at {where}: what finished is kept in the store; free space and "
+            "rerun the same command to resume"), file=sys.stderr)
         return 1
     print_summary(result)
     return 1 if result.failures else 0
@@ -95,7 +99,7 @@ def run_directly(argv: list[str]) -> Optional[int]:
     try:
         cfg, hydra_cfg = composed(args.overrides)
     except ConfigError as refused:
-        print(f"error: {refused}", file=sys.stderr)
+        print(f"error: {hide_secret_values(str(refused))}", file=sys.stderr)
         return 2
     configure_log(hydra_cfg.job_logging, hydra_cfg.verbose)  # as Hydra's launcher would
     return run(cfg, validated=True)
@@ -133,15 +137,21 @@ def cli(argv: Optional[list[str]] = None) -> None:
     if "--version" in argv:
         print(VERSION_TEXT)
         return
-    sys.argv = [sys.argv[0], *command_line(argv)]
-    code = run_directly(sys.argv[1:])
-    if code is None:
-        refused = check_command_line(sys.argv[1:])
-        if refused:
-            print(f"error: {ConfigError(refused)}", file=sys.stderr)
-            sys.exit(2)
-        main()
-        code = 0
+    interrupts.install()
+    try:
+        sys.argv = [sys.argv[0], *command_line(argv)]
+        code = run_directly(sys.argv[1:])
+        if code is None:
+            refused = check_command_line(sys.argv[1:])
+            if refused:
+                print(f"error: {hide_secret_values(str(ConfigError(refused)))}", file=sys.stderr)
+                sys.exit(2)
+            mask_launcher_echo()
+            main()
+            code = 0
+    except KeyboardInterrupt as stop:  # SIGINT or SIGTERM (`sweeper.interrupts`): one line
+        print(interrupts.RESUME_LINE, file=sys.stderr, flush=True)
+        exit_now(interrupts.exit_code(stop))
     if code:
         sys.exit(code)
     exit_now()

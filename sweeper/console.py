@@ -9,6 +9,10 @@ lines to a callable as well, for callers that keep them (the load benchmark, tes
 
 Results a command prints (tables, the sweep's summary) are output, not log: the commands print
 those themselves.
+
+Progress (`Progress`) is a tqdm bar on a terminal only (tqdm's `disable=None`: off when its
+stream is not a TTY); in a log (`make demo > log`, a Ray job's driver log) the bar's redraws would
+be escape codes, so the same counts become status lines, one each `LOG_EVERY` of the way.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ from typing import Callable, Iterator, Optional
 
 #: The logger every sweeper module's logger sits under.
 ROOT = "sweeper"
+#: Off a terminal, a stage's progress is logged each time it crosses another tenth of its total.
+LOG_EVERY = 0.1
+
+logger = logging.getLogger(__name__)
 
 
 class ConsoleFormatter(logging.Formatter):
@@ -93,3 +101,51 @@ def forwarded(echo: Optional[Callable[[str], None]]) -> Iterator[None]:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+
+
+class _OneLine(logging.Filter):
+    """A library's record as its message's first line, passed through `clean`; no traceback."""
+
+    def __init__(self, clean: Callable[[str], str]) -> None:
+        super().__init__()
+        self.clean = clean
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        lines = record.getMessage().strip().splitlines()
+        record.msg, record.args = self.clean(lines[0] if lines else ""), None
+        record.exc_info = record.exc_text = record.stack_info = None
+        return True
+
+
+def one_line_records(library: logging.Logger, clean: Callable[[str], str]) -> None:
+    """Each record the handlers of `library`'s logger write (a library that prints its own
+    console lines, as MLflow does) becomes its first line, passed through `clean` (secrets
+    masked), without the traceback its `logger.exception` would print.  Idempotent."""
+    for handler in library.handlers:
+        if not any(isinstance(each, _OneLine) for each in handler.filters):
+            handler.addFilter(_OneLine(clean))
+
+
+class Progress(contextlib.AbstractContextManager):
+    """A stage's progress, `update(n)` as its items finish: a tqdm bar on a terminal; off one, a
+    status line ("models trained: 21/84 (25 %)") each `LOG_EVERY` of the total and at its end;
+    nothing at all when not `enabled` (a library call, a test)."""
+
+    def __init__(self, total: int, desc: str, unit: str, enabled: bool = True) -> None:
+        from tqdm.auto import tqdm
+
+        self.total, self.desc, self.done, self._logged_step = total, desc, 0, 0
+        self.bar = tqdm(total=total, desc=desc, unit=unit, disable=None if enabled else True)
+        self.lines = bool(enabled and self.bar.disable and total > 0)
+
+    def update(self, n: int = 1) -> None:
+        self.bar.update(n)
+        self.done += n
+        step = int(self.done / self.total / LOG_EVERY + 1e-9) if self.lines else 0
+        if step > self._logged_step:
+            self._logged_step = step
+            logger.info("%s: %d/%d (%d %%)", self.desc, self.done, self.total,
+                        100 * self.done // self.total)
+
+    def __exit__(self, *exc) -> None:
+        self.bar.close()

@@ -6,11 +6,14 @@ comes from (the config, `MLFLOW_TRACKING_URI`, a command-line flag), and everyth
 writes or prints that could carry one goes through this module first: `redact` for a URI,
 `redact_tree` for a config (every `runtime_env` environment value is masked, whatever its
 name: a name is no proof that its value is harmless), `scrub` for free text (exception messages,
-tracebacks, echoed overrides).  This is the one home of these rules.
+tracebacks, echoed overrides).  Each also masks the environment's secrets by value
+(`secret_values`), which reach a config by interpolation (`${oc.env:…}`) where no key's name
+shows them.  This is the one home of these rules.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -29,9 +32,47 @@ def looks_secret(name: str) -> bool:
     return any(word in name.upper() for word in CREDENTIAL_WORDS)
 
 
+#: Values shorter than this are not masked by value (a 3-letter "secret" would mask every
+#: occurrence of those letters); credentials are far longer.
+MIN_SECRET_LENGTH = 8
+#: Names that match `CREDENTIAL_WORDS` but hold a setting or a path, not a secret.
+_SETTING_SUFFIXES = ("_MODE", "_FILE", "_PATH", "_DIR", "_ENABLED", "_TYPE", "_URI", "_URL",
+                     "_REGION", "_PROFILE", "_ID", "_SOCK", "_SOCKET", "AUTHORITY")
+
+
+def secret_values() -> dict[str, str]:
+    """The environment's secrets by value, {value: variable name}: each variable whose name looks
+    secret (`looks_secret`: AWS_SECRET_ACCESS_KEY, MLFLOW_TRACKING_PASSWORD, …), not a setting's
+    (`_SETTING_SUFFIXES`: RAY_AUTH_MODE, …), and at least `MIN_SECRET_LENGTH` long.  Values
+    arrive where names cannot see them (`name=${oc.env:AWS_SECRET_ACCESS_KEY}`), so they are
+    masked wherever they appear (`hide_secret_values`) and refused in names and paths."""
+    found = {}
+    for name, value in os.environ.items():
+        if (looks_secret(name) and not name.upper().endswith(_SETTING_SUFFIXES)
+                and len(value) >= MIN_SECRET_LENGTH):
+            found[value] = name
+    return found
+
+
+def hide_secret_values(text: str) -> str:
+    """`text` with every value of `secret_values` replaced by ***, longest first."""
+    for value in sorted(secret_values(), key=len, reverse=True):
+        text = text.replace(value, MASK)
+    return text
+
+
+def secret_in(text: str) -> str | None:
+    """The name of the environment variable whose secret value `text` holds, or None."""
+    for value, name in secret_values().items():
+        if value in text:
+            return name
+    return None
+
+
 def redact(uri: str) -> str:
     """The URI with its password (or http user, where tokens hide) and credential-like query
     values replaced by ***; anything that is not a URI is returned as it is."""
+    uri = hide_secret_values(uri)
     parts = urlsplit(uri)
     if not parts.scheme or not (parts.netloc or parts.query):
         return uri
@@ -60,7 +101,7 @@ _SECRET_ITEM = re.compile(rf"((['\"])\w*(?:{_WORDS})\w*\2\s*:\s*)(['\"])[^'\"]*\
 def scrub(text: str) -> str:
     """Free text (an exception message, a traceback, an echoed override) with URI passwords,
     http users and credential-like `name=value` values replaced by ***."""
-    text = _EMBEDDED_PASSWORD.sub(rf"\1{MASK}@", text)
+    text = _EMBEDDED_PASSWORD.sub(rf"\1{MASK}@", hide_secret_values(text))
     text = _EMBEDDED_HTTP_USER.sub(rf"\1{MASK}@", text)
     text = _SECRET_ITEM.sub(rf"\1\3{MASK}\3", text)
     return _SECRET_ASSIGNMENT.sub(rf"\1{MASK}", text)
@@ -93,7 +134,7 @@ def redact_tree(node: Any) -> Any:
     if isinstance(node, (list, tuple)):
         return [redact_tree(item) for item in node]
     if isinstance(node, str):
-        return redact(_EMBEDDED_PASSWORD.sub(rf"\1{MASK}@", node))
+        return redact(_EMBEDDED_PASSWORD.sub(rf"\1{MASK}@", hide_secret_values(node)))
     return node
 
 

@@ -1,8 +1,10 @@
 """The bound-vs-attack frontier: measured precision next to the Thudi et al. bound, per cell.
 
-`load_frontier` returns it as a pandas DataFrame (one row per cell) and `format_table` as text a
-person reads; the figure is the frontier report's (`sweeper.reports.frontier`), which this
-command draws beside the experiment's own report.
+`load_frontier` returns it as a pandas DataFrame (one row per cell), `summarize_frontier` pools
+each coordinate's trials into one row (the precision over trials, ΣTP/(ΣTP+ΣFP), with its exact
+Clopper–Pearson interval: the figures' rule), and `format_summary` / `format_table` print those
+as text a person reads; the figure is the frontier report's (`sweeper.reports.frontier`), which
+this command draws beside the experiment's own report.
 
 Both read the sweep's compacted results dataset (`sweeper.results`), adding cells that landed
 after it, and say how many of the sweep's cells are missing and why: a gap is never silent.
@@ -24,12 +26,12 @@ import pandas as pd
 
 from sweeper import VERSION_TEXT
 from sweeper.formats import format_epsilon, jsonable
-from sweeper.results import CELLS_DATASET, Coverage, Results, load_results
+from sweeper.paths import file_problem
+from sweeper.results import CELLS_DATASET, Coverage, Results, load_results, sort_frontier
 from sweeper.store import ArtifactStore, ManifestError, check_sweep_name, split_sweep_location
 
 logger = logging.getLogger(__name__)
 
-SORT_ORDER = ["dataset", "attack", "policy", "epsilon", "delta", "p", "trial"]
 #: The command's exit codes.
 EXIT_OK, EXIT_REFUSED, EXIT_INCOMPLETE = 0, 2, 3
 EXIT_CODES = {EXIT_OK: "every cell of the sweep is present (violations are warned about, not an "
@@ -63,25 +65,96 @@ def open_sweep(root: str, name: str) -> tuple[ArtifactStore, Results]:
     return store, load_results(store, name)
 
 
-def sort_frontier(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame if frame.empty else frame.sort_values(SORT_ORDER, ignore_index=True)
-
-
 #: Columns the table reads; a sweep without some of them (no exact mechanism, only PDTP) shows NaN.
 TABLE_COLUMNS = ["precision_exact", "bound_tight", "tpr_at_fpr_0.01", "auc", "test_accuracy",
                  "baseline", "bound_at_tpr"]
 
 
+#: A summary row per coordinate: its trials pooled (`summarize_frontier`).
+SUMMARY_KEYS = ["dataset", "model", "attack", "policy", "epsilon", "delta", "p"]
+#: Columns a summary row averages over its trials.
+SUMMARY_MEANS = ["baseline", "bound", "bound_at_tpr", "bound_profile", "tpr_at_fpr_0.01", "auc",
+                 "test_accuracy", "precision_exact", "bound_tight"]
+
+
+def summarize_frontier(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (dataset, model, attack, policy, ε, δ, p): its trials pooled, as every figure
+    draws them (`sweeper.reports.stats.pooled_table`: `precision` = ΣTP/(ΣTP+ΣFP) with its exact
+    95 % interval, `mean_precision` the trials' mean, `n_trials`, `violations` the flagged
+    trials) and the trials' mean of `SUMMARY_MEANS`.  PDTP cells, which have no precision, are
+    left out (`format_table` lists them per trial)."""
+    from sweeper.reports.stats import pooled_table
+
+    cells = frame.drop(pdtp_rows(frame).index)
+    return pooled_table(cells, [key for key in SUMMARY_KEYS if key in cells], SUMMARY_MEANS)
+
+
+def pdtp_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """Long et al.'s PDTP cells: a measure per record, no precision."""
+    if "pdtp_records" not in frame:
+        return frame.iloc[:0]
+    return frame[frame["precision"].isna() & frame["pdtp_records"].notna()]
+
+
+def format_summary(frame: pd.DataFrame) -> str:
+    """`summarize_frontier` as a fixed-width table (pandas lays it out): one line per
+    coordinate, its trials pooled, and a flag naming how many of them are violations."""
+    summary = summarize_frontier(frame)
+    if summary.empty:
+        return "(no cells)" if frame.empty else _format_pdtp(pdtp_rows(frame))
+    summary = summary.reindex(columns=summary.columns.union(SUMMARY_MEANS, sort=False))
+    exact = summary["precision_exact"].notna().any()
+    shown = pd.DataFrame({
+        "attack": summary["attack"],
+        **({"policy": summary["policy"]} if summary["policy"].nunique() > 1 else {}),
+        "ε": summary["epsilon"].map(format_epsilon), "δ": summary["delta"].map("{:.0e}".format),
+        "p": summary["p"].map("{:.2f}".format), "trials": summary["n_trials"],
+        "pooled precision [95% CI]": [
+            f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in
+            zip(summary["precision"], summary["precision_ci_low"], summary["precision_ci_high"])],
+        "TP": summary["tp"], "FP": summary["fp"]})
+    averaged = (("exact", "precision_exact"), ("tightest", "bound_tight")) if exact else \
+        (("TPR@1%", "tpr_at_fpr_0.01"), ("AUC", "auc"), ("test acc", "test_accuracy"))
+    for label, column in (("baseline", "baseline"), ("bound", "bound"),
+                          ("bound@TPR", "bound_at_tpr"), *averaged):
+        shown[label] = summary[column].map("{:.3f}".format)
+    shown["flag"] = [f"VIOLATION ({n} of {k} trials)" if n else ""
+                     for n, k in zip(summary["violations"], summary["n_trials"])]
+    for column in ("attack", "policy", "pooled precision [95% CI]", "flag"):  # text: left
+        if column in shown:
+            width = max(len(column), *shown[column].map(len))
+            shown[column] = shown[column].map(lambda text, w=width: text.ljust(w))
+            shown = shown.rename(columns={column: column.ljust(width)})
+    text = "\n".join(line.rstrip() for line in
+                     shown.to_string(index=False).splitlines())
+    pdtp = pdtp_rows(frame)
+    return text if pdtp.empty else text + "\n\n" + _format_pdtp(pdtp)
+
+
+def select(frame: pd.DataFrame, attacks: Sequence[str] = (), epsilons: Sequence[float] = (),
+           ps: Sequence[float] = ()) -> pd.DataFrame:
+    """The rows of the given attacks, ε and p (each axis: all when none is given; ε and p
+    matched to 1e-9, so `--p 0.2` finds 0.2 however it was written)."""
+    keep = pd.Series(True, index=frame.index)
+    if attacks:
+        keep &= frame["attack"].isin(list(attacks))
+    for column, values in (("epsilon", epsilons), ("p", ps)):
+        if values:
+            keep &= frame[column].apply(lambda v: any(math.isclose(v, w, rel_tol=1e-9)
+                                                      or v == w for w in values))
+    return frame[keep]
+
+
 def format_table(frame: pd.DataFrame) -> str:
-    """A fixed-width table a person can read: one line per cell, violations flagged.
+    """A fixed-width table a person can read: one line per cell (every trial), violations
+    flagged; `format_summary` is the pooled view.
 
     Sweeps over exact mechanisms (`bound_check`) also show the closed form: the attack's exact
     precision and the tightest bound over the mechanism's privacy profile.
     """
     if frame.empty:
         return "(no cells)"
-    measures = frame[frame["precision"].isna() & frame.get("pdtp_records", pd.Series(dtype=float)).notna()] \
-        if "pdtp_records" in frame else frame.iloc[:0]
+    measures = pdtp_rows(frame)
     frame = frame.drop(measures.index).reindex(columns=frame.columns.union(TABLE_COLUMNS))
     exact = frame["precision_exact"].notna().any()
     header = (f"{'attack':<16} {'ε':>5} {'δ':>7} {'p':>5} {'trial':>5}  {'precision [95% CI]':<22} "
@@ -127,8 +200,9 @@ def _parser(prog: str = "python -m sweeper.frontier") -> argparse.ArgumentParser
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Print the bound-vs-attack frontier of a finished (or running) sweep: for "
-                    "every cell, the attack's best precision with its 95%% Clopper-Pearson interval "
-                    "next to the Thudi et al. bound U, and draw it as a PNG.",
+                    "every attack, ε, δ and p, the attack's precision pooled over trials with its "
+                    "exact 95 % Clopper-Pearson interval next to the Thudi et al. bound U (--trials: "
+                    "one line per trial), and draw it as a figure.",
     )
     parser.add_argument("--experiment", default="quickstart",
                         help="sweep name, i.e. the experiment's `name` (default: quickstart)")
@@ -137,17 +211,56 @@ def _parser(prog: str = "python -m sweeper.frontier") -> argparse.ArgumentParser
                              "(default: runs)")
     parser.add_argument("--run-dir", help="a sweep folder or URI (<store.root>/sweeps/<name>); "
                                           "overrides --experiment and --store-root")
-    parser.add_argument("--json", action="store_true", help="print the table as JSON records")
-    parser.add_argument("--csv", metavar="PATH", help="also write the table as CSV to PATH")
-    parser.add_argument("--plot", metavar="PATH", help="PNG path (default: <run dir>/frontier.png; "
-                                                       "for a remote store, a local cache)")
-    parser.add_argument("--no-plot", action="store_true", help="do not draw the PNG")
+    parser.add_argument("--trials", action="store_true",
+                        help="one line per trial (every cell), not the pooled summary")
+    parser.add_argument("--attack", action="append", default=[], metavar="NAME",
+                        help="only this attack (repeat for several; default: all)")
+    parser.add_argument("--epsilon", action="append", default=[], type=parse_epsilon,
+                        metavar="ε", help="only this ε (inf or ∞ for none; repeat for several)")
+    parser.add_argument("--p", action="append", default=[], type=float, metavar="P",
+                        help="only this sampling probability p (repeat for several)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the rows as JSON records (the filtered cells, one per trial)")
+    parser.add_argument("--csv", metavar="PATH",
+                        help="also write the rows as CSV to PATH (the filtered cells, one per trial)")
+    parser.add_argument("--plot", metavar="PATH",
+                        help="the figure's path; its suffix picks the format (.png, .pdf, .svg; "
+                             "default: <run dir>/frontier.png, for a remote store a local cache). "
+                             "The figure always shows the whole sweep")
+    parser.add_argument("--no-plot", action="store_true", help="do not draw the figure")
     parser.add_argument("--version", action="version", version=VERSION_TEXT)
     parser.add_argument("--allow-partial", action="store_true",
                         help=f"exit {EXIT_OK} even when some of the sweep's cells are missing, "
                              "failed or corrupt (they are still listed)")
     parser.epilog = "exit codes: " + "; ".join(f"{code}: {text}" for code, text in EXIT_CODES.items())
     return parser
+
+
+def filter_problems(frame: pd.DataFrame, attacks: Sequence[str], epsilons: Sequence[float],
+                    ps: Sequence[float]) -> list[str]:
+    """Every filter value the sweep has no cell at, each named with the values it has: a typo
+    must not print an empty table."""
+    if frame.empty:
+        return []
+    problems = []
+    for option, values, column, show in (("--attack", attacks, "attack", str),
+                                         ("--epsilon", epsilons, "epsilon", format_epsilon),
+                                         ("--p", ps, "p", "{:g}".format)):
+        have = list(dict.fromkeys(frame[column]))
+        for value in values:
+            if select(frame, **{FILTER_AXES[column]: [value]}).empty:
+                problems.append(f"{option} {show(value)}: the sweep has none "
+                                f"(it has {', '.join(show(v) for v in have)})")
+    return problems
+
+
+#: `select`'s argument for each filtered column.
+FILTER_AXES = {"attack": "attacks", "epsilon": "epsilons", "p": "ps"}
+
+
+def parse_epsilon(text: str) -> float:
+    """ε as written on a command line: a number, or inf / ∞ for none."""
+    return math.inf if text.strip().lower() in ("inf", "∞", "+inf") else float(text)
 
 
 def violation_warning(frame: pd.DataFrame) -> Optional[str]:
@@ -162,6 +275,11 @@ def violation_warning(frame: pd.DataFrame) -> Optional[str]:
 
 def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.frontier") -> int:
     args = _parser(prog).parse_args(argv)
+    outputs = [file_problem(flag, path) for flag, path in
+               (("--csv", args.csv), ("--plot", None if args.no_plot else args.plot)) if path is not None]
+    if any(outputs):  # before the table: a file that cannot be written is known now
+        print("error: " + "; ".join(problem for problem in outputs if problem), file=sys.stderr)
+        return EXIT_REFUSED
     try:
         root, name = sweep_location(args.experiment, args.store_root, args.run_dir)
         store, results = open_sweep(root, name)
@@ -172,13 +290,20 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
         print(f"error: {one_line(error)}", file=sys.stderr)
         return EXIT_REFUSED
     frame, coverage = sort_frontier(results.frame), results.coverage
+    problems = filter_problems(frame, args.attack, args.epsilon, args.p)
+    if problems:
+        print(f"error: {'; '.join(problems)}", file=sys.stderr)
+        return EXIT_REFUSED
+    rows = select(frame, args.attack, args.epsilon, args.p)
     notes = sys.stderr if args.json else sys.stdout
     if args.json:
-        print(json.dumps(jsonable(frame.to_dict("records")), indent=1))  # ∞ as "inf", NaN null
+        print(json.dumps(jsonable(rows.to_dict("records")), indent=1))  # ∞ as "inf", NaN null
     else:
-        print(format_table(frame))
+        print(format_table(rows) if args.trials else format_summary(rows))
+    if len(rows) < len(frame):
+        print(f"shown: {len(rows)} of {len(frame)} cells (--attack, --epsilon, --p)", file=notes)
     if args.csv:
-        frame.to_csv(args.csv, index=False)
+        rows.to_csv(args.csv, index=False)
         print(f"CSV: {args.csv}", file=notes)
     if not args.no_plot and not frame.empty:
         from sweeper.reports import plot_frontier  # drawing code only when drawing

@@ -1,4 +1,4 @@
-"""The two private Hydra functions the command line relies on, each behind one function here.
+"""The private Hydra parts the command line relies on, each behind one function here.
 
 Hydra has no public API for reading its own command line (`hydra._internal.utils.
 get_args_parser`) or for expanding a `--multirun` sweep into its jobs without running them
@@ -6,11 +6,14 @@ get_args_parser`) or for expanding a `--multirun` sweep into its jobs without ru
 needs both to check a command line before Hydra's launcher starts.  Private functions may change
 in any Hydra release: tests/test_hydra_adapter.py pins what these give on concrete inputs, so an
 upgrade that changes them fails there, in one place, rather than somewhere in the preflight.
+The basic launcher's logger (`LAUNCHER_LOGGER`) echoes each `--multirun` job's overrides as
+typed: `mask_launcher_echo` masks what is secret in them.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra._internal.utils import get_args_parser
@@ -39,3 +42,27 @@ def sweep_jobs(overrides: list[str]) -> tuple[list[Override], list[list[str]]]:
     """
     parsed = OverridesParser.create().parse_overrides(overrides)
     return parsed, BasicSweeper.split_arguments(parsed, None)[0]
+
+
+#: The logger of Hydra's basic launcher, which logs `#0 : key=value …` for each job it starts.
+LAUNCHER_LOGGER = "hydra._internal.core_plugins.basic_launcher"
+
+
+class _MaskOverrides(logging.Filter):
+    """Each echoed override through `scrub_override` (runtime_env values, credentials), and the
+    environment's secrets by value."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from sweeper.credentials import hide_secret_values, scrub_override
+
+        text = record.getMessage()
+        record.msg = hide_secret_values(" ".join(scrub_override(word) for word in text.split(" ")))
+        record.args = ()
+        return True
+
+
+def mask_launcher_echo() -> None:
+    """Mask secrets in the job lines Hydra's basic launcher logs (once per process)."""
+    launcher = logging.getLogger(LAUNCHER_LOGGER)
+    if not any(isinstance(f, _MaskOverrides) for f in launcher.filters):
+        launcher.addFilter(_MaskOverrides())

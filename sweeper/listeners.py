@@ -10,6 +10,7 @@ figures it drew, `SweepEnd.figures`).
 
 from __future__ import annotations
 
+import dataclasses
 import contextlib
 import hashlib
 import importlib
@@ -29,9 +30,10 @@ from sweeper.failures import Failure, cell_label, storing_failure
 from sweeper.plan import Cell
 from sweeper.reports import draw, plot_frontier
 from sweeper.schema import SchemaError
-from sweeper.store import ArtifactStore, atomic_write_bytes
-from sweeper.tracking import (SweepTracker, config_params, import_mlflow,
-                              mlflow_artifact_location, open_tracker, summary_metrics,
+from sweeper.files import atomic_write_bytes
+from sweeper.store import ArtifactStore
+from sweeper.run_records import config_params, summary_metrics
+from sweeper.tracking import (SweepTracker, import_mlflow, mlflow_artifact_location, open_tracker,
                               tracking_stamp)
 
 logger = logging.getLogger(__name__)
@@ -46,10 +48,11 @@ class NotLanded(Exception):
         self.failure = failure
 
 
-@dataclass
+@dataclass(frozen=True)
 class SweepEnd:
-    """What the listeners hear when the sweep has ended; the drawer and the tracker fill in
-    their parts for the summary (and the tracker reads the drawer's)."""
+    """What the listeners hear when the sweep has ended.  Immutable: a listener that adds its
+    part (the drawer its figures, the tracker its URL and warning) returns a new one, which the
+    next listener hears (`Listeners.on_sweep_end`) and the summary reads."""
 
     results: pd.DataFrame  # every present cell's row, read back from the store
     failures: list[tuple[str, str]]  # (cell label, reason) of this run's failed cells
@@ -58,6 +61,7 @@ class SweepEnd:
     figures: list[Path] = field(default_factory=list)  # frontier.png, frontier.csv, the report's
     figures_key: Optional[str] = None  # what they were drawn from (`figures_key`)
     tracking_warning: Optional[str] = None  # what MLflow missed, when it was down
+    tracking_url: Optional[str] = None  # the experiment in MLflow's UI, when it was opened
 
 
 class Listener:
@@ -77,8 +81,47 @@ class Listener:
     def on_cell_failed(self, cell: Cell, failure: Failure) -> None:
         """`cell`'s attack, or a task it waited on, failed."""
 
-    def on_sweep_end(self, end: SweepEnd) -> None:
-        """The sweep has ended and its results were read back (`end.results`)."""
+    def on_sweep_end(self, end: SweepEnd) -> SweepEnd:
+        """The sweep has ended and its results were read back (`end.results`).
+
+        Returns:
+            `end` with this listener's part added (`dataclasses.replace`), or `end` itself.
+        """
+        return end
+
+    def on_sweep_interrupted(self) -> None:
+        """SIGINT or SIGTERM stopped the sweep (`sweeper.interrupts`): close what is open."""
+
+
+class Listeners(list):
+    """The sweep's listeners as one (Ray Tune's `CallbackList`): each hook is told to every
+    listener in order.  A `NotLanded` from one stops the ones after it for that cell; the sweep's
+    end passes from listener to listener, each adding its part."""
+
+    def on_start_up(self, background: Executor) -> None:
+        for listener in self:
+            listener.on_start_up(background)
+
+    def on_sweep_start(self) -> None:
+        for listener in self:
+            listener.on_sweep_start()
+
+    def on_cell_landed(self, cell: Cell, row: dict[str, Any]) -> None:
+        for listener in self:
+            listener.on_cell_landed(cell, row)
+
+    def on_cell_failed(self, cell: Cell, failure: Failure) -> None:
+        for listener in self:
+            listener.on_cell_failed(cell, failure)
+
+    def on_sweep_end(self, end: SweepEnd) -> SweepEnd:
+        for listener in self:
+            end = listener.on_sweep_end(end)
+        return end
+
+    def on_sweep_interrupted(self) -> None:
+        for listener in self:
+            listener.on_sweep_interrupted()
 
 
 class RowWriter(Listener):
@@ -175,8 +218,9 @@ class FigureDrawer(Listener):
     def __init__(self, cfg: SweepConfig, store: ArtifactStore) -> None:
         self.cfg, self.store = cfg, store
 
-    def on_sweep_end(self, end: SweepEnd) -> None:
-        end.figures, end.figures_key = publish_figures(self.cfg, self.store, end.results)
+    def on_sweep_end(self, end: SweepEnd) -> SweepEnd:
+        figures, key = publish_figures(self.cfg, self.store, end.results)
+        return dataclasses.replace(end, figures=figures, figures_key=key)
 
 
 class TrackingListener(Listener):
@@ -197,7 +241,8 @@ class TrackingListener(Listener):
     def open(self) -> Optional[SweepTracker]:
         """The sweep's tracker, or None (with a warning) when MLflow cannot be reached."""
         return open_tracker(self.uri, self.cfg.tracking.experiment, self.cfg.name, self.sweep_key,
-                            config_params(self.config), mlflow_artifact_location(self.store),
+                            config_params(self.config),
+                            mlflow_artifact_location(self.store, self.uri),
                             self.store.read_scores_table)
 
     def on_start_up(self, background: Executor) -> None:
@@ -215,26 +260,38 @@ class TrackingListener(Listener):
         if tracker is not None:
             tracker.log_cell(row)
 
-    def on_sweep_end(self, end: SweepEnd) -> None:
+    def on_sweep_end(self, end: SweepEnd) -> SweepEnd:
         cfg = self.cfg
         if self._ready is not None:
             tracker = self._ready.result()
         elif self.store.read_tracking_stamp(cfg.name) != self._stamp(end):
             tracker = self.open()  # something is missing in MLflow, or unknown
         else:
-            return
+            return end
         if tracker is None:  # open_tracker warned why
-            end.tracking_warning = f"MLflow tracking at {redact(self.uri)} was unavailable"
-            return
+            return dataclasses.replace(
+                end, tracking_warning=f"MLflow tracking at {redact(self.uri)} was unavailable")
         for row in end.results.to_dict("records"):  # cells computed while tracking was down, too
             tracker.log_cell(row)
         for path in end.figures:
             tracker.log_artifact(path)
+        tracker.log_frontier_table(end.results)
+        url = tracker.url()
         tracker.log_summary(summary_metrics(end.results, end.models_trained,
                                             time.perf_counter() - end.started))
-        end.tracking_warning = tracker.finish(failed=bool(end.failures))
-        if end.tracking_warning is None:  # after the last write: the database file as MLflow left it
+        warning = tracker.finish(failed=bool(end.failures))
+        if warning is None:  # after the last write: the database file as MLflow left it
             self.store.write_tracking_stamp(cfg.name, self._stamp(end))
+        return dataclasses.replace(end, tracking_url=url, tracking_warning=warning)
+
+    def on_sweep_interrupted(self) -> None:
+        """The runs opened end KILLED, not RUNNING (a rerun reuses the cell run left open)."""
+        if self._ready is None:
+            return
+        with contextlib.suppress(Exception):  # still opening, or MLflow down: left as it is
+            tracker = self._ready.result(timeout=5)
+            if tracker is not None:
+                tracker.interrupt()
 
     def _stamp(self, end: SweepEnd) -> str:
         """What MLflow holds of this sweep when it is complete (`tracking_stamp`): compared on a

@@ -10,11 +10,13 @@ commands (`sweeper.sync`, `sweeper.bounds`) use it without importing the sweep's
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import uuid
 from pathlib import Path
 from typing import Optional
+from urllib.parse import unquote, urlsplit
 
 #: A name that becomes one folder or file name: no separator, no leading '.', no '..'.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -37,28 +39,132 @@ def option_problem(group: str, value: str) -> Optional[str]:
     return None
 
 
+#: Characters no path or MLflow name may hold: NUL and the other C0 controls, and DEL.  The OS
+#: refuses NUL outright, and MLflow retries a request that carries one without end.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def control_problem(field: str, value: str) -> Optional[str]:
+    """Why `value` cannot be carried by the OS or MLflow (a control character), or None."""
+    found = CONTROL_CHARACTERS.search(value)
+    if found is None:
+        return None
+    return (f"{field}={value!r}: holds the control character {found.group()!r} at position "
+            f"{found.start()}, which no path or MLflow name can carry; remove it")
+
+
 def folder_problem(field: str, given: str, path: os.PathLike | str) -> Optional[str]:
     """Why the folder `path` cannot be written (or created with its parents), or None.
 
     Asks the file system rather than the permission bits: a probe folder is created in `path`
     (or in its nearest existing ancestor) and removed at once, so `/proc`, a read-only mount
-    or a file in the way are all found, for root too.  Nothing is left behind either way.
+    or a file in the way are all found, for root too.  A control character, a name too long for
+    the file system and a symlink loop are named too.  Nothing is left behind either way.
     """
-    target = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
+    text = os.fspath(path)
+    problem = control_problem(field, text)
+    if problem:
+        return problem
+    given = shortened(given)
+    try:
+        return _folder_problem(field, given, Path(os.path.abspath(os.path.expanduser(text))))
+    except RuntimeError:  # pathlib's "Symlink loop from …"
+        return f"{field}={given!r}: a symbolic link loop on the way (ELOOP); give a real folder"
+    except OSError as error:
+        if error.errno == errno.ENAMETOOLONG:
+            return (f"{field}={given!r}: too long for the file system ({len(text)} characters; "
+                    f"at most {_limit('PC_PATH_MAX', 4096)} in all and "
+                    f"{_limit('PC_NAME_MAX', 255)} bytes per folder name); give a shorter path")
+        if error.errno == errno.ELOOP:
+            return f"{field}={given!r}: a symbolic link loop on the way (ELOOP); give a real folder"
+        return f"{field}={given!r}: cannot be used ({error.strerror or error})"
+
+
+def shortened(value: str, keep: int = 120) -> str:
+    """`value` as an error message shows it: a path of thousands of characters is cut in the
+    middle (its start and end say which it was), with its length."""
+    if len(value) <= keep:
+        return value
+    return f"{value[:keep - 40]}…{value[-20:]} ({len(value)} characters)"
+
+
+def _limit(name: str, default: int) -> int:
+    try:
+        return int(os.pathconf("/", name))
+    except (OSError, ValueError):
+        return default
+
+
+def _folder_problem(field: str, given: str, target: Path) -> Optional[str]:
+    target.resolve()  # a symlink loop raises here (RuntimeError), a name too long (OSError)
     ancestor = target
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if target.exists() and not target.is_dir():
         return f"{field}={given!r}: {target} is a file; give a folder"
     if not ancestor.is_dir():
+        if ancestor.is_symlink():  # exists() is False for a link into a loop or nowhere
+            return f"{field}={given!r}: {ancestor} is a symbolic link that leads nowhere"
         return f"{field}={given!r}: cannot be created, {ancestor} is a file, not a folder"
     probe = ancestor / f".sweeper-write-check-{uuid.uuid4().hex}"
     try:
         probe.mkdir()
     except OSError as error:
+        if error.errno == errno.ENAMETOOLONG:
+            raise
         reason = error.strerror or str(error)
         if ancestor == target:
             return f"{field}={given!r}: the folder {target} is not writable ({reason})"
         return f"{field}={given!r}: cannot be created, {ancestor} is not writable ({reason})"
     probe.rmdir()
+    return None
+
+
+#: The tracking URI schemes MLflow's tracking stores take (a database scheme may name its driver:
+#: postgresql+psycopg2://); a bare path is a local folder, as `file://` is.
+TRACKING_SCHEMES = ("file", "sqlite", "postgresql", "mysql", "mssql", "http", "https",
+                    "databricks")
+
+
+def tracking_location_problem(field: str, uri: str) -> Optional[str]:
+    """Why MLflow could not track to `uri`, found without asking MLflow, or None: a scheme no
+    tracking store takes (`foo://x`), a control character, or a local folder (`file://`, a bare
+    path, the folder of a `sqlite:///` database) that cannot be written.  MLflow itself finds
+    these only after its retries, minutes later."""
+    problem = control_problem(field, uri)
+    if problem:
+        return problem
+    parts = urlsplit(uri)
+    scheme = parts.scheme.lower() if "://" in uri or uri.startswith("sqlite:") else ""
+    if scheme and scheme.split("+", 1)[0] not in TRACKING_SCHEMES:
+        return (f"{field}={uri!r}: scheme {scheme!r} is not a tracking store MLflow has; use "
+                f"{[f'{s}://' for s in TRACKING_SCHEMES]}, or a local folder")
+    if scheme in ("", "file"):
+        if scheme == "file" and parts.netloc not in ("", "localhost"):
+            return (f"{field}={uri!r}: a file:// URI names no host ({parts.netloc!r} given); "
+                    "write file:///ABSOLUTE/PATH or a plain path")
+        return folder_problem(field, uri, unquote(parts.path) if scheme else uri)
+    if scheme == "sqlite":
+        database = unquote(uri.split("://", 1)[1] if "://" in uri else "")
+        database = database[1:] if database.startswith("/") else database
+        if database in ("", ":memory:"):
+            return (f"{field}={uri!r}: MLflow needs a database file, e.g. "
+                    "sqlite:////ABSOLUTE/PATH/mlflow.db")
+        return folder_problem(field, uri, os.path.dirname(os.path.abspath(database)))
+    return None
+
+
+def file_problem(field: str, given: str) -> Optional[str]:
+    """Why the file `given` (an output of a command) could not be written, or None: its folder
+    cannot be written or created, or it is a folder.  Checked before the work that produces it."""
+    path = Path(os.path.abspath(os.path.expanduser(given))) if given else None
+    if path is None or given.endswith(os.sep):
+        return f"{field}={given!r}: give a file's path"
+    problem = folder_problem(field, given, path.parent)
+    if problem:
+        return problem
+    if path.is_dir():
+        return f"{field}={given!r}: is a folder; give a file's path"
+    if path.exists() and not os.access(path, os.W_OK):
+        return f"{field}={given!r}: the file is not writable"
     return None

@@ -15,21 +15,23 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from jobs.attack_registry import GRADIENT_CANARIES, INPUT_CANARIES, RECORDS
 from jobs.attacks import ATTACKS, settings_items
+from jobs.canaries import CanaryDesign
 from jobs.datasets import ArrayDataset
 from jobs.models import MEMBERSHIP_MECHANISM
 from jobs.policies import POLICIES
 from jobs.queries import QUERIES
 from jobs.training import TrainSettings
 from sweeper.bounds import epsilon_for_precision
-from sweeper.config.schema import GridConfig, SweepConfig
+from sweeper.config.schema import STAND_IN_POOL, SweepConfig, sampling_rates
 from sweeper.formats import format_epsilon
+from sweeper.schema import COORDINATES
 
 #: Bump when the meaning of stored artifacts changes, so old ones are not reused.
-ARTIFACT_VERSION = 3
+#: 4: noise calibrated on the exact step count, independent random streams per purpose.
+ARTIFACT_VERSION = 4
 
-#: Pool size of synthetic stand-in data when `dataset.pool_size` does not set one.
-STAND_IN_POOL = 2000
 
 
 def content_key(kind: str, settings: dict[str, Any]) -> str:
@@ -77,12 +79,17 @@ class DataSpec:
 
 
 def _without_default_offsets(settings: dict[str, Any]) -> dict[str, Any]:
-    """Key settings with `offset` left out where it is 0 and `precision` where it is fp32, so
-    keys from before either setting existed stay as they were."""
+    """Key settings with `offset` left out where it is 0, `precision` where it is fp32,
+    `secure_noise` where it is off and `canaries` where there are none, so keys from before each
+    setting existed keep their form."""
     if settings["data"]["offset"] == 0:
         del settings["data"]["offset"]
     if settings["train"]["precision"] == "fp32":
         del settings["train"]["precision"]
+    if not settings["train"]["secure_noise"]:
+        del settings["train"]["secure_noise"]
+    if settings["canaries"] is None:
+        del settings["canaries"]
     return settings
 
 
@@ -95,6 +102,17 @@ class ModelSpec:
     mask_seed: int
     mask_complement: bool
     index: int  # trial for targets, shadow index for shadows
+    # The canaries it holds (`jobs.canaries`), each in D with probability `sample_rate`.
+    canaries: Optional[CanaryDesign] = None
+
+    @property
+    def records_needed(self) -> Optional[int]:
+        """How many of the sweep's pool records it reads (None: all): its pool's, and the
+        mislabeled canaries' past every pool."""
+        if self.data.records_needed is None:
+            return None
+        return max(self.data.records_needed,
+                   self.canaries.records_needed if self.canaries is not None else 0)
 
     @property
     def key(self) -> str:
@@ -181,11 +199,7 @@ class Cell:
 
     @property
     def coordinates(self) -> dict[str, Any]:
-        return {
-            "dataset": self.dataset, "model": self.model, "epsilon": self.epsilon,
-            "delta": self.delta, "p": self.p, "target_precision": self.target_precision,
-            "attack": self.attack, "policy": self.policy, "trial": self.trial,
-        }
+        return {name: getattr(self, name) for name in COORDINATES}
 
 
 @dataclass(frozen=True)
@@ -232,32 +246,34 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
     for epsilon, delta, p, target in operating_points(cfg):
         by_privacy[(epsilon, delta)].append((p, target))
     shadow_offset = disjoint_shadow_offset(cfg, data_for)
+    canaries = canary_design(cfg, data_for, shadow_offset)
     for (epsilon, delta), settings in by_privacy.items():
         train = TrainSettings(
             model=cfg.model.name, epochs=cfg.train.epochs, batch_size=cfg.train.batch_size,
             lr=cfg.train.lr, momentum=cfg.train.momentum, max_grad_norm=cfg.train.max_grad_norm,
             accountant=cfg.train.accountant, optimizer=cfg.train.optimizer,
             eval_every=cfg.train.eval_every, precision=cfg.train.precision,
+            secure_noise=cfg.train.secure_noise,
             epsilon=epsilon, delta=delta if math.isfinite(epsilon) else None,
         )
         shadows = tuple(
             add(ModelSpec("shadow", data_for(cfg.shadow.p, shadow_offset), train, cfg.shadow.p,
                           mask_seed=seed_from(cfg.seed, "shadow-pair", index // 2),
-                          mask_complement=index % 2 == 1, index=index))
+                          mask_complement=index % 2 == 1, index=index, canaries=canaries))
             for index in range(cfg.shadow.count if needs_shadows else 0)
         )
         for trial in cfg.grid.trial:
             for p, target_precision in settings:
                 target = add(ModelSpec("target", data_for(p), train, p,
                                        mask_seed=seed_from(cfg.seed, "target", trial),
-                                       mask_complement=False, index=trial))
+                                       mask_complement=False, index=trial, canaries=canaries))
                 for attack in cfg.grid.attack:
                     with_shadows = shadows if uses_shadows(attack) else ()
                     chosen = ATTACKS[attack].settings_from(cfg.attack)
                     spec = AttackSpec(
                         attack=attack, target=target,
                         shadows=with_shadows,
-                        eval_records=cfg.dataset.eval_records,
+                        eval_records=evaluated_records(attack, cfg),
                         settings=settings_items(chosen),
                         queries=ask_models(ATTACKS[attack].query(chosen),
                                            (target, *with_shadows),
@@ -276,6 +292,41 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
                             audit_alpha=cfg.metrics.audit_alpha,
                         ))
     return SweepPlan(cfg, models, queries, attacks, tuple(cells))
+
+
+def evaluated_records(attack: str, cfg: SweepConfig) -> int:
+    """How many records the attack scores: the pool's evaluation records, or its canaries."""
+    evaluates = ATTACKS[attack].evaluates
+    if evaluates == INPUT_CANARIES:
+        return cfg.attack.canary_input_count
+    if evaluates == GRADIENT_CANARIES:
+        return cfg.attack.canary_gradient_count
+    return cfg.dataset.eval_records
+
+
+def canary_design(cfg: SweepConfig, data_for, shadow_offset: int) -> Optional[CanaryDesign]:
+    """The canaries every model of the sweep holds, or None when no attack in the grid reads
+    any: input canaries for the input-canary attacks, gradient canaries for the gradient ones.
+    Mislabeled canaries are taken from the first pool records past every model's pool."""
+    kinds = {ATTACKS[attack].evaluates for attack in cfg.grid.attack} - {RECORDS}
+    if not kinds:
+        return None
+    settings, offset = cfg.attack, 0
+    inputs = INPUT_CANARIES in kinds
+    if inputs and settings.canary_input_recipe == "mislabeled":
+        ends = [data_for(p).records_needed for _, _, p, _ in operating_points(cfg)]
+        ends.append(data_for(cfg.shadow.p, shadow_offset).records_needed)
+        if None in ends:
+            raise ValueError("mislabeled canaries need dataset.members or dataset.pool_size: "
+                             "a model drawing from the whole pool leaves no records for them")
+        offset = max(ends)
+    return CanaryDesign(
+        input_count=settings.canary_input_count if inputs else 0,
+        input_recipe=settings.canary_input_recipe if inputs else "",
+        input_offset=offset,
+        gradient_count=settings.canary_gradient_count if GRADIENT_CANARIES in kinds else 0,
+        gradient_norm=float(settings.canary_gradient_norm) if GRADIENT_CANARIES in kinds else 0.0,
+        seed=settings.canary_seed)
 
 
 def models_per_task(cfg: SweepConfig) -> int:
@@ -383,15 +434,3 @@ def ask_models(question: Optional[tuple[str, dict[str, Any]]], model_keys: tuple
     for spec in specs:
         queries.setdefault(spec.key, spec)
     return tuple(spec.key for spec in specs)
-
-
-def sampling_rates(grid: GridConfig) -> list[float]:
-    """The grid's p values: `grid.p`, or 1/(1 + γ) for each `grid.gamma`."""
-    return [float(p) for p in grid.p] if grid.p else [1.0 / (1.0 + g) for g in grid.gamma]
-
-
-def grid_axes(grid: GridConfig) -> dict[str, int]:
-    """The number of values on each axis of the grid, as the planner crosses them."""
-    return {"ε": len(grid.epsilon) or len(grid.precision_target), "δ": len(grid.delta),
-            "p": len(grid.p) or len(grid.gamma), "attack": len(grid.attack),
-            "policy": len(grid.policy), "trial": len(grid.trial)}

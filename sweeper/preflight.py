@@ -4,7 +4,7 @@
 and one `error:` message naming every problem (the field, the value given, what is allowed, the
 close matches), before anything is written: overrides Hydra cannot parse or merge (types, unknown
 keys, unknown config group options, numbers a float cannot hold, group options that are paths
-out of `conf/`), then everything `sweeper.config.validate` checks at the configuration's
+out of `conf/`), then everything `sweeper.validation.validate` checks at the configuration's
 `scale`.  A `--multirun` is checked job by job.  What Hydra offers only privately (reading its
 command line, expanding a sweep) is reached through `sweeper.hydra_adapter`.
 """
@@ -22,23 +22,29 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import (ConfigAttributeError, ConfigKeyError, ConfigTypeError,
                               OmegaConfBaseException, ValidationError)
 
-from sweeper.config import (ConfigError, SweepConfig, did_you_mean, register_schema,
-                            to_sweep_config, validate)
+from sweeper.config import ConfigError, SweepConfig, did_you_mean, register_schema, to_sweep_config
 from sweeper.credentials import scrub, scrub_override
 from sweeper.hydra_adapter import overrides_anywhere, parse_command_line, sweep_jobs
 from sweeper.paths import option_problem
 from sweeper.scale import scaled
+from sweeper.validation import validate
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 CONFIG_NAME = "config"
 
 
+#: sweeper's own flags, spelled as the overrides they stand for (Hydra's parser knows no others).
+FLAGS = {"--replace": "store.replace=true", "--wait": "store.wait=true"}
+
+
 def command_line(argv: list[str]) -> list[str]:
     """`argv` as Hydra's parser takes it: its options first, then the overrides, with the
     quickstart added when no experiment is named.  Hydra's own parser refuses an option between
-    or after overrides (`grid.p=[0.5] --cfg job`); here an option may stand anywhere."""
+    or after overrides (`grid.p=[0.5] --cfg job`); here an option may stand anywhere.  sweeper's
+    own `FLAGS` (--replace, --wait) become their overrides."""
     if "--version" in argv:
         return argv
+    argv = [FLAGS.get(token, token) for token in argv]
     try:
         overrides = overrides_anywhere(argv)
     except SystemExit:  # not Hydra's command line at all: Hydra says why, as it would
@@ -49,19 +55,14 @@ def command_line(argv: list[str]) -> list[str]:
             pending.pop(0)
         else:
             options.append(token)
-    return [*options, *_with_default_experiment(yaml_specials(overrides), asks_help=_asks_help(argv))]
+    return [*options, *_with_default_experiment(yaml_specials(overrides))]
 
 
-def _asks_help(argv: list[str]) -> bool:
-    return any(a in ("--help", "-h", "--hydra-help", "--info", "-i") or a.startswith("--info")
-               for a in argv)
-
-
-def _with_default_experiment(argv: list[str], asks_help: Optional[bool] = None) -> list[str]:
-    """Run the quickstart when the command line names no experiment."""
+def _with_default_experiment(argv: list[str]) -> list[str]:
+    """Run the quickstart when the command line names no experiment; `--help` and `--cfg` then
+    show the configuration that same command line runs, the quickstart's, not the bare base."""
     names_one = any(a.lstrip("+~").startswith("experiment=") for a in argv)
-    asks_help = _asks_help(argv) if asks_help is None else asks_help
-    return argv if names_one or asks_help else [*argv, "+experiment=quickstart"]
+    return argv if names_one else [*argv, "+experiment=quickstart"]
 
 
 def needs_hydra(args: Any) -> bool:
@@ -87,7 +88,8 @@ def composed(overrides: list[str], config_name: str = CONFIG_NAME) -> tuple[Swee
     """`preflight`'s configuration and Hydra's own settings of the same composition (`hydra.*`:
     its logging), so that a plain run composes once."""
     overrides = _with_default_experiment(yaml_specials(overrides))
-    problems = _path_problems(overrides, config_name) + _number_problems(overrides)
+    problems = (_path_problems(overrides, config_name) + _number_problems(overrides)
+                + _output_subdir_problems(overrides))
     if any(problem.startswith("--config-name") for problem in problems):
         raise ConfigError(problems)
     overrides = [o for o in overrides if _option_override(o) is None or not _group_escapes(o)]
@@ -132,6 +134,18 @@ def composed(overrides: list[str], config_name: str = CONFIG_NAME) -> tuple[Swee
     if problems:
         raise ConfigError(problems)
     return cfg, hydra_cfg
+
+
+def _output_subdir_problems(overrides: list[str]) -> list[str]:
+    """`hydra.output_subdir=DIR`: Hydra would write the config and the overrides as typed, in
+    clear text (runtime_env values included), into the working folder; sweeper keeps its
+    config, redacted, in the sweep's `sweep.json` and on its MLflow run instead."""
+    return [f"{scrub_override(o)}: refused; Hydra would write the configuration and the overrides "
+            "as typed (runtime_env values included, unredacted) into the working folder. The "
+            "sweep's configuration is kept, credentials masked, in <store.root>/sweeps/<name>/"
+            "sweep.json and on its MLflow run"
+            for o in overrides if o.lstrip("+~").partition("=")[0] == "hydra.output_subdir"
+            and o.partition("=")[2].strip().lower() not in ("null", "none", "")]
 
 
 def _option_override(override: str) -> Optional[tuple[str, str]]:

@@ -1,27 +1,25 @@
-"""How the sweep meets Ray: a local Ray confined to loopback that dies with its driver, that
-shares the machine with other Rays and keeps the runtime environment's values out of Ray's
-files, and a cluster that does not answer refused in bounded time.
+"""How the sweep meets Ray (`ray_session`): a local Ray confined to loopback that dies with its
+driver, shares the machine with other Rays and keeps the runtime environment's values out of
+Ray's files; a cluster that does not answer refused in bounded time.  (README.md: "MLflow and
+the Ray dashboard", "What is confined, and what is not".)
 
-Local Ray binds its GCS, raylet, workers, the driver's gRPC, agents and metrics ports to the
-node's IP address, which Ray picks as the machine's outward address, on all interfaces for most
-of them.  Ray's one lever is `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0` (read into
-`ray._private.ray_constants.ENABLE_RAY_CLUSTER` when `ray` is imported): `get_node_ip_address`
-then answers 127.0.0.1, and every process binds there.  (`ray.init(_node_ip_address="127.0.0.1")`
-alone does not: `resolve_ip_for_localhost` turns 127.0.0.1 back into the outward address.)  It is
-set for local Ray only, in this process and the environment its Ray processes inherit, and
-undone after: a driver of a real cluster must advertise an address the nodes can reach.
-
-`ray.init(address=HOST:PORT)` with nothing at that address retries "Failed to connect to GCS"
-for as long as Ray's own timeouts allow, which in practice hangs the command.  Before Ray is
-asked, the address is probed with plain TCP connections until `cluster.connect_timeout_s`; one
-that never answers is a refused configuration (exit 2, nothing written), naming the address and
-what to check.
-
-A second local Ray on the machine (another sweep) would meet the first one's fixed ports: the
-dashboard's (`free_dashboard_port` takes another) and its agent's 52365 (`dynamic_agent_port`).
-The variables of `cluster.runtime_env.env_vars` reach a local Ray's workers through the
-environment its processes inherit (`environment`), never through Ray's runtime environment,
-whose agent writes them into a log every user can read.
+* **Loopback**: local Ray binds its GCS, raylet, workers, the driver's gRPC, agents and metrics
+  ports to the node's IP address, the machine's outward one, most on all interfaces.
+  `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0` (read into
+  `ray._private.ray_constants.ENABLE_RAY_CLUSTER` when `ray` is imported) makes
+  `get_node_ip_address` answer 127.0.0.1, and every process binds there;
+  `ray.init(_node_ip_address="127.0.0.1")` alone does not (`resolve_ip_for_localhost` turns it
+  back into the outward address).  Set for local Ray only, in this process and the environment
+  its Ray processes inherit, and undone after: a cluster's driver must advertise an address the
+  nodes can reach.
+* **Bounded connect**: `ray.init(address=HOST:PORT)` with nothing there retries "Failed to
+  connect to GCS" in practice for ever; the address is probed first, until
+  `cluster.connect_timeout_s`, and refused if it never answers (exit 2, nothing written).
+* **Two local Rays**: the second would meet the first's fixed ports, the dashboard's
+  (`free_dashboard_port` takes another) and its agent's 52365 (`dynamic_agent_port`).
+* **Secrets**: `cluster.runtime_env.env_vars` reach a local Ray's workers through the environment
+  its processes inherit (`environment`), never through Ray's runtime environment, whose agent
+  writes them into a log every user can read.
 """
 
 from __future__ import annotations
@@ -33,12 +31,16 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
-from sweeper.config import ConfigError
+import jobs
+import sweeper
+from sweeper import interrupts
+from sweeper.config import ConfigError, SweepConfig
 
 logger = logging.getLogger(__name__)
 
@@ -47,12 +49,11 @@ PROBE_INTERVAL_S = 0.5
 
 
 def bootstrap_address(address: str) -> Optional[tuple[str, int]]:
-    """(host, port) that `cluster.address` makes Ray connect to first, or None when it cannot be
-    known here ("auto" with no running cluster recorded: Ray itself says so at once)."""
+    """(host, port) that `cluster.address` makes Ray connect to first, or None when it names
+    none (a malformed address: Ray itself says why).  "auto" is RAY_ADDRESS or the cluster
+    `ray start` recorded on this machine (`resolved_address`)."""
     if address == "auto":
-        address = os.environ.get("RAY_ADDRESS") or _recorded_cluster()
-        if address is None:
-            return None
+        address = resolved_address(address)
     if "://" in address:
         address = address.split("://", 1)[1]
     address = address.split("/", 1)[0]
@@ -60,6 +61,23 @@ def bootstrap_address(address: str) -> Optional[tuple[str, int]]:
     if not host or not port.isdigit():
         return None
     return host.strip("[]"), int(port)
+
+
+def resolved_address(address: str) -> str:
+    """`address` as `ray.init` is to be given it: "auto" becomes RAY_ADDRESS or the address `ray
+    start` recorded on this machine, never "any Ray process found here" (Ray's own fallback for
+    "auto", which would join another sweep's private local Ray).  Raises ConfigError when
+    "auto" finds neither."""
+    if address != "auto":
+        return address
+    found = os.environ.get("RAY_ADDRESS") or _recorded_cluster()
+    if found and found != "auto":
+        return found
+    raise ConfigError([
+        "cluster.address='auto': no Ray cluster is running here: RAY_ADDRESS is not set and "
+        "`ray start` recorded none on this machine. Start one (`ray start --head`), give its "
+        "address (cluster.address=HOST:6379 or ray://HOST:10001), or use cluster.address=null "
+        "(cluster=local) for a Ray of this sweep's own"])
 
 
 #: Set by Ray's job supervisor in the environment of a job's driver (with RAY_ADDRESS).
@@ -77,41 +95,179 @@ def submitted_job_address() -> Optional[str]:
     return os.environ.get("RAY_ADDRESS") or "auto"
 
 
+def require_token_auth(allow_no_auth: bool) -> None:
+    """Refuse (ConfigError, before local Ray starts) an environment that turns Ray's token
+    authentication off (RAY_AUTH_MODE other than token; unset, Ray turns it on for a cluster it
+    starts), unless `cluster.allow_no_auth` says so: the dashboard and the job API would run
+    code for anyone who reaches them."""
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if mode is None or mode.lower() == "token" or allow_no_auth:
+        return
+    raise ConfigError([f"RAY_AUTH_MODE={mode} in the environment turns off the token "
+                       "authentication of the Ray this sweep starts: its dashboard and job API "
+                       "would run code for anyone who reaches them. Unset it (or set it to "
+                       "token), or accept that with cluster.allow_no_auth=true"])
+
+
 def _recorded_cluster() -> Optional[str]:
-    """The address `ray start` recorded on this machine (what Ray's "auto" reads), if any."""
-    from ray._private.services import get_ray_address_from_environment
+    """The address the last `ray start` on this machine recorded (in Ray's temp folder), if any."""
+    from ray._private.utils import read_ray_address
 
-    return get_ray_address_from_environment("auto", None)
+    return read_ray_address() or None
 
 
-def require_reachable(address: str, timeout_s: float) -> None:
-    """Refuse `cluster.address` unless a TCP connection to it opens within `timeout_s` seconds.
+def require_reachable(address: str, timeout_s: float) -> str:
+    """Refuse `cluster.address` unless the cluster answers within `timeout_s` seconds; return
+    the address to give `ray.init` (`resolved_address`).
 
-    Connections are retried (a head node still starting refuses them for a few seconds), so a
-    cluster that comes up within the timeout is joined.  Raises ConfigError otherwise.
+    Ray dials the machine's own address for 127.0.0.1/localhost, and that is what is probed.
+    A TCP connection is retried (a head node still starting refuses them for a few seconds),
+    then a GCS address (not ray://) must answer gRPC's health check as Ray's GCS does: a port
+    that accepts connections but is not Ray's would leave `ray.init` waiting for ever.  Raises
+    ConfigError otherwise.
     """
+    address = resolved_address(address)
     target = bootstrap_address(address)
     if target is None:
-        return
+        return address
     host, port = target
+    client = address.startswith("ray://")
+    if not client:
+        from ray._private.services import resolve_ip_for_localhost
+
+        host = resolve_ip_for_localhost(host)
+    dialed = f"{host}:{port}" + ("" if host == target[0] else
+                                 f" (Ray dials this machine's address for {target[0]})")
     deadline = time.monotonic() + timeout_s
+    last_error: Optional[BaseException] = None
     while True:
         remaining = deadline - time.monotonic()
         try:
             with socket.create_connection((host, port), timeout=max(remaining, 0.1)):
-                return
+                break
         except OSError as error:
             last_error = error
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            break
+            raise ConfigError([
+                f"cluster.address={address!r}: nothing answered at {dialed} within "
+                f"cluster.connect_timeout_s={timeout_s:g} s "
+                f"({getattr(last_error, 'strerror', None) or last_error}). Check that the cluster's "
+                "head is running (`ray status` on it), that the port is its GCS port (6379 by "
+                "default; 10001 for ray://), that no firewall between here and there drops it, or "
+                "raise cluster.connect_timeout_s for a head still starting"])
         time.sleep(min(PROBE_INTERVAL_S, remaining))
-    raise ConfigError([
-        f"cluster.address={address!r}: nothing answered at {host}:{port} within "
-        f"cluster.connect_timeout_s={timeout_s:g} s ({last_error.strerror or last_error}). "
-        "Check that the cluster's head is running (`ray status` on it), that the port is its GCS "
-        "port (6379 by default; 10001 for ray://), that no firewall between here and there drops "
-        "it, or raise cluster.connect_timeout_s for a head still starting"])
+    if not client:
+        reason = gcs_health(f"{host}:{port}", max(deadline - time.monotonic(), 1.0))
+        if reason is not None:
+            raise ConfigError([
+                f"cluster.address={address!r}: {dialed} accepts connections but is not a Ray "
+                f"cluster's GCS ({reason}); give the head's GCS port (6379 by default, "
+                "`ray start --head --port`), or ray://HOST:10001 for Ray Client"])
+    return address
+
+
+#: gRPC's standard health check, which Ray's GCS server answers (its default health service).
+HEALTH_CHECK_METHOD = "/grpc.health.v1.Health/Check"
+#: HealthCheckResponse{status: SERVING} as protobuf bytes (field 1, varint 1).
+SERVING = b"\x08\x01"
+
+
+def gcs_health(target: str, timeout_s: float) -> Optional[str]:
+    """None when `target` (host:port) answers gRPC's health check SERVING within `timeout_s`,
+    else why not, in words."""
+    import grpc
+
+    with grpc.insecure_channel(target) as channel:
+        check = channel.unary_unary(HEALTH_CHECK_METHOD, request_serializer=lambda raw: raw,
+                                    response_deserializer=lambda raw: raw)
+        try:
+            answer = check(b"", timeout=timeout_s)
+        except grpc.RpcError as error:
+            code = error.code()
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return f"no gRPC answer within {timeout_s:.3g} s"
+            return f"gRPC {code.name}: {(error.details() or '').splitlines()[0][:160]}"
+    return None if answer == SERVING else f"its health check answered {answer!r}, not SERVING"
+
+
+@contextlib.contextmanager
+def bounded(address: str, timeout_s: float) -> Iterator[None]:
+    """`ray.init(address=…)` bounded: while it is open, the command ends within `timeout_s`
+    seconds (exit 2, one line), and at once on SIGTERM (143) or SIGINT (130).
+
+    Ray's connection retries run in C++ with the interpreter waiting on them, so neither a
+    Python exception nor a Python signal handler (Ray's own SIGTERM handler included) can end
+    them.  A signal's wake-up byte (`signal.set_wakeup_fd`, written by the interpreter's C
+    handler) and the deadline are watched from a thread, which ends the process with
+    `os._exit`: nothing has been written yet (listeners start only after Ray has).
+    """
+    import select
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():  # only it may set the fd
+        yield
+        return
+    done = threading.Event()
+    read_end, write_end = socket.socketpair()
+    read_end.setblocking(False)
+    write_end.setblocking(False)
+    installed = {}
+    for signum in (signal.SIGTERM, signal.SIGINT):  # a C handler must exist to write the byte
+        # (the command's own, `sweeper.interrupts`, steps aside: the watcher says what ended)
+        if signal.getsignal(signum) in (signal.SIG_DFL, None) or interrupts.handles(signum):
+            installed[signum] = (signal.signal(signum, _noted), _noted)
+    previous = signal.set_wakeup_fd(write_end.fileno(), warn_on_full_buffer=False)
+
+    def watch() -> None:
+        deadline = time.monotonic() + timeout_s
+        while not done.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                _end(2, f"error: invalid configuration:\n  - cluster.address={address!r}: Ray did "
+                        f"not connect within cluster.connect_timeout_s={timeout_s:g} s; check "
+                        "that it is the head's GCS address and that this machine can reach "
+                        "every node (Ray dials the nodes' own addresses), or raise "
+                        "cluster.connect_timeout_s")
+            ready, _, _ = select.select([read_end], [], [], min(remaining, 0.2))
+            if ready and not done.is_set():
+                try:
+                    data = read_end.recv(16)
+                except BlockingIOError:
+                    continue
+                for signum in data:
+                    if signum in (signal.SIGTERM, signal.SIGINT):
+                        _end(128 + signum, f"interrupted while connecting to cluster.address="
+                                           f"{address!r}; nothing was written")
+
+    watcher = threading.Thread(target=watch, name="sweeper-connect-bound", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        signal.set_wakeup_fd(previous)
+        for signum, (before, ours) in installed.items():
+            if signal.getsignal(signum) is ours:  # else Ray's own handler replaced it: kept
+                signal.signal(signum, before)
+        watcher.join()
+        read_end.close()
+        write_end.close()
+
+
+def _noted(signum: int, frame: object) -> None:
+    """A signal's Python handler while `bounded` is open: its watcher acts on the signal."""
+
+
+def _end(code: int, message: str) -> None:
+    """Say `message` and end the process at once (`bounded`'s watcher, off the main thread),
+    after what must be undone even so (`interrupts.run_abort_hooks`: the sweep's lock file)."""
+    try:
+        interrupts.run_abort_hooks()
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
 
 
 def free_dashboard_port(host: str, port: int) -> int:
@@ -243,3 +399,76 @@ def _carries(pid: int, marker: str) -> bool:
         return marker.encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
         return False
+
+
+@contextlib.contextmanager
+def ray_session(cfg: SweepConfig) -> Iterator[Optional[str]]:
+    """Join the Ray this process already runs (tests), connect to `cluster.address` (refused
+    after `cluster.connect_timeout_s` when nothing answers) or to the cluster running this process
+    as a Ray job (`ray job submit`, `submitted_job_address`), or start a new local Ray ("local":
+    never a stale cluster found on the machine) that listens on loopback only and dies with this
+    process (`local_ray_confined`).
+
+    The driver's job carries the sweep's name as `job_name` metadata, the column the Ray
+    dashboard's Jobs page shows, so the sweep is found by name there (a `ray job submit
+    --metadata-json` job_name wins)."""
+    import ray
+    from ray.job_config import JobConfig
+
+    if ray.is_initialized():
+        yield None
+        return
+    runtime_env = runtime_environment(cfg)
+    job = JobConfig(metadata={"job_name": f"sweeper {cfg.name}", "sweeper_sweep": cfg.name})
+    address = cfg.cluster.address or submitted_job_address()
+    with contextlib.ExitStack() as stack:
+        if address is None:
+            require_token_auth(cfg.cluster.allow_no_auth)
+            adopt = stack.enter_context(local_ray_confined())
+            # Workers inherit the variables from the Ray processes started here: kept out of
+            # Ray's runtime environment, so out of its agent's log and its dashboard.
+            variables = (runtime_env or {}).pop("env_vars", {})
+            with environment(variables), dynamic_agent_port(), interrupts.kept_from_ray():
+                context = ray.init(
+                    address="local", num_cpus=cfg.cluster.num_cpus, runtime_env=runtime_env or None,
+                    include_dashboard=cfg.cluster.include_dashboard,
+                    dashboard_host=cfg.cluster.dashboard_host,
+                    dashboard_port=free_dashboard_port(cfg.cluster.dashboard_host,
+                                                       cfg.cluster.dashboard_port)
+                    if cfg.cluster.include_dashboard else cfg.cluster.dashboard_port,
+                    logging_level=logging.WARNING, job_config=job)
+            adopt()
+        else:
+            timeout = cfg.cluster.connect_timeout_s
+            address = require_reachable(address, timeout)
+            with bounded(address, timeout), interrupts.kept_from_ray():
+                try:
+                    context = ray.init(address=address, runtime_env=runtime_env,
+                                       logging_level=logging.WARNING, job_config=job)
+                except (ConnectionError, RuntimeError, ValueError) as error:
+                    raise ConfigError([f"cluster.address={address!r}: Ray could not connect "
+                                       f"({str(error).strip().splitlines()[0]})"]) from None
+        stack.callback(ray.shutdown)
+        url = context.dashboard_url
+        yield f"http://{url}" if url else None
+
+
+def runtime_environment(cfg: SweepConfig) -> Optional[dict[str, Any]]:
+    """`cluster.runtime_env`, plus this checkout's packages when `cluster.ship_project` asks
+    (workers of a cluster without the project installed then import the driver's code)."""
+    env = dict(cfg.cluster.runtime_env)
+    if cfg.cluster.ship_project:
+        env["py_modules"] = [*env.get("py_modules", []), *(str(Path(module.__file__).parent)
+                                                          for module in (sweeper, jobs))]
+    return env or None
+
+
+def auth_hint() -> str:
+    """How to get into the dashboard: its token when Ray's token authentication is on (Ray sets
+    RAY_AUTH_MODE=token for a cluster it starts with it), else a warning that anyone can."""
+    mode = os.environ.get("RAY_AUTH_MODE", "")
+    if mode.lower() == "token":
+        return "token: `ray get-auth-token`"
+    return f"no token authentication (RAY_AUTH_MODE={mode or 'unset'}): anyone who reaches it can run code"
+
+

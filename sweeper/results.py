@@ -31,7 +31,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sweeper.schema import CELLS_SCHEMA, RESULTS_SCHEMA_VERSION, SCORES_DATASET_SCHEMA
-from sweeper.store import ArtifactStore, parquet_bytes, sha256_hex
+from sweeper.files import parquet_bytes, sha256_hex
+from sweeper.store import ArtifactStore
 
 logger = logging.getLogger(__name__)
 
@@ -202,3 +203,12 @@ def _scores_file(store: ArtifactStore, keys: list[str]) -> tuple[bytes, list[str
             writer.write_table(table.add_column(0, "scores_key", column)
                                .cast(SCORES_DATASET_SCHEMA))
     return sink.getvalue().to_pybytes(), lost
+
+
+#: How the results are read: by dataset, attack and policy, then along ε, δ, p and the trials.
+SORT_ORDER = ["dataset", "attack", "policy", "epsilon", "delta", "p", "trial"]
+
+
+def sort_frontier(frame: pd.DataFrame) -> pd.DataFrame:
+    """The results in `SORT_ORDER`, as every table and command shows them."""
+    return frame if frame.empty else frame.sort_values(SORT_ORDER, ignore_index=True)

@@ -21,6 +21,7 @@ import contextlib
 import ctypes
 import logging
 import math
+import os
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -30,24 +31,24 @@ from typing import Any, Callable, Iterator, Optional
 
 import pandas as pd
 from omegaconf import OmegaConf
-from tqdm.auto import tqdm
 
-import jobs
-import sweeper
-from jobs.datasets import load_dataset, require_dataset, synthetic_dataset
-from sweeper.config import ConfigError, SweepConfig, validate
-from sweeper.console import forwarded
+from jobs.datasets import require_dataset
+from sweeper import claim
+from sweeper.config import ConfigError, SweepConfig
+from sweeper.validation import validate
+from sweeper.console import Progress, forwarded
 from sweeper.credentials import redact, redact_tree
 from sweeper.failures import TRANSIENT_EXCEPTIONS, Failure, cell_label, classify
-from sweeper.frontier import sort_frontier
-from sweeper.listeners import (FigureDrawer, Listener, NotLanded, RowWriter, SweepEnd,
+from sweeper.listeners import (FigureDrawer, Listeners, NotLanded, RowWriter, SweepEnd,
                                TrackingListener)
 from sweeper.plan import (AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan,
                           group_label, group_resources, models_per_task, training_groups)
-from sweeper.ray_start import (dynamic_agent_port, environment, free_dashboard_port,
-                               local_ray_confined, require_reachable, submitted_job_address)
-from sweeper.results import CELLS_DATASET, compact
+from sweeper.probes import store_endpoint_problem, tracking_server_problem
+from sweeper.ray_start import auth_hint, ray_session
+from sweeper.sweep_data import sweep_data
+from sweeper.results import CELLS_DATASET, compact, sort_frontier
 from sweeper.scale import scaled
+from sweeper.files import sweep_stale_parts
 from sweeper.store import ArtifactStore
 from sweeper.tasks import attack_task, query_task, train_group_task, train_task
 from sweeper.tracking import default_tracking_uri
@@ -73,72 +74,7 @@ class SweepResult:
     csv_path: Optional[Path] = None
     report_paths: list[Path] = field(default_factory=list)  # the experiment's own figures
     tracking_warning: Optional[str] = None  # what MLflow missed, when it went down mid-sweep
-
-
-@contextlib.contextmanager
-def ray_session(cfg: SweepConfig) -> Iterator[Optional[str]]:
-    """Join the Ray this process already runs (tests), connect to `cluster.address` (refused
-    after `cluster.connect_timeout_s` when nothing answers) or to the cluster running this process
-    as a Ray job (`ray job submit`, `submitted_job_address`), or start a new local Ray ("local":
-    never a stale cluster found on the machine) that listens on loopback only and dies with this
-    process (`local_ray_confined`).
-
-    The driver's job carries the sweep's name as `job_name` metadata, the column the Ray
-    dashboard's Jobs page shows, so the sweep is found by name there (a `ray job submit
-    --metadata-json` job_name wins)."""
-    import ray
-    from ray.job_config import JobConfig
-
-    if ray.is_initialized():
-        yield None
-        return
-    runtime_env = runtime_environment(cfg)
-    job = JobConfig(metadata={"job_name": f"sweeper {cfg.name}", "sweeper_sweep": cfg.name})
-    address = cfg.cluster.address or submitted_job_address()
-    with contextlib.ExitStack() as stack:
-        if address is None:
-            adopt = stack.enter_context(local_ray_confined())
-            # Workers inherit the variables from the Ray processes started here: kept out of
-            # Ray's runtime environment, so out of its agent's log and its dashboard.
-            variables = (runtime_env or {}).pop("env_vars", {})
-            with environment(variables), dynamic_agent_port():
-                context = ray.init(
-                    address="local", num_cpus=cfg.cluster.num_cpus, runtime_env=runtime_env or None,
-                    include_dashboard=cfg.cluster.include_dashboard,
-                    dashboard_host=cfg.cluster.dashboard_host,
-                    dashboard_port=free_dashboard_port(cfg.cluster.dashboard_host,
-                                                       cfg.cluster.dashboard_port)
-                    if cfg.cluster.include_dashboard else cfg.cluster.dashboard_port,
-                    logging_level=logging.WARNING, job_config=job)
-            adopt()
-        else:
-            require_reachable(address, cfg.cluster.connect_timeout_s)
-            context = ray.init(address=address, runtime_env=runtime_env,
-                               logging_level=logging.WARNING, job_config=job)
-        stack.callback(ray.shutdown)
-        url = context.dashboard_url
-        yield f"http://{url}" if url else None
-
-
-def runtime_environment(cfg: SweepConfig) -> Optional[dict[str, Any]]:
-    """`cluster.runtime_env`, plus this checkout's packages when `cluster.ship_project` asks
-    (workers of a cluster without the project installed then import the driver's code)."""
-    env = dict(cfg.cluster.runtime_env)
-    if cfg.cluster.ship_project:
-        env["py_modules"] = [*env.get("py_modules", []), *(str(Path(module.__file__).parent)
-                                                          for module in (sweeper, jobs))]
-    return env or None
-
-
-def check_cluster_resources(cfg: SweepConfig) -> None:
-    """Refuse (before anything is written) GPU requests the cluster cannot meet."""
-    import ray
-
-    for role in ("train", "attack"):
-        wanted = getattr(cfg.resources, role).num_gpus
-        if wanted > 0 and ray.cluster_resources().get("GPU", 0) == 0:
-            raise ConfigError([f"resources.{role}.num_gpus={wanted}: the Ray cluster has no GPU, "
-                               f"so no {role} task could ever start; set it to 0"])
+    tracking_url: Optional[str] = None  # the sweep's experiment in MLflow's UI, when it was opened
 
 
 @dataclass
@@ -160,33 +96,81 @@ class Sweep:
 def run_sweep(cfg: SweepConfig, progress: bool = True,
               echo: Optional[Callable[[str], None]] = None, validated: bool = False) -> SweepResult:
     """Run `cfg`'s sweep: prepare → execute (telling the sinks of each landed cell) → collect →
-    end (the sinks finish: figures, MLflow) → summarize.  Status lines go to this package's
-    loggers (`sweeper.console` shows them); `echo`, when given, receives them too.  `validated`:
-    `validate(scaled(cfg))` has already passed (the command line's preflight runs it)."""
-    with forwarded(echo):
+    end (the sinks finish: figures, MLflow) → summarize.
+
+    Args:
+        cfg: the composed config.
+        progress: show the models' and cells' progress (`sweeper.console.Progress`).
+        echo: also receives the status lines, which go to this package's loggers
+            (`sweeper.console` shows them).
+        validated: `validate(scaled(cfg))` has already passed (the command line's preflight
+            runs it).
+
+    Returns:
+        The `SweepResult` the command reports.
+
+    Raises:
+        ConfigError, DatasetUnavailable: refused by `prepare`, before anything is written.
+        KeyboardInterrupt: SIGINT or SIGTERM (`sweeper.interrupts`), once the listeners closed.
+    """
+    with forwarded(echo), contextlib.ExitStack() as claimed:
         started = time.perf_counter()
-        sweep = prepare(cfg, validated)
+        sweep = prepare(cfg, validated, claimed)
         listeners = sinks(sweep)
-        failures, dashboard_url = execute(sweep, listeners, progress)
-        end = SweepEnd(collect(sweep), failures, len(sweep.todo_models), started)
-        for listener in listeners:
-            listener.on_sweep_end(end)
+        try:
+            failures, dashboard_url = execute(sweep, listeners, progress)
+            end = listeners.on_sweep_end(
+                SweepEnd(collect(sweep), failures, len(sweep.todo_models), started))
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM (`sweeper.interrupts`): the sinks close
+            listeners.on_sweep_interrupted()
+            raise
         return summarize(sweep, end, dashboard_url)
 
 
-def prepare(cfg: SweepConfig, validated: bool = False) -> Sweep:
-    """Takes the composed config; gives the `Sweep`: scaled, validated unless it already was
-    (refused with ConfigError, or DatasetUnavailable for missing dataset files, before anything
-    is written), planned, and checked against the store for what is left to compute and train."""
+def prepare(cfg: SweepConfig, validated: bool = False,
+            claimed: Optional[contextlib.ExitStack] = None) -> Sweep:
+    """Scale, validate, plan and check against the store what is left to compute and train.
+
+    Args:
+        cfg: the composed config.
+        validated: `validate(scaled(cfg))` has already passed; it is not run again.
+        claimed: when given, the sweep's lock is taken into it and the sweep's name checked to
+            hold this very sweep (`sweeper.claim`) before the store is read.
+
+    Returns:
+        The `Sweep`: its scaled config, plan, store and the cells and models it lacks.
+
+    Raises:
+        ConfigError: an invalid config or an unreachable store or tracking server; with
+            `claimed`, a sweep name another process holds or that holds another sweep
+            (`claim.Refused`).  Raised before anything is written.
+        DatasetUnavailable: the dataset's files are missing (and not downloaded).
+    """
     cfg = scaled(cfg)
     if not validated:
         validate(cfg)
+    unreachable = [problem for problem in (
+        store_endpoint_problem(cfg.store.root),
+        tracking_server_problem(cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or "",
+                                "tracking.uri" if cfg.tracking.uri else "MLFLOW_TRACKING_URI"))
+        if problem]
+    if unreachable:  # before the store or MLflow is asked anything: their clients retry for minutes
+        raise ConfigError(unreachable)
     data_dir = Path(cfg.dataset.data_dir).expanduser()
     if not cfg.dataset.synthetic:
         require_dataset(cfg.dataset.name, data_dir, cfg.dataset.download)
 
     plan = build_plan(cfg)
     store = ArtifactStore(cfg.store.root)
+    config = OmegaConf.to_container(OmegaConf.structured(cfg))
+    if claimed is not None:
+        claimed.enter_context(claim.held(store, cfg.name, cfg.store.wait))
+        claim.require_same_sweep(store, cfg.name, [c.key for c in plan.cells],
+                                 redact_tree(config), cfg.store.replace)
+    if store.local_root is not None:
+        swept = sweep_stale_parts(store.local_root)
+        if swept:
+            logger.info("removed %d partial files that interrupted writes left in the store", swept)
     states = {cell.key: store.cell_state(cfg.name, cell.key) for cell in plan.cells}
     todo_cells = [cell for cell in plan.cells if states[cell.key] != "present"]
     # Only models a missing cell reads: a finished cell never waits on a retrain.
@@ -198,7 +182,6 @@ def prepare(cfg: SweepConfig, validated: bool = False) -> Sweep:
                 len(plan.models), len(todo_cells), len(needed), len(todo_models),
                 len(needed) - len(todo_models))
     tracking_uri = cfg.tracking.uri or default_tracking_uri(store.local_root)
-    config = OmegaConf.to_container(OmegaConf.structured(cfg))
     manifest = {"name": cfg.name, "sweep_key": plan.key, "cells": [c.key for c in plan.cells],
                 "tracking_uri": redact(tracking_uri), "config": redact_tree(config)}
     return Sweep(cfg=cfg, plan=plan, store=store, data_dir=data_dir, todo_cells=todo_cells,
@@ -207,28 +190,36 @@ def prepare(cfg: SweepConfig, validated: bool = False) -> Sweep:
                  tracking_uri=tracking_uri, config=config, manifest=manifest)
 
 
-def sinks(sweep: Sweep) -> list[Listener]:
-    """Takes the prepared sweep; gives its listeners in the order they are told: the store's row
-    writer, the figure drawer, the MLflow tracker (see `sweeper.listeners`)."""
-    return [RowWriter(sweep.store, sweep.cfg.name, sweep.manifest),
-            FigureDrawer(sweep.cfg, sweep.store),
-            TrackingListener(sweep.cfg, sweep.plan.key, sweep.store, sweep.tracking_uri,
-                             sweep.config)]
+def sinks(sweep: Sweep) -> Listeners:
+    """The prepared sweep's listeners, in the order they are told (see `sweeper.listeners`).
+
+    Returns:
+        The store's row writer, the figure drawer, the MLflow tracker (which logs the drawer's
+        figures).
+    """
+    return Listeners([RowWriter(sweep.store, sweep.cfg.name, sweep.manifest),
+                      FigureDrawer(sweep.cfg, sweep.store),
+                      TrackingListener(sweep.cfg, sweep.plan.key, sweep.store, sweep.tracking_uri,
+                                       sweep.config)])
 
 
-def execute(sweep: Sweep, listeners: list[Listener],
+def execute(sweep: Sweep, listeners: Listeners,
             progress: bool) -> tuple[list[tuple[str, str]], Optional[str]]:
-    """Takes the prepared sweep and its listeners; starts Ray, the data and the listeners side by
-    side (`start_up`), runs the missing work and tells the listeners of each cell as it lands.
-    Gives the failed cells (label, reason) and the Ray dashboard's URL.  With nothing to compute
-    nothing starts: the listeners only hear that the sweep started."""
+    """Run the prepared sweep's missing work, telling `listeners` of each cell as it lands.
+
+    Ray, the data and the listeners start side by side (`start_up`).  With nothing to compute
+    nothing starts: the listeners only hear that the sweep started.
+
+    Returns:
+        The failed cells as (label, reason), and the Ray dashboard's URL (None when Ray did not
+        start or has no dashboard).
+    """
     if not sweep.todo_cells:
-        for listener in listeners:
-            listener.on_sweep_start()
+        listeners.on_sweep_start()
         return [], None
     with start_up(sweep.cfg, sweep.plan, sweep.data_dir, listeners) as (dashboard_url, data):
         if dashboard_url:
-            logger.info("Ray dashboard: %s  (token: `ray get-auth-token`)", dashboard_url)
+            logger.info("Ray dashboard: %s  (%s)", dashboard_url, auth_hint())
         failures = _execute(sweep.plan, sweep.todo_models, sweep.todo_cells, data, sweep.store,
                             listeners, progress)
     if sweep.corrupt:
@@ -241,15 +232,17 @@ def execute(sweep: Sweep, listeners: list[Listener],
 
 
 def collect(sweep: Sweep) -> pd.DataFrame:
-    """Takes the sweep once it ran; gives every present cell's row, read back from the store
-    (which compacts them into its results dataset), in the frontier's order."""
+    """Every present cell's row of the sweep once it ran, in the frontier's order.
+
+    The rows are read back from the store, which compacts them into its results dataset.
+    """
     results = sort_frontier(compact(sweep.store, sweep.cfg.name, sweep.manifest["cells"]).frame)
     release_freed_memory()
     return results
 
 
 def summarize(sweep: Sweep, end: SweepEnd, dashboard_url: Optional[str]) -> SweepResult:
-    """Takes the sweep and what its end gave; gives the `SweepResult` the command reports."""
+    """The `SweepResult` the command reports, from the sweep and what its end gave."""
     cfg, plan, store, figures = sweep.cfg, sweep.plan, sweep.store, end.figures
     return SweepResult(
         name=cfg.name, results=end.results, sweep_dir=store.sweep_uri(cfg.name),
@@ -261,12 +254,13 @@ def summarize(sweep: Sweep, end: SweepEnd, dashboard_url: Optional[str]) -> Swee
         failures=end.failures, plot_path=figures[0] if figures else None,
         csv_path=figures[1] if figures else None, report_paths=figures[2:],
         tracking_warning=end.tracking_warning,
+        tracking_url=end.tracking_url,
     )
 
 
 @contextlib.contextmanager
 def start_up(cfg: SweepConfig, plan: SweepPlan, data_dir: Path,
-             listeners: list[Listener]) -> Iterator[tuple[Optional[str], Any]]:
+             listeners: Listeners) -> Iterator[tuple[Optional[str], Any]]:
     """Ray, the data and the listeners (MLflow), started side by side rather than one after the
     other.
 
@@ -281,39 +275,16 @@ def start_up(cfg: SweepConfig, plan: SweepPlan, data_dir: Path,
         loading = background.submit(sweep_data, plan, data_dir)
         import ray  # noqa: F401 - before MLflow's import starts: the two share packages (protobuf)
 
-        for listener in listeners:
-            listener.on_start_up(background)
+        listeners.on_start_up(background)
         with ray_session(cfg) as dashboard_url:
             data = loading.result()
             check_cluster_resources(cfg)
-            for listener in listeners:
-                listener.on_sweep_start()
+            listeners.on_sweep_start()
             yield dashboard_url, data
 
 
-def sweep_data(plan: SweepPlan, data_dir: Path):
-    """The pool and test split the sweep trains on: the real dataset, or synthetic data of its shape.
-
-    Refuses (before anything is written) a plan whose models need more pool records than the
-    data holds.
-    """
-    cfg, data = plan.config, plan.config.dataset
-    sizes = [spec.data.records_needed for spec in plan.models.values()]
-    needed = None if None in sizes or not sizes else max(sizes)
-    if data.synthetic:  # the plan gives synthetic models a pool size
-        return synthetic_dataset(data.name, data.input_shape, data.num_classes, needed,
-                                 data.test_size, seed=cfg.seed)
-    loaded = load_dataset(data.name, data_dir, data.download, data.test_size)
-    if needed is not None and needed > len(loaded.pool_y):
-        raise ConfigError([f"dataset {data.name!r} has {len(loaded.pool_y)} pool records, but the "
-                           f"grid needs {needed} (dataset.pool_size / dataset.members ÷ the smallest "
-                           "p, plus the shadows' pool past it with shadow.disjoint_data)"])
-    return loaded.first_records(needed)
-
-
-
 def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: ArtifactStore,
-             listeners: list[Listener], progress: bool) -> list[tuple[str, str]]:
+             listeners: Listeners, progress: bool) -> list[tuple[str, str]]:
     """Submit the missing training, query and attack tasks; as each attack lands, tell the
     listeners of its cells (`_land`).  The failed cells, with their reasons."""
     import ray
@@ -366,8 +337,8 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
     model_refs = set(training.values())
     pending = list(model_refs) + list(scoring)
     trimmed_at = time.monotonic()
-    with tqdm(total=len(model_refs), desc="models trained", unit="model", disable=not progress) as models_bar, \
-         tqdm(total=len(todo_cells), desc="cells computed", unit="cell", disable=not progress) as cells_bar:
+    with Progress(len(model_refs), "models trained", "model", progress) as models_bar, \
+         Progress(len(todo_cells), "cells computed", "cell", progress) as cells_bar:
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             if pending:  # and whatever else finished meanwhile: one pass, not one wait each
@@ -417,6 +388,27 @@ def submit_training(plan: SweepPlan, todo_models: list[ModelSpec], data_ref, roo
     return training
 
 
+def check_cluster_resources(cfg: SweepConfig) -> None:
+    """Refuse (before anything is written or submitted) CPU and GPU requests that no node of the
+    cluster can meet: Ray would queue such a task for ever ("No available node types can fulfill
+    resource request").  A group of K models is capped at the largest node (`group_resources`),
+    so each role's own request is what must fit."""
+    largest = largest_node()
+    problems = []
+    for role in ("train", "attack"):
+        res = getattr(cfg.resources, role)
+        for field_name, kind in (("num_cpus", "CPU"), ("num_gpus", "GPU")):
+            wanted = getattr(res, field_name)
+            has = largest.get(kind, 0.0)
+            if wanted > has:
+                problems.append(
+                    f"resources.{role}.{field_name}={wanted:g}: the Ray cluster's largest node has "
+                    f"{has:g} {kind}s, so no {role} task could ever start; ask for at most {has:g}"
+                    + (" (0: no GPU)" if kind == "GPU" else "")
+                    + ", or add larger nodes")
+    if problems:
+        raise ConfigError(problems)
+
 def largest_node() -> dict[str, float]:
     """The CPUs and GPUs of the cluster's largest live node (each the largest of any node)."""
     import ray
@@ -453,7 +445,7 @@ def release_freed_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-def _land(ref, cells: list[Cell], upstream: list[tuple[Any, str]], listeners: list[Listener],
+def _land(ref, cells: list[Cell], upstream: list[tuple[Any, str]], listeners: Listeners,
           train_retries: int, attack_retries: int) -> list[tuple[str, str]]:
     """Tell the listeners of one finished attack's cells: each row that landed, in order until
     one cannot keep it (`NotLanded`), or the cells' failure.  The cells that failed, with their
@@ -467,14 +459,12 @@ def _land(ref, cells: list[Cell], upstream: list[tuple[Any, str]], listeners: li
                                  train_retries, attack_retries)
         reason = f"{failure.task}: {failure.reason}" if failure.task else failure.reason
         for cell in cells:
-            for listener in listeners:
-                listener.on_cell_failed(cell, failure)
+            listeners.on_cell_failed(cell, failure)
         return [(cell_label(cell), reason) for cell in cells]
     failed = []
     for row, cell in zip(rows, cells):
         try:
-            for listener in listeners:
-                listener.on_cell_landed(cell, row)
+            listeners.on_cell_landed(cell, row)
         except NotLanded as lost:  # this row, not the others: they still land
             failed.append((cell_label(cell), lost.failure.reason))
     return failed

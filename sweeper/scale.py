@@ -41,4 +41,6 @@ def scaled(cfg: SweepConfig) -> SweepConfig:
     small.attack.pdtp_records = min(small.attack.pdtp_records, 2)
     small.attack.pdtp_seeds = min(small.attack.pdtp_seeds, 2)
     small.attack.merlin_perturbations = min(small.attack.merlin_perturbations, 10)
+    small.attack.canary_input_count = min(small.attack.canary_input_count, 20)
+    small.attack.canary_gradient_count = min(small.attack.canary_gradient_count, 200)
     return small

@@ -46,6 +46,15 @@ class Column:
 
 F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 
+#: A cell's coordinates, declared once: the first columns of every row, the fields of
+#: `sweeper.plan.Cell` of the same names, and the parameters of its MLflow run.
+COORDINATES = ("dataset", "model", "epsilon", "delta", "p", "target_precision", "attack", "policy",
+               "trial")
+
+#: What a cell cost (`train_seconds`, `attack_seconds`): the columns in which two runs that
+#: compute the very same figures may differ.
+COST_COLUMNS = ("train_seconds", "attack_seconds")
+
 CELL_COLUMNS: tuple[Column, ...] = (
     # the cell's coordinates
     Column("dataset", STR, "dataset the models were trained on", True),
@@ -59,6 +68,9 @@ CELL_COLUMNS: tuple[Column, ...] = (
            True),
     Column("trial", I64, "trial index: another target drawn at the same coordinates", True),
     # the attack at the policy's operating point
+    Column("threat_model", STR, "which adversary the attack is: black_box_final (the final "
+                                "model's outputs), white_box_final (its weights) or "
+                                "white_box_iterates (every iterate; gradient canaries)"),
     Column("policy_uses_target_labels", BOOL, "the threshold was chosen on the evaluation labels"),
     Column("eval_records", I64, "records the attack was evaluated on"),
     Column("members", I64, "members among the evaluated records"),
@@ -92,11 +104,29 @@ CELL_COLUMNS: tuple[Column, ...] = (
     Column("precision_proven", F64, "precision's one-sided lower end of the violation test"),
     Column("bound_at_tpr_low", F64, "U at the TPR's one-sided lower end (the violation test)"),
     Column("epsilon_proven_rates", F64, "ε the rates' one-sided ends prove (the violation test)"),
+    Column("epsilon_audit_cp", F64, "Clopper-Pearson ε at δ, best of the 40 top-quantile "
+                                    "thresholds, Bonferroni over them: confidence 1 - audit_alpha "
+                                    "for independent observations (gradient canaries), any "
+                                    "mechanism; an estimate for records of one model"),
+    Column("epsilon_audit_gdp", F64, "Gaussian-DP ε at δ (μ from the same exact ends): "
+                                     "confidence 1 - audit_alpha only for gradient canaries where "
+                                     "training is exactly Gaussian (q = 1); an estimate otherwise; "
+                                     "NaN at δ = 0"),
+    Column("epsilon_audit_one_run", F64, "Steinke et al.'s one-run ε at δ, best of 6 guess counts "
+                                         "(Bonferroni): confidence 1 - audit_alpha; NaN at "
+                                         "p != 1/2 with δ > 0"),
+    Column("epsilon_proven_audit", F64, "the largest ε the audits valid for this cell prove at "
+                                        "level violation_alpha (the violation test)"),
     Column("violation", BOOL, "the data prove training was not (ε, δ)-DP: a bug, never noise"),
-    Column("violation_reason", STR, "which test fired: precision, rates, precision+rates or ''"),
+    Column("violation_reason", STR, "which tests fired, joined by '+': precision, rates, "
+                                    "audit_cp, audit_gdp, audit_one_run (where valid), profile "
+                                    "(precision above bound_profile); '' none"),
     Column("tpr_exact", F64, "exact TPR of a mechanism of known privacy (bound_check); NaN else"),
     Column("precision_exact", F64, "exact precision of that mechanism's threshold attack; NaN else"),
     Column("bound_tight", F64, "least bound over that mechanism's privacy profile; NaN else"),
+    Column("bound_profile", F64, "least U over the training's whole privacy profile δ(ε') (its σ,"
+                                 " q, steps; PRV accountant, exact at q = 1) at tpr_floor; NaN "
+                                 "without DP-SGD"),
     # PDTP cells (Long et al.); null in other cells
     Column("pdtp_records", I64, "records PDTP was measured on"),
     Column("pdtp_mean_single", F64, "mean single-model PDTP"),
@@ -113,8 +143,14 @@ CELL_COLUMNS: tuple[Column, ...] = (
     Column("train_accuracy", F64, "target's accuracy on its training set"),
     Column("epsilon_spent", F64, "ε the accountant reports (null: non-private)"),
     Column("noise_multiplier", F64, "DP-SGD noise multiplier (null: non-private)"),
+    Column("dp_sample_rate", F64, "DP-SGD's per-step sampling rate q (NaN: non-private)"),
     Column("steps", I64, "optimizer steps of the target's training"),
     Column("train_size", I64, "records in the target's training set"),
+    # what the cell cost
+    Column("train_seconds", F64, "wall seconds the target's training took (since a resume; its "
+                                 "share when K models trained at once; NaN: not recorded)"),
+    Column("attack_seconds", F64, "wall seconds of the attack task that scored this cell "
+                                  "(shared by the cells of its policies)"),
     # keys
     Column("model_key", STR, "content key of the target model (models/<key>/)", True),
     Column("scores_key", STR, "content key of the attack's per-record scores: joins the scores "
@@ -227,22 +263,43 @@ def markdown() -> str:
     ])
 
 
-def readme_section(text: str) -> Optional[str]:
-    """What `text` (the README) holds between `README_BEGIN` and `README_END`, or None."""
-    begin, end = text.find(README_BEGIN), text.find(README_END)
+def readme_section(text: str, begin_marker: str = README_BEGIN,
+                   end_marker: str = README_END) -> Optional[str]:
+    """What `text` (the README) holds between two markers (the column tables' by default), or
+    None."""
+    begin, end = text.find(begin_marker), text.find(end_marker)
     if begin < 0 or end < begin:
         return None
-    return text[begin + len(README_BEGIN):end].strip("\n")
+    return text[begin + len(begin_marker):end].strip("\n")
+
+
+#: The README's attack table sits between these (`attack_markdown`).
+ATTACKS_BEGIN = "<!-- attacks: generated by `python -m sweeper.schema --attacks`; do not edit by hand -->"
+ATTACKS_END = "<!-- attacks: end -->"
+
+
+def attack_markdown() -> str:
+    """The README's attack table: every registered attack (`jobs.attack_registry.markdown_table`),
+    what each is, needs and reads, as its registration says."""
+    from jobs.attack_registry import markdown_table
+    from jobs.attacks import ATTACKS
+
+    return markdown_table(ATTACKS)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m sweeper.schema",
-        description="Print the declared columns of the results and per-record scores datasets.")
+        description="Print the declared columns of the results and per-record scores datasets, "
+                    "or the registered attacks.")
     parser.add_argument("--markdown", action="store_true",
                         help="as the README's Markdown tables (the text between its markers)")
+    parser.add_argument("--attacks", action="store_true",
+                        help="the README's attack table, from the attack registry")
     args = parser.parse_args(argv)
-    if args.markdown:
+    if args.attacks:
+        print(attack_markdown())
+    elif args.markdown:
         print(markdown())
     else:
         for column in (*CELL_COLUMNS, SCORES_KEY_COLUMN, *SCORE_COLUMNS):

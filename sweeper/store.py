@@ -18,23 +18,26 @@
     sweeps/<name>/tracked.json               what MLflow holds of the sweep (`tracking_stamp`)
     mlflow.db                the default MLflow tracking store (local stores only)
 
-Locally every write lands in a temporary name and is renamed into place; on an object store a
-single PUT is atomic.  Either way a crash leaves the whole file or nothing.  Every artifact a
-result is computed from (model files, query answers, scores, cell rows, checkpoints) is read back
-against its SHA-256: a truncated or altered one reads as absent, so it is recomputed rather than
-used.  The JSON records (meta, manifest, failures, tracked) are written whole and parsed, not checksummed.
-
-torch is imported only by the methods that read or write model weights: the commands that only
-read results (`sweeper.frontier`, `sweeper.sync`) never load it.
+* **Atomic**: the bytes (folders, object stores, atomic writes, checkpoints) are
+  `sweeper.files`'s — a temporary name renamed into place locally, a single PUT on an object
+  store — so a crash leaves the whole file or nothing.
+* **Checked**: every artifact a result is computed from (model files, query answers, scores, cell
+  rows, checkpoints) is read back against its SHA-256; a truncated or altered one reads as absent
+  and is recomputed.  The JSON records (meta, manifest, failures, tracked) are written whole and
+  parsed, not checksummed.
+* **Never loaded unsafely**: a model or checkpoint that passes its checksum but does not load as
+  plain tensors (torch's `weights_only`) is moved under `quarantine/` and recomputed.
+* **Full disks** raise `sweeper.files.DiskFull` ("disk full at <path>") and leave no partial
+  file; partial files a killed process left are swept up by the next sweep
+  (`sweeper.files.sweep_stale_parts`).
+* **torch** is imported only by the methods that read or write model weights: the commands that
+  only read results (`sweeper.frontier`, `sweeper.sync`) never load it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import urlparse, urlsplit, urlunsplit
@@ -42,14 +45,19 @@ from urllib.parse import urlparse, urlsplit, urlunsplit
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
+from sweeper.files import (CorruptArtifact, LocalFiles, ObjectFiles, StoredCheckpoint,
+                           StoredNoiseCache, npy_bytes, read_parquet, is_uri, parquet_bytes,
+                           quarantine, sha256_hex)
 from sweeper.paths import name_problem
 from sweeper.schema import CELLS_SCHEMA, SCORES_SCHEMA, conform, row_table
 
 if TYPE_CHECKING:
     import torch
+
+
+#: Stored canary outputs are the model's files named canary_<name>.npy.
+CANARY_PREFIX = "canary_"
 
 
 def check_sweep_name(name: str) -> str:
@@ -60,168 +68,8 @@ def check_sweep_name(name: str) -> str:
     return name
 
 
-class CorruptArtifact(ValueError):
-    """A stored file whose bytes do not match the checksum written with them."""
-
-
 class ManifestError(ValueError):
     """A sweep's sweep.json that cannot be read as a manifest (not JSON, or no `cells` list)."""
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-#: Mode of the files people read (the results datasets): they hold no secrets.
-PUBLIC_MODE = 0o644
-
-
-def atomic_write_bytes(path: Path, data: bytes, mode: Optional[int] = None) -> None:
-    """Write `data` to `path` whole or not at all; `mode` (default: mkstemp's 0600) is set before
-    the rename, so the file never appears with another."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    if mode is not None:
-        os.fchmod(fd, mode)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(partial, path)
-
-
-def _npy_bytes(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=False)
-    return buffer.getvalue()
-
-
-def parquet_bytes(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    return sink.getvalue().to_pybytes()
-
-
-def _read_parquet(data: bytes, rel: str) -> pa.Table:
-    """A Parquet file's table; bytes that passed their checksum but are no Parquet are corrupt."""
-    try:
-        return pq.ParquetFile(pa.BufferReader(data)).read()
-    except pa.ArrowInvalid as error:
-        raise CorruptArtifact(f"{rel} is not a Parquet file ({error})") from None
-
-
-def is_uri(root: str) -> bool:
-    """A URI with a scheme (s3://…, file://…), as opposed to a local path (`C:/…`, `a:b`)."""
-    return "://" in str(root) and len(urlparse(str(root)).scheme) > 1
-
-
-class LocalFiles:
-    """Files under a local folder, written atomically (temporary name, fsync, rename)."""
-
-    def __init__(self, root: Path):
-        self.root = root
-
-    def read(self, rel: str) -> bytes:
-        return (self.root / rel).read_bytes()
-
-    def write(self, rel: str, data: bytes, public: bool = False) -> None:
-        """`public`: a file people read (mode 0644); others keep mkstemp's 0600."""
-        atomic_write_bytes(self.root / rel, data, PUBLIC_MODE if public else None)
-
-    def delete(self, rel: str) -> None:
-        (self.root / rel).unlink(missing_ok=True)
-
-    def names(self, rel_dir: str) -> list[str]:
-        folder = self.root / rel_dir
-        return sorted(p.name for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
-
-
-class ObjectFiles:
-    """Objects under a prefix of a pyarrow filesystem (S3, GCS); one PUT per file is atomic."""
-
-    def __init__(self, uri: str):
-        self.fs, self.base = pafs.FileSystem.from_uri(uri)
-        self.base = self.base.rstrip("/")
-
-    def _path(self, rel: str) -> str:
-        return f"{self.base}/{rel}"
-
-    def read(self, rel: str) -> bytes:
-        try:
-            with self.fs.open_input_stream(self._path(rel)) as stream:
-                return stream.readall()
-        except OSError as error:
-            if not self.exists(rel):
-                raise FileNotFoundError(self._path(rel)) from error
-            raise
-
-    def write(self, rel: str, data: bytes, public: bool = False) -> None:
-        """`public` is for local files: an object's access is the bucket's policy."""
-        with self.fs.open_output_stream(self._path(rel)) as stream:
-            stream.write(data)
-
-    def exists(self, rel: str) -> bool:
-        return self.fs.get_file_info(self._path(rel)).type == pafs.FileType.File
-
-    def delete(self, rel: str) -> None:
-        if self.exists(rel):
-            self.fs.delete_file(self._path(rel))
-
-    def require_bucket(self) -> None:
-        """OSError, in one line, when the bucket itself is not there: a wrong store.root or
-        endpoint, not a sweep that has not run yet."""
-        bucket = self.base.split("/", 1)[0]
-        if self.fs.get_file_info(bucket).type == pafs.FileType.NotFound:
-            raise OSError(f"bucket {bucket!r} does not exist (or these credentials cannot see it): "
-                          "check store.root and its endpoint")
-
-    def names(self, rel_dir: str) -> list[str]:
-        selector = pafs.FileSelector(self._path(rel_dir), allow_not_found=True)
-        return sorted(info.base_name for info in self.fs.get_file_info(selector)
-                      if info.type == pafs.FileType.File)
-
-
-class StoredCheckpoint:
-    """A model's per-epoch training state: one file whose first line is the rest's checksum."""
-
-    def __init__(self, files, rel: str):
-        self._files, self._rel = files, rel
-
-    def load(self) -> Optional[bytes]:
-        """The last state saved, or None when there is none (or it is damaged: start over)."""
-        try:
-            data = self._files.read(self._rel)
-        except FileNotFoundError:
-            return None
-        digest, _, payload = data.partition(b"\n")
-        return payload if digest.decode(errors="replace") == sha256_hex(payload) else None
-
-    def save(self, payload: bytes) -> None:
-        self._files.write(self._rel, sha256_hex(payload).encode() + b"\n" + payload)
-
-    def delete(self) -> None:
-        self._files.delete(self._rel)
-
-
-class StoredNoiseCache:
-    """Calibrated noise multipliers, shared by every training task of a store
-    (`jobs.training.NoiseCache`): a sweep searches each (ε, δ, q, epochs, accountant) once."""
-
-    def __init__(self, files):
-        self._files = files
-
-    def _entry(self, key: str) -> StoredCheckpoint:
-        return StoredCheckpoint(self._files, f"calibration/{sha256_hex(key.encode())}.json")
-
-    def get(self, key: str) -> Optional[float]:
-        payload = self._entry(key).load()
-        if payload is None:
-            return None
-        entry = json.loads(payload)
-        return float(entry["noise_multiplier"]) if entry.get("key") == key else None
-
-    def put(self, key: str, value: float) -> None:
-        self._entry(key).save(json.dumps({"key": key, "noise_multiplier": value}).encode())
 
 
 class ArtifactStore:
@@ -281,8 +129,10 @@ class ArtifactStore:
         return StoredNoiseCache(self.files)
 
     def write_model(self, key: str, state_dict: dict[str, torch.Tensor], pool_logits: np.ndarray,
-                    mask: np.ndarray, meta: dict[str, Any]) -> None:
-        """The files, then meta.json with their checksums: no meta, or a mismatch, means absent.
+                    mask: np.ndarray, meta: dict[str, Any],
+                    canaries: Optional[dict[str, np.ndarray]] = None) -> None:
+        """The files (with the model's canary outputs, `canary_<name>.npy`, when it holds
+        canaries), then meta.json with their checksums: no meta, or a mismatch, means absent.
         A model already stored whole is left alone: a retry or an orphaned worker that finishes
         the same training second never rewrites files another task may be reading."""
         if self.has_model(key):
@@ -294,8 +144,10 @@ class ArtifactStore:
         torch.save(state_dict, buffer)
         files = {
             "model.pt": buffer.getvalue(),
-            "pool_logits.npy": _npy_bytes(np.asarray(pool_logits, dtype=np.float32)),
-            "mask.npy": _npy_bytes(np.asarray(mask, dtype=bool)),
+            "pool_logits.npy": npy_bytes(np.asarray(pool_logits, dtype=np.float32)),
+            "mask.npy": npy_bytes(np.asarray(mask, dtype=bool)),
+            **{f"{CANARY_PREFIX}{name}.npy": npy_bytes(np.asarray(values))
+               for name, values in (canaries or {}).items()},
         }
         meta = {**meta, "checksums": {name: sha256_hex(data) for name, data in files.items()}}
         for name, data in files.items():
@@ -323,11 +175,25 @@ class ArtifactStore:
         mask = np.load(io.BytesIO(files["mask.npy"]), allow_pickle=False)
         return logits, mask
 
+    def read_canaries(self, key: str) -> dict[str, np.ndarray]:
+        """The model's canary outputs by name (`jobs.training.canary_outputs`), checked."""
+        return {name[len(CANARY_PREFIX):-len(".npy")]: np.load(io.BytesIO(data), allow_pickle=False)
+                for name, data in self._verified_model_files(key).items()
+                if name.startswith(CANARY_PREFIX)}
+
     def read_state_dict(self, key: str) -> dict[str, torch.Tensor]:
         import torch
 
         files = self._verified_model_files(key)
-        return torch.load(io.BytesIO(files["model.pt"]), weights_only=True)
+        try:
+            return torch.load(io.BytesIO(files["model.pt"]), weights_only=True)
+        except Exception as error:  # noqa: BLE001 - whatever refused it; torch's text suggests unsafe loading
+            names = ["meta.json", *(name for name in files if name != "meta.json")]
+            where = quarantine(self.files, [f"models/{key}/{name}" for name in names])
+            raise CorruptArtifact(
+                f"model {key}: its weights do not load as plain tensors (weights_only refused "
+                f"them: {type(error).__name__}), so they are corrupt or malicious: moved to "
+                f"{self.location(where)}; a rerun trains the model again") from None
 
     # --- model queries (augmented logits, Merlin ratios) ------------------------------------
 
@@ -335,7 +201,7 @@ class ArtifactStore:
         return self._has_checked(f"queries/{key}.npy")
 
     def write_query(self, key: str, values: np.ndarray) -> None:
-        self._write_checked(f"queries/{key}.npy", _npy_bytes(np.asarray(values)))
+        self._write_checked(f"queries/{key}.npy", npy_bytes(np.asarray(values)))
 
     def read_query(self, key: str) -> np.ndarray:
         """The stored answer, checked against its checksum."""
@@ -351,7 +217,7 @@ class ArtifactStore:
 
     def read_scores_table(self, key: str) -> pa.Table:
         rel = f"scores/{key}.parquet"
-        return conform(_read_parquet(self._read_checked(rel), rel), SCORES_SCHEMA, rel)
+        return conform(read_parquet(self._read_checked(rel), rel), SCORES_SCHEMA, rel)
 
     def read_scores(self, key: str) -> pd.DataFrame:
         return self.read_scores_table(key).to_pandas()
@@ -404,7 +270,7 @@ class ArtifactStore:
         """A landed cell's row in the current schema; CorruptArtifact for a row that no version of
         the schema wrote."""
         try:
-            return conform(_read_parquet(data, where), CELLS_SCHEMA, where)
+            return conform(read_parquet(data, where), CELLS_SCHEMA, where)
         except ValueError as error:
             raise CorruptArtifact(str(error)) from None
 

@@ -9,11 +9,13 @@ from pathlib import Path
 
 
 def print_summary(result) -> None:
-    """The sweep's summary on stdout; its violations and failed cells on stderr."""
-    from sweeper.frontier import format_table
+    """The sweep's summary on stdout (its frontier with the trials pooled, one line per
+    coordinate: `sweeper frontier --trials` prints every cell); its violations and failed cells
+    on stderr."""
+    from sweeper.frontier import format_summary
 
     print()
-    print(format_table(result.results))
+    print(format_summary(result.results))
     print()
     print(f"done in {result.seconds:.1f} s: trained {result.models_trained} of "
           f"{result.models_total} models, computed {result.cells_computed} of "
@@ -40,7 +42,7 @@ def _mlflow_line(result) -> str:
     from sweeper.tracking import tracking_link
 
     if not result.tracking_warning:
-        return tracking_link(result.tracking_uri)
+        return tracking_link(result.tracking_uri, result.tracking_url)
     root, _ = split_sweep_location(result.sweep_dir)
     sync = shlex.join([sys.executable, "-m", "sweeper.sync", "--experiment", result.name,
                        "--store-root", root])

@@ -14,17 +14,15 @@ import sys
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from tqdm.auto import tqdm
-
 from sweeper import VERSION_TEXT
-from sweeper.console import shown
-from sweeper.frontier import sort_frontier
+from sweeper.console import Progress, shown
 from sweeper.store import ArtifactStore
 from sweeper.credentials import redact, scrub, tracking_uri_problem
 from sweeper.paths import name_problem
-from sweeper.results import load_results
-from sweeper.tracking import (SweepTracker, config_params, default_tracking_uri,
-                              mlflow_artifact_location, summary_metrics)
+from sweeper.probes import tracking_server_problem
+from sweeper.results import load_results, sort_frontier
+from sweeper.run_records import config_params, summary_metrics
+from sweeper.tracking import SweepTracker, default_tracking_uri, mlflow_artifact_location
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +39,10 @@ class Refused(ValueError):
     """A command line refused before anything is read or logged (exit 2)."""
 
 
+class Unreachable(ConnectionError):
+    """The MLflow server did not answer one bounded request: nothing was logged (exit 1)."""
+
+
 def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
          progress: bool = False) -> SyncReport:
     """Log the sweep `experiment` of `store_root` to MLflow (the sweep's own tracking URI unless
@@ -50,6 +52,8 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
                 tracking_uri and tracking_uri_problem(tracking_uri, "--tracking-uri")]
     if any(problems):
         raise Refused("; ".join(p for p in problems if p))
+    if tracking_uri:  # the server named here is asked once, bounded, before the store is read
+        _require_server(tracking_uri, "--tracking-uri")
     store = ArtifactStore(store_root)
     manifest = store.read_manifest(experiment)
     config = manifest["config"]
@@ -57,13 +61,16 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
     problem = tracking_uri_problem(uri, "MLFLOW_TRACKING_URI")  # the only source left unchecked
     if problem:
         raise Refused(problem)
+    if not tracking_uri:
+        _require_server(uri, "tracking.uri")
     tracker = SweepTracker(uri, config["tracking"]["experiment"], experiment, manifest["sweep_key"],
-                           config_params(config), mlflow_artifact_location(store),
+                           config_params(config), mlflow_artifact_location(store, uri),
                            store.read_scores_table)
     results = sort_frontier(load_results(store, experiment).frame)
-    for row in tqdm(results.to_dict("records"), desc="cells synced", unit="cell",
-                    disable=not progress):
-        tracker.log_cell(row)
+    with Progress(len(results), "cells synced", "cell", progress) as bar:
+        for row in results.to_dict("records"):
+            tracker.log_cell(row)
+            bar.update()
     tracker.log_summary(summary_metrics(results))  # models trained and wall time: the sweep's own
     if tracker.failure is not None:
         raise ConnectionError(f"MLflow at {redact(uri)} failed: {tracker.failure}")
@@ -75,10 +82,19 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
             relative = path.parent.relative_to(folder).as_posix()
             tracker.client.log_artifact(tracker.run_id, str(path), None if relative == "." else relative)
             artifacts += 1
+        tracker.log_frontier_table(results)
     tracker.terminate(failed=bool(store.read_failures(experiment, manifest["cells"])))
     if tracker.failure is not None:
         raise ConnectionError(f"MLflow at {redact(uri)} failed: {tracker.failure}")
     return SyncReport(redact(uri), len(results), tracker.logged_now, artifacts)
+
+
+def _require_server(uri: str, field: str) -> None:
+    """One bounded request to an MLflow server (`sweeper.probes`); `Unreachable` when it does
+    not answer: MLflow's own client would retry it for minutes (248 s for a closed port)."""
+    problem = tracking_server_problem(uri, field)
+    if problem:
+        raise Unreachable(problem)
 
 
 def _parser(prog: str = "python -m sweeper.sync") -> argparse.ArgumentParser:
@@ -107,6 +123,9 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.sy
         except (FileNotFoundError, Refused) as error:
             logger.error("%s", scrub(str(error)))
             return 2
+        except Unreachable as error:
+            logger.error("%s; nothing was logged, run this again once it is back.", error)
+            return 1
         except Exception as error:  # noqa: BLE001 - the server is down still: say so, exit 1
             logger.error("%s", scrub(f"MLflow is unavailable ({type(error).__name__}: {error}); "
                                      "nothing lost, run this again once it is back."))

@@ -13,13 +13,18 @@ that again skips MLflow.  For a SQLite tracking store the stamp includes the dat
 and modification time, so any change to it (runs deleted, the file removed, another sweep
 logging) reopens MLflow and backfills what is missing.
 
-The records read like a model-training experiment in MLflow's UI: the experiment is tagged as one
-(`mlflow.experimentKind`), the sweep's run carries MLflow's standard source tags and a summary
-of the sweep, every metric is stamped with the time its cell landed, and ε is also a numeric
-metric (`epsilon_value`, with `EPSILON_INF_VALUE` standing in for ∞) so it can be plotted.  Each
-cell's run also summarises its per-record scores (`score_metrics`: quantiles of the members' and
-the non-members' scores), so one run shows how far apart the two are, not only where the
-threshold cut.
+What each run holds is computed in `sweeper.run_records`; here it is logged.  The records read
+like a model-training experiment in MLflow's UI: the experiment is tagged as one
+(`mlflow.experimentKind`) and described (`EXPERIMENT_DESCRIPTION`); the sweep's run carries
+MLflow's standard source tags, a description, its dataset as an input (`dataset_input`), a
+summary of the sweep and, as artifacts, its figures and its pooled frontier as a table the UI
+shows (`FRONTIER_TABLE`).  A cell's run is named by its attack, policy, ε, p, δ and trial and
+logs what a reader compares first and little else (`run_records.CELL_METRICS`; the rest is in Parquet),
+every metric stamped with the time its cell landed; ε is also a numeric metric (`epsilon_value`,
+with `EPSILON_INF_VALUE` standing in for ∞) so it can be plotted.  Its per-record scores are
+summarised as a table artifact (`SCORE_TABLE`: quantiles of the members' and the non-members'
+scores), so one run shows how far apart the two are, not only where the threshold cut.  A
+sweep's last line names the experiment's URL (`experiment_url`).
 
 A rerun of the same sweep (a resume after a crash, a backfill) reopens its run rather than making
 another, so the run keeps every cell of the sweep under it; its Duration is then the time the
@@ -30,10 +35,8 @@ since the first one started: see `SweepTracker.terminate`.
 from __future__ import annotations
 
 import contextlib
-import getpass
 import hashlib
 import logging
-import math
 import os
 import shlex
 import sys
@@ -42,12 +45,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 from urllib.parse import unquote, urlsplit
 
-import numpy as np
+import pandas as pd
 
-from sweeper.credentials import redact, redact_tree, scrub
-from sweeper.formats import epsilon_name, format_epsilon
+from sweeper.console import one_line_records
+from sweeper.credentials import redact, scrub
+from sweeper.interrupts import raise_swallowed, release_unwound
+from sweeper.run_records import cell_metrics, cell_run_name, dataset_input, score_quantiles, source_tags
+from sweeper.schema import COORDINATES
 
-COORDINATES = ("dataset", "model", "epsilon", "delta", "p", "attack", "policy", "trial")
 SWEEP_KEY_TAG = "sweeper.sweep_key"
 CELL_KEY_TAG = "sweeper.cell_key"
 PARENT_TAG = "mlflow.parentRunId"
@@ -56,13 +61,19 @@ PARENT_TAG = "mlflow.parentRunId"
 #: Runs and Models, as a training experiment.  (Values: the UI's ExperimentKind enum.)
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
-#: ε = ∞ as the numeric metric `epsilon_value` (MLflow metrics are finite floats to its charts):
-#: far above any ε a DP guarantee means anything at, so it sorts and plots last.
-EPSILON_INF_VALUE = 1e9
-#: Logged first, so MLflow's compare views and run tables open on them.
-KEY_METRICS = ("precision", "bound", "violation", "epsilon_value")
-#: Quantiles of a cell's per-record scores logged on its run, members and non-members apart.
-SCORE_QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
+SCORE_TABLE = "score_quantiles.json"
+#: The sweep's frontier, trials pooled (`sweeper.frontier.summarize_frontier`), on its run.
+FRONTIER_TABLE = "frontier_summary.json"
+#: MLflow's description tag (experiments and runs): markdown the UI shows on their page.
+NOTE_TAG = "mlflow.note.content"
+EXPERIMENT_DESCRIPTION = (
+    "Membership-inference sweeps (sweeper): for each grid cell (dataset, attack, policy, ε, δ, "
+    "p, trial) the attack's measured precision with its 95 % Clopper–Pearson interval next to "
+    "Thudi et al.'s bound U (TMLR 2024, Thm 3.3). One parent run per sweep (its figures, its "
+    "frontier table with trials pooled, its dataset); one child run per cell. A `violation` of 1 "
+    "means the data prove a precision above U: a bug in training or accounting.")
+#: Where `mlflow ui` listens by default: the URL a local store's experiment opens at.
+LOCAL_UI = "http://127.0.0.1:5000"
 #: On a reopened sweep run: the time its earlier invocations held it, and when this one opened it
 #: (ms), so that an invocation killed before it closed the run still counts (`SweepTracker`).
 DURATION_BEFORE_TAG = "sweeper.duration_before_ms"
@@ -76,87 +87,6 @@ def ui_command(uri: str) -> str:
     interpreter (so no activated venv is needed), bound to the loopback interface only."""
     program = Path(sys.executable).parent / "mlflow"
     return shlex.join([str(program), "ui", "--backend-store-uri", uri, "--host", "127.0.0.1"])
-
-
-def epsilon_value(epsilon: float) -> float:
-    """ε as a plottable number: `EPSILON_INF_VALUE` for ∞ (no DP)."""
-    return EPSILON_INF_VALUE if math.isinf(epsilon) else float(epsilon)
-
-
-def cell_metrics(row: dict[str, Any]) -> list[tuple[str, float]]:
-    """A cell's metrics in logging order: `KEY_METRICS` first, then every other finite number
-    of the row that is not a coordinate (a NaN, e.g. ε spent at ε = ∞, is left out)."""
-    values = {"precision": row["precision"], "bound": row["bound"],
-              "violation": float(row["violation"]), "epsilon_value": epsilon_value(row["epsilon"])}
-    for name, value in row.items():
-        if (name not in COORDINATES and name not in values and isinstance(value, (int, float))
-                and not isinstance(value, bool)):
-            values[name] = value
-    return [(name, float(value)) for name, value in values.items() if math.isfinite(float(value))]
-
-
-def score_metrics(scores) -> list[tuple[str, float]]:
-    """A cell's per-record scores in a few numbers: the `SCORE_QUANTILES` of the members' scores
-    (`scores/member_q50`, …) and of the non-members' (`scores/nonmember_q50`, …), numpy's default
-    (linear) quantiles over the records that have a score.  Where the two sets of quantiles sit
-    apart is what the attack found; the cell's `threshold` metric is where it cut.  `scores` is a
-    table with `score` and `member` columns (pyarrow or pandas); a group with no scores, or a
-    quantile that is not finite, is left out, as NaN metrics are."""
-    score = np.asarray(scores["score"].to_numpy(), dtype=float)  # a null score reads as NaN
-    member = np.asarray(scores["member"].to_numpy(), dtype=bool)
-    metrics = []
-    for group, mask in (("member", member), ("nonmember", ~member)):
-        values = score[mask & ~np.isnan(score)]
-        if not len(values):
-            continue
-        for q, value in zip(SCORE_QUANTILES, np.quantile(values, SCORE_QUANTILES)):
-            if math.isfinite(value):
-                metrics.append((f"scores/{group}_q{round(q * 100):02d}", float(value)))
-    return metrics
-
-
-def summary_metrics(results, models_trained: Optional[int] = None,
-                    wall_seconds: Optional[float] = None) -> dict[str, float]:
-    """The sweep run's own metrics: cells, violations, (models trained and wall seconds when
-    the caller knows them) and per ε the largest precision − bound, the margin a violation would
-    make positive (`max_precision_minus_bound/epsilon_inf` for ε = ∞)."""
-    metrics = {"cells": float(len(results)),
-               "violations": float(results["violation"].sum()) if len(results) else 0.0}
-    if models_trained is not None:
-        metrics["models_trained"] = float(models_trained)
-    if wall_seconds is not None:
-        metrics["wall_seconds"] = float(wall_seconds)
-    if len(results):
-        margins = (results["precision"] - results["bound"]).groupby(results["epsilon"]).max()
-        for epsilon, margin in margins.items():
-            if math.isfinite(margin):
-                metrics[f"max_precision_minus_bound/epsilon_{epsilon_name(epsilon)}"] = float(margin)
-    return metrics
-
-
-def source_tags() -> dict[str, str]:
-    """MLflow's standard run tags, as `mlflow.start_run` would set them: the program that ran
-    the sweep, its user, and the commit of sweeper's own git checkout (when it is one)."""
-    from mlflow.utils import mlflow_tags
-    from mlflow.utils.git_utils import get_git_branch, get_git_commit, get_git_repo_url
-
-    main = sys.argv[0] if sys.argv and sys.argv[0] else "python"
-    tags = {mlflow_tags.MLFLOW_SOURCE_NAME: str(Path(main).resolve()) if Path(main).exists() else main,
-            mlflow_tags.MLFLOW_SOURCE_TYPE: "LOCAL",
-            mlflow_tags.MLFLOW_USER: _user()}
-    checkout = str(Path(__file__).resolve().parent)
-    git = {mlflow_tags.MLFLOW_GIT_COMMIT: get_git_commit(checkout),
-           mlflow_tags.MLFLOW_GIT_BRANCH: get_git_branch(checkout),
-           mlflow_tags.MLFLOW_GIT_REPO_URL: get_git_repo_url(checkout)}
-    tags.update({key: redact(value) for key, value in git.items() if value})
-    return tags
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:  # noqa: BLE001 - no user name in a bare container: MLflow's own fallback
-        return "unknown"
 
 
 def default_tracking_uri(local_store_root: Optional[Path]) -> str:
@@ -206,37 +136,39 @@ def _database_identity(uri: str) -> Optional[tuple[int, int]]:
     return state.st_dev, state.st_ino
 
 
-def tracking_link(uri: str) -> str:
-    """How to open the tracking store `uri` (credentials redacted): the `mlflow ui` command for
-    a local store, the server's address otherwise."""
-    if urlsplit(uri).scheme in ("http", "https", "databricks"):
-        return redact(uri)
-    return ui_command(uri)
+def tracking_link(uri: str, url: Optional[str] = None) -> str:
+    """How to open the tracking store `uri` (credentials redacted): the server's address, or the
+    `mlflow ui` command for a local store; with the experiment's `url` (`experiment_url`) known,
+    that URL, after the command that serves it for a local store."""
+    if tracking_server(uri):
+        return url or redact(uri)
+    return f"{ui_command(uri)}  then open {url}" if url else ui_command(uri)
 
 
-def mlflow_artifact_location(store) -> Optional[str]:
-    """Artifacts beside the results for a local store (an `ArtifactStore`); the tracking server's
-    choice otherwise."""
-    return (store.local_root / "mlartifacts").as_uri() if store.local_root is not None else None
+def experiment_url(uri: str, experiment_id: str) -> str:
+    """The experiment's page in MLflow's UI, on the server (or, for a local store, where `mlflow
+    ui` listens), opened on its model-training view: `workflowType=machine_learning`, since MLflow
+    3's UI may otherwise show a GenAI view (traces) first."""
+    base = redact(uri).rstrip("/") if tracking_server(uri) else LOCAL_UI
+    return f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
 
 
-def config_params(config: dict[str, Any]) -> dict[str, Any]:
-    """A sweep's config as MLflow params (dotted keys), with its credentials masked."""
-    flat: dict[str, Any] = {}
-
-    def walk(prefix: str, node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                walk(f"{prefix}.{key}" if prefix else str(key), value)
-        else:
-            flat[prefix] = node
-
-    walk("", redact_tree(config))
-    return flat
+def tracking_server(uri: str) -> bool:
+    """Whether `uri` is a tracking server (http, https, databricks) rather than a store this
+    process opens itself (a SQLite file, a database)."""
+    return urlsplit(uri).scheme in ("http", "https", "databricks")
 
 
-def cell_run_name(row: dict[str, Any]) -> str:
-    return f"{row['attack']} ε={format_epsilon(row['epsilon'])} p={row['p']:g} δ={row['delta']:g} trial={row['trial']}"
+def mlflow_artifact_location(store, uri: str) -> Optional[str]:
+    """Where a new experiment keeps its artifacts.  With a tracking server, the server's choice
+    (None): an `mlflow server --serve-artifacts` (the default of `--artifacts-destination`)
+    hands out `mlflow-artifacts:/…`, so figures go up through the server and another machine's
+    UI shows them; a `file://` folder of this machine would be a dead link there.  With a store
+    this process opens (the embedded SQLite default), a folder beside the results for a local
+    store (an `ArtifactStore`), MLflow's default otherwise."""
+    if tracking_server(uri) or store.local_root is None:
+        return None
+    return (store.local_root / "mlartifacts").as_uri()
 
 
 def _now_ms() -> int:
@@ -247,7 +179,7 @@ class SweepTracker:
     """The sweep's MLflow run, opened (created, or reopened by its plan key) for one invocation.
 
     `read_scores(scores_key)` returns a cell's per-record scores (a table with `score` and
-    `member`), for the summary each cell run carries (`score_metrics`); without it cells carry
+    `member`), for the table each cell run carries (`score_quantiles`); without it cells carry
     their row's metrics only.
     """
 
@@ -260,6 +192,9 @@ class SweepTracker:
         # ends on a tracking server: two lines per cell, through the progress bars.  The sweep
         # prints where its results are once, at the end.
         os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+        library = logging.getLogger("mlflow")  # set up by the import above
+        library.setLevel(logging.WARNING)  # not its schema-migration chatter
+        one_line_records(library, scrub)  # nor its tracebacks (`_logger.exception`), secrets masked
         self.uri, self.sweep_name, self.read_scores = uri, sweep_name, read_scores
         self.opened_ms = _now_ms()
         self.client = MlflowClient(tracking_uri=uri)
@@ -267,13 +202,15 @@ class SweepTracker:
         self.missed_cells: set[str] = set()
         self.missed_artifacts = 0
         self.logged_now = 0
-        self._score_summaries: dict[str, list[tuple[str, float]]] = {}  # by scores key
+        self._score_summaries: dict[str, Optional[pd.DataFrame]] = {}  # by scores key
         self._last_cell_end_ms = 0  # of the cells logged before this invocation
+        self.orphans: dict[str, str] = {}  # cell key → its unfinished run, reused (`_log_cell`)
         found = self.client.get_experiment_by_name(experiment)
         self.experiment_id = found.experiment_id if found else self.client.create_experiment(
             experiment, artifact_location=artifact_location)
-        if found is None or found.tags.get(EXPERIMENT_KIND_TAG) is None:  # an older sweep's, too
-            self.client.set_experiment_tag(self.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        for tag, value in ((EXPERIMENT_KIND_TAG, EXPERIMENT_KIND), (NOTE_TAG, EXPERIMENT_DESCRIPTION)):
+            if found is None or found.tags.get(tag) is None:  # an older sweep's experiment, too
+                self.client.set_experiment_tag(self.experiment_id, tag, value)
         existing = self.client.search_runs(
             [self.experiment_id], filter_string=f"tags.`{SWEEP_KEY_TAG}` = '{sweep_key}'",
             max_results=1)
@@ -291,16 +228,22 @@ class SweepTracker:
         else:
             run = self.client.create_run(self.experiment_id, run_name=sweep_name,
                                          start_time=self.opened_ms, tags={
-                **tags, SWEEP_KEY_TAG: sweep_key, "sweeper.sweep": sweep_name})
+                **tags, SWEEP_KEY_TAG: sweep_key, "sweeper.sweep": sweep_name,
+                NOTE_TAG: f"Sweep `{sweep_name}`: one child run per cell; the figures and "
+                          f"`{FRONTIER_TABLE}` (the frontier, trials pooled) are this run's "
+                          "artifacts."})
             self.run_id = run.info.run_id
             self.start_ms, self.duration_before_ms = self.opened_ms, 0
             self._log_params(self.run_id, params)
+            if any(key.startswith("dataset.") for key in params):
+                self.client.log_inputs(self.run_id, datasets=[dataset_input(params)])
             self.logged_cells = set()
         self.database = _database_identity(uri)  # the SQLite file MLflow opened, if one
 
     def _logged_cell_keys(self) -> set[str]:
-        """Cells with a FINISHED run; a run left unfinished (the server died mid-log) is deleted,
-        so the cell is logged again, whole, and still has one run."""
+        """Cells with a FINISHED run.  A run left unfinished (the sweep interrupted or the server
+        killed mid-log: RUNNING or KILLED) is kept in `orphans` by its cell key and reused when
+        the cell is logged again, so each cell has one run, even counting deleted ones."""
         keys: set[str] = set()
         token = None
         while True:
@@ -308,13 +251,18 @@ class SweepTracker:
                 [self.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{self.run_id}'",
                 max_results=1000, page_token=token)
             for run in page:
+                key = run.data.tags.get(CELL_KEY_TAG, "")
                 if run.info.status == "FINISHED":
-                    keys.add(run.data.tags.get(CELL_KEY_TAG, ""))
+                    keys.add(key)
                     self._last_cell_end_ms = max(self._last_cell_end_ms, run.info.end_time or 0)
-                else:
+                elif key in self.orphans:  # two unfinished runs of one cell: keep one
                     self.client.delete_run(run.info.run_id)
+                else:
+                    self.orphans[key] = run.info.run_id
             token = page.token
             if not token:
+                for key in keys & self.orphans.keys():  # finished after all: the orphan goes
+                    self.client.delete_run(self.orphans.pop(key))
                 return keys
 
     def _duration_before(self, run) -> int:
@@ -346,9 +294,14 @@ class SweepTracker:
             self.missed_cells.add(row["cell_key"])
 
     def _guarded(self, call, *args) -> None:
+        handling = sys.exception()
         try:
             call(*args)
+        except KeyboardInterrupt as stop:  # the clean-up will write to the database it locked
+            release_unwound(stop)
+            raise
         except Exception as error:  # noqa: BLE001 - tracking must never cost results
+            raise_swallowed(error, handling)  # but Ctrl-C that MLflow turned into its error stops
             lines = str(error).strip().splitlines()
             self.failure = scrub(f"{type(error).__name__}: {lines[0] if lines else ''}")
 
@@ -359,32 +312,39 @@ class SweepTracker:
         from mlflow.entities import Metric
 
         key = row["cell_key"]
-        scores = self._score_summary(row["scores_key"])
+        quantiles = self._score_summary(row["scores_key"])
         now_ms = _now_ms()
-        run = self.client.create_run(self.experiment_id, run_name=cell_run_name(row),
-                                     start_time=now_ms,
-                                     tags={PARENT_TAG: self.run_id, CELL_KEY_TAG: key,
-                                           "sweeper.model_key": row["model_key"]})
-        self._log_params(run.info.run_id, {k: row[k] for k in COORDINATES})
-        metrics = [Metric(name, value, now_ms, 0) for name, value in [*cell_metrics(row), *scores]]
-        self.client.log_batch(run.info.run_id, metrics=metrics)
-        self.client.set_terminated(run.info.run_id)
+        run_id = self.orphans.pop(key, None)
+        created = run_id is None
+        if created:
+            run_id = self.client.create_run(self.experiment_id, run_name=cell_run_name(row),
+                                            start_time=now_ms,
+                                            tags={PARENT_TAG: self.run_id, CELL_KEY_TAG: key,
+                                                  "sweeper.model_key": row["model_key"]}).info.run_id
+        else:  # the run an interrupted logging left: its params are these (a cell's coordinates)
+            self.client.update_run(run_id, status="RUNNING")
+        self._log_params(run_id, {k: row[k] for k in COORDINATES if k in row})
+        metrics = [Metric(name, value, now_ms, 0) for name, value in cell_metrics(row)]
+        self.client.log_batch(run_id, metrics=metrics)
+        if quantiles is not None:
+            self._log_table(run_id, quantiles, SCORE_TABLE, created)
+        self.client.set_terminated(run_id)
         self.logged_cells.add(key)
         self.logged_now += 1
 
-    def _score_summary(self, scores_key: str) -> list[tuple[str, float]]:
-        """`score_metrics` of a cell's scores, read once per scores key (the cells of one attack's
-        policies share them); none when they cannot be read (missing, or failed their checksum):
-        the cell's row, its result, is logged all the same, with a warning."""
+    def _score_summary(self, scores_key: str) -> Optional[pd.DataFrame]:
+        """`score_quantiles` of a cell's scores, read once per scores key (the cells of one
+        attack's policies share them); None when they cannot be read (missing, or failed their
+        checksum): the cell's row, its result, is logged all the same, with a warning."""
         if self.read_scores is None:
-            return []
+            return None
         if scores_key not in self._score_summaries:
             try:
-                self._score_summaries[scores_key] = score_metrics(self.read_scores(scores_key))
+                self._score_summaries[scores_key] = score_quantiles(self.read_scores(scores_key))
             except (OSError, ValueError) as error:  # missing, or failed its checksum
                 logger.warning("cell run without its score summary: scores %s unreadable (%s)",
                                scores_key, error)
-                self._score_summaries[scores_key] = []
+                self._score_summaries[scores_key] = None
         return self._score_summaries[scores_key]
 
     def log_artifact(self, path: Path) -> None:
@@ -393,8 +353,37 @@ class SweepTracker:
         if self.failure is not None:
             self.missed_artifacts += 1
 
+    def log_frontier_table(self, results: pd.DataFrame) -> None:
+        """The sweep's frontier with its trials pooled (`summarize_frontier`) as a table on its
+        run: the UI shows it (Artifacts, and the table view), sortable, with no code."""
+        from sweeper.formats import jsonable
+        from sweeper.frontier import summarize_frontier
+
+        table = summarize_frontier(results)
+        if self.failure is None and not table.empty:
+            rows = pd.DataFrame(jsonable(table.to_dict("records")))  # ∞ as "inf": JSON has none
+            self._guarded(self._log_table, self.run_id, rows, FRONTIER_TABLE)
+        if self.failure is not None:
+            self.missed_artifacts += 1
+
+    def _log_table(self, run_id: str, data: pd.DataFrame, artifact_file: str,
+                   created: bool = False) -> None:
+        """`MlflowClient.log_table`, except that a table the run has already (a rerun's, a cell
+        run reused) is replaced: MLflow appends to it, so each rerun would repeat every row.
+        A run `created` by this call's caller has none: its artifacts are not listed first."""
+        if not created and any(item.path == artifact_file
+                               for item in self.client.list_artifacts(run_id)):
+            self.client.log_text(run_id, data.to_json(orient="split", index=False,
+                                                      date_format="iso"), artifact_file)
+        else:  # as a table, so that the UI's table view lists it
+            self.client.log_table(run_id, data=data, artifact_file=artifact_file)
+
+    def url(self) -> str:
+        """The URL of the sweep's experiment in MLflow's UI (`experiment_url`)."""
+        return experiment_url(self.uri, self.experiment_id)
+
     def log_summary(self, metrics: dict[str, float]) -> None:
-        """The sweep run's own metrics (see `summary_metrics`), stamped now."""
+        """The sweep run's own metrics (see `sweeper.run_records.summary_metrics`), stamped now."""
         from mlflow.entities import Metric
 
         now_ms = _now_ms()
@@ -412,6 +401,21 @@ class SweepTracker:
         if self.failure is None:
             self._guarded(self.client.set_terminated, self.run_id,
                           "FAILED" if failed else "FINISHED", end_ms)
+
+    def interrupt(self) -> None:
+        """SIGINT/SIGTERM: the sweep's run and every cell run still open end KILLED (a rerun
+        reuses them), never left RUNNING.  The open cell runs are searched for, not remembered:
+        the signal can land after MLflow created a run and before the call returned its id."""
+        end_ms = self.start_ms + self.duration_before_ms + max(0, _now_ms() - self.opened_ms)
+        self._guarded(self._kill_open_cell_runs)
+        self._guarded(self.client.set_terminated, self.run_id, "KILLED", end_ms)
+
+    def _kill_open_cell_runs(self) -> None:
+        open_runs = self.client.search_runs(
+            [self.experiment_id], max_results=1000,
+            filter_string=f"tags.`{PARENT_TAG}` = '{self.run_id}' and attributes.status = 'RUNNING'")
+        for run in open_runs:  # one at most, unless an earlier invocation was killed at once
+            self.client.set_terminated(run.info.run_id, "KILLED")
 
     def finish(self, failed: bool) -> Optional[str]:
         """Close the sweep's run (`terminate`); a warning of what was not logged when tracking
@@ -437,7 +441,6 @@ def open_tracker(uri: str, experiment: str, sweep_name: str, sweep_key: str,
                  params: dict[str, Any], artifact_location: Optional[str],
                  read_scores: Optional[Callable[[str], Any]] = None) -> Optional[SweepTracker]:
     """A tracker, or None with a warning when the tracking store cannot be reached."""
-    logging.getLogger("mlflow").setLevel(logging.WARNING)  # not its schema-migration chatter
     try:
         return SweepTracker(uri, experiment, sweep_name, sweep_key, params, artifact_location,
                             read_scores)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import jobs.attacks
+from jobs.attack_registry import GRADIENT_CANARIES
 from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, holdout_scores, settings_items
 from jobs.policies import QUANTILE_MAX
 from jobs.queries import QUERIES
@@ -32,6 +33,7 @@ def scores_key(attack: str, **changes) -> str:
     cfg = SweepConfig()
     cfg.grid.epsilon, cfg.grid.p, cfg.grid.trial = [1.0], [0.5], [0]
     cfg.grid.attack, cfg.grid.policy = [attack], [QUANTILE_MAX]
+    cfg.dataset.members = 200  # mislabeled canaries are taken past every model's pool
     for name, value in changes.items():
         setattr(cfg.attack, name, value)
     (key,) = build_plan(cfg).attacks
@@ -90,6 +92,14 @@ def synthetic_inputs(attack: str, settings, n: int = 40, shadows: int = 4, class
     shadow_members[::2, : n // 2] = shadow_members[1::2, n // 2:] = True
     inputs = dict(target_logits=rng.normal(size=(n, classes)), labels=labels,
                   shadow_logits=shadow_logits, shadow_members=shadow_members)
+    if ATTACKS[attack].evaluates == GRADIENT_CANARIES:  # white-box statistics, not logits
+        inputs.update(observations=rng.normal(size=(n, 3)),
+                      shadow_observations=rng.normal(size=(shadows, n, 3)))
+    if ATTACKS[attack].reads_population:  # pool records past the evaluation set (RMIA's z)
+        inputs.update(population_logits=rng.normal(size=(n, classes)),
+                      population_labels=rng.integers(0, classes, n),
+                      shadow_population_logits=rng.normal(size=(shadows, n, classes)),
+                      shadow_population_members=shadow_members[:, ::-1].copy())
     question = ATTACKS[attack].query(settings)
     if question is not None:
         kind = question[0]
@@ -157,7 +167,9 @@ CHANGED = AttackSettings(lira_variance="global", augment_flip=True, augment_shif
 
 
 @pytest.mark.parametrize("label, config", [("defaults", AttackSettings()), ("changed", CHANGED)])
-def test_stored_scores_keep_their_keys(label, config):
+def test_stored_scores_keep_their_keys(label, config, monkeypatch):
+    # At the artifact version they were stored under: a version bump re-keys everything on purpose.
+    monkeypatch.setattr("sweeper.plan.ARTIFACT_VERSION", 3)
     keys = {}
     for name, attack in ATTACKS.items():
         settings = attack.settings_from(config)

@@ -675,3 +675,16 @@ def test_earlier_bounds_are_no_tighter_than_u_at_balanced_prior(grid):
         assert np.all(other >= u - 1e-12)
     # with δ: Humphries' accuracy (e^ε + δ)/(e^ε + 1) ≤ Erlingsson's 1 − (1 − δ)e^-ε/2
     assert np.all(b.humphries_accuracy_bound(eps, d) <= b.erlingsson_accuracy_bound(eps, d) + 1e-12)
+
+
+def test_library_default_floor_is_the_products():
+    """Issue 21, item 8: one default TPR floor.  U(3, 0.5, δ = 0.05) at s = 0.01 is vacuous
+    (δ ≥ s), as the sweep's `bound` says, never the 0.955 of s = 1; at δ = 1e-3 it is, by hand,
+    1/(1 + e^-3·(1 − 0.1))."""
+    from sweeper.config import SweepConfig
+
+    assert SweepConfig().metrics.tpr_floor == b.DEFAULT_TPR_FLOOR == 0.01
+    assert b.precision_bound(3, 0.5, 0.05) == 1.0
+    assert b.precision_bound(3, 0.5, 0.05, 1.0) == pytest.approx(1 / (1 + math.exp(-3) * 0.95))
+    assert b.precision_bound(3, 0.5, 1e-3) == pytest.approx(1 / (1 + math.exp(-3) * 0.9))
+    assert b.epsilon_for_precision(0.9, 0.5, 1e-3) == pytest.approx(math.log(0.9 / (1 / 0.9 - 1)))

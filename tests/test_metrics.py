@@ -130,14 +130,14 @@ def test_a_tie_at_the_cut_stays_out_so_decisions_are_measured_on_what_they_accep
 
 
 def test_the_bound_is_taken_at_the_floor_when_there_is_no_tpr():
-    from sweeper.tasks import floored
+    from sweeper.cells import floored
 
     assert floored(float("nan"), 0.01) == 0.01
     assert floored(0.002, 0.01) == 0.01 and floored(0.3, 0.01) == 0.3
 
 
 def test_ppv_at_gamma_by_hand():
-    from sweeper.tasks import ppv_at_gamma
+    from sweeper.cells import ppv_at_gamma
 
     # TPR 0.5, FPR 0.1, nine non-members per member: 0.5 / (0.5 + 9 · 0.1) = 0.5 / 1.4.
     assert ppv_at_gamma(0.5, 0.1, 9.0) == pytest.approx(5 / 14)
@@ -200,3 +200,25 @@ def test_one_sided_upper_bound_is_the_exact_lower_tail():
     assert clopper_pearson_upper(0, 10, 0.025) == pytest.approx(1 - 0.025 ** 0.1)
     assert clopper_pearson_upper(10, 10, 0.001) == 1.0
     assert math.isnan(clopper_pearson_upper(0, 0, 0.001))
+
+
+def test_hand_written_metrics_agree_with_scipy_and_sklearn_where_those_apply():
+    """jobs.metrics keeps its own Clopper–Pearson (binomtest is 27x slower) and ROC (sklearn
+    refuses NaN and ±inf scores): on what the libraries take, the numbers are theirs."""
+    from scipy.stats import binomtest
+    from sklearn import metrics as sk
+
+    for k, n in ((0, 10), (3, 7), (30, 50), (10, 10), (4999, 10000)):
+        ci = binomtest(k, n).proportion_ci(0.95, method="exact")
+        assert clopper_pearson(k, n) == pytest.approx((ci.low, ci.high), rel=1e-12, abs=1e-15)
+    rng = np.random.default_rng(0)
+    for ties in (False, True):
+        scores = rng.normal(size=300)
+        scores = np.round(scores, 1) if ties else scores
+        members = rng.random(300) < 0.4
+        fpr, tpr, _ = sk.roc_curve(members, scores, drop_intermediate=False)
+        ours = roc_curve(scores, members)
+        assert np.allclose(ours[0], fpr, rtol=0, atol=1e-15)
+        assert np.allclose(ours[1], tpr, rtol=0, atol=1e-15)
+        assert roc_auc(scores, members) == pytest.approx(sk.roc_auc_score(members, scores),
+                                                         rel=0, abs=1e-15)

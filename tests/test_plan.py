@@ -140,7 +140,8 @@ def test_shared_pool_keys_are_those_of_before_the_offset_existed():
     for model in plan.models.values():
         settings = dataclasses.asdict(model)
         del settings["role"], settings["index"], settings["data"]["offset"]
-        del settings["train"]["precision"]
+        del settings["train"]["precision"], settings["train"]["secure_noise"]
+        del settings["canaries"]  # and without canaries or secure noise
         assert model.key == content_key("model", settings)
     for spec in plan.attacks.values():
         settings = dataclasses.asdict(spec)
@@ -151,7 +152,8 @@ def test_shared_pool_keys_are_those_of_before_the_offset_existed():
 def test_disjoint_shadow_data_is_refused_without_room_or_with_lira():
     import pytest
 
-    from sweeper.config import ConfigError, validate
+    from sweeper.config import ConfigError
+    from sweeper.validation import validate
 
     no_room = grid_config(epsilon=[1.0], p=[0.5], attack=["loss"], policy=["calibrated"])
     no_room.shadow.disjoint_data = True
@@ -163,4 +165,23 @@ def test_disjoint_shadow_data_is_refused_without_room_or_with_lira():
     with pytest.raises(ConfigError) as refused:
         validate(lira)
     assert "['lira_online']" in str(refused.value)
-    validate(ppv_config(True))
+    with pytest.raises(ConfigError) as refused:  # mnist_subset's pool: 4 000 records of 6 000
+        validate(ppv_config(True))
+    assert "has 4000 pool records" in str(refused.value) and "needs 6000" in str(refused.value)
+    fits = ppv_config(True)
+    fits.dataset.synthetic = True  # the stand-in has as many records as the plan reaches
+    validate(fits)
+
+
+def test_the_coordinates_are_declared_once():
+    """`sweeper.schema.COORDINATES` are the rows' first columns and `Cell`'s fields of those names:
+    a coordinate added there reaches the rows, the plan and MLflow's parameters, or fails here."""
+    import dataclasses
+
+    from sweeper.plan import Cell
+    from sweeper.schema import CELL_COLUMNS, COORDINATES
+
+    assert [column.name for column in CELL_COLUMNS[:len(COORDINATES)]] == list(COORDINATES)
+    assert set(COORDINATES) <= {field.name for field in dataclasses.fields(Cell)}
+    cell = build_plan(grid_config(epsilon=[1.0], p=[0.5], attack=["loss"])).cells[0]
+    assert list(cell.coordinates) == list(COORDINATES)

@@ -31,18 +31,31 @@ def derived_u(eps: float, p: float, delta: float = DELTA, s: float = FLOOR) -> f
     return 1.0 / (1.0 + math.exp(-eps) * (1 - p) / p * (1 - delta / s))
 
 
-def row(**values):
+def clopper_pearson(k: int, n: int) -> tuple[float, float]:
+    """Clopper & Pearson's exact 95 % interval of k/n, by its definition: Beta quantiles."""
+    from scipy.stats import beta
+
+    return (0.0 if k == 0 else beta.ppf(0.025, k, n - k + 1),
+            1.0 if k == n else beta.ppf(0.975, k + 1, n - k))
+
+
+def row(flagged: int = 100, **values):
+    """A results row; TP and FP make its precision out of `flagged` accepted records."""
     base = dict(dataset="mnist", model="cnn", delta=DELTA, policy="quantile_max",
                 policy_uses_target_labels=True, tpr_floor=FLOOR, bound_form="derived",
-                violation=False, tp=10, fp=5, tpr=0.3, fpr=0.1, advantage=0.2, auc=0.6,
+                violation=False, tpr=0.3, fpr=0.1, advantage=0.2, auc=0.6,
                 bound_at_tpr=0.9, train_accuracy=0.9, test_accuracy=0.8, threshold=0.0)
     base.update(values)
+    tp = round(base["precision"] * flagged)
+    base.setdefault("tp", tp)
+    base.setdefault("fp", flagged - tp)
     base.setdefault("gamma", (1 - base["p"]) / base["p"])
     base.setdefault("bound", derived_u(base["epsilon"], base["p"]))
     return base
 
 
-# Hand-chosen precisions of lira_online: (ε, p) → [(precision, baseline, ci_low, ci_high), …]
+# Hand-chosen precisions of lira_online: (ε, p) → [(precision, baseline, ci_low, ci_high), …];
+# trial 0 flags 100 records, trial 1 flags 50 (`FLAGGED`), so pooling is not the trials' mean.
 LIRA = {
     (1.0, 0.2): [(0.30, 0.21, 0.20, 0.40), (0.26, 0.19, 0.17, 0.36)],
     (1.0, 0.5): [(0.60, 0.50, 0.45, 0.74), (0.70, 0.52, 0.55, 0.82)],
@@ -51,13 +64,17 @@ LIRA = {
 }
 
 
+FLAGGED = (100, 50)
+
+
 @pytest.fixture
 def lira_frame() -> pd.DataFrame:
     rows = []
     for (eps, p), trials in LIRA.items():
         for trial, (prec, base, low, high) in enumerate(trials):
             rows.append(row(attack="lira_online", epsilon=eps, p=p, trial=trial, precision=prec,
-                            baseline=base, precision_ci_low=low, precision_ci_high=high))
+                            baseline=base, precision_ci_low=low, precision_ci_high=high,
+                            flagged=FLAGGED[trial]))
             rows.append(row(attack="always_member", epsilon=eps, p=p, trial=trial,
                             precision=base, baseline=base, precision_ci_low=base - 0.05,
                             precision_ci_high=base + 0.05, policy_uses_target_labels=False))
@@ -73,7 +90,8 @@ def outputs(paths: list[Path], suffix: str) -> list[Path]:
 
 
 def test_every_report_is_registered():
-    assert set(REPORTS) == {"frontier", "thudi_lira", "fixed_bound", "ppv", "pdtp", "generalization"}
+    assert set(REPORTS) == {"frontier", "thudi_lira", "fixed_bound", "ppv", "pdtp", "generalization",
+                            "audit"}
 
 
 def test_a_report_reads_the_scores_exactly_when_it_can_be_given_the_store():
@@ -89,12 +107,16 @@ def test_frontier_delegates_and_writes_its_numbers(lira_frame, tmp_path):
     assert_png(tmp_path / "frontier.png")
     table = pd.read_csv(tmp_path / "frontier.csv")
     cell = table[(table["attack"] == "lira_online") & (table["epsilon"] == 1.0) & (table["p"] == 0.5)]
-    assert cell["precision"].item() == pytest.approx(0.65)
+    # Pooled: (60 + 35) / (100 + 50); the trials' mean, (0.60 + 0.70) / 2, beside it.
+    assert cell["precision"].item() == pytest.approx(95 / 150)
+    assert (cell["precision_ci_low"].item(), cell["precision_ci_high"].item()) == pytest.approx(
+        clopper_pearson(95, 150))
+    assert cell["mean_precision"].item() == pytest.approx(0.65)
     assert cell["bound"].item() == pytest.approx(derived_u(1.0, 0.5))
     assert set(paths) == {tmp_path / "frontier.png", tmp_path / "frontier.csv"}
 
 
-def test_thudi_figure3_points_are_trial_means_with_sd_bars(lira_frame, tmp_path):
+def test_thudi_figure3_points_are_pooled_with_exact_bars(lira_frame, tmp_path):
     paths = REPORTS["thudi_lira"](lira_frame, tmp_path)
     for png in outputs(paths, ".png"):
         assert_png(png)
@@ -105,12 +127,11 @@ def test_thudi_figure3_points_are_trial_means_with_sd_bars(lira_frame, tmp_path)
     points = fig3[fig3["series"] == "precision"]
     assert len(points) == 4
     for (eps, p), trials in LIRA.items():
-        values = [t[0] for t in trials]
+        tp = sum(round(t[0] * n) for t, n in zip(trials, FLAGGED))
         point = points[(points["epsilon"] == eps) & (points["p"] == p)]
-        mean, sd = sum(values) / 2, abs(values[0] - values[1]) / math.sqrt(2)
-        assert point["value"].item() == pytest.approx(mean)
-        assert point["low"].item() == pytest.approx(mean - sd)
-        assert point["high"].item() == pytest.approx(mean + sd)
+        assert point["value"].item() == pytest.approx(tp / sum(FLAGGED))
+        assert (point["low"].item(), point["high"].item()) == pytest.approx(
+            clopper_pearson(tp, sum(FLAGGED)))
         assert point["n_trials"].item() == 2
         bound = fig3[(fig3["series"] == "bound U") & (fig3["epsilon"] == eps)
                      & np.isclose(fig3["p"], p)]
@@ -184,7 +205,7 @@ def test_thudi_one_trial_uses_clopper_pearson_minus_baseline(lira_frame, tmp_pat
     assert cell["high"].item() == pytest.approx(0.74 - 0.50)
     fig3 = pd.read_csv(tmp_path / "thudi_lira_precision.csv")
     point = fig3[(fig3["series"] == "precision") & (fig3["p"] == 0.5)]
-    assert (point["low"].item(), point["high"].item()) == pytest.approx((0.45, 0.74))
+    assert (point["low"].item(), point["high"].item()) == pytest.approx(clopper_pearson(60, 100))
 
 
 def test_fixed_bound_plots_best_and_final_accuracy_per_target(tmp_path):

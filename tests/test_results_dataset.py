@@ -5,6 +5,7 @@ what the tests expect is counted by hand from the rows they wrote."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import json
@@ -26,7 +27,7 @@ RECORDS = 4  # per-record scores per attack
 
 
 def cell_row(sweep: str, i: int) -> dict:
-    """A row of the declared schema, as `sweeper.tasks.cell_row` would build it."""
+    """A row of the declared schema, as `sweeper.cells.cell_row` would build it."""
     return {
         "dataset": "digits", "model": "mlp", "epsilon": [4.0, math.inf][i % 2], "delta": 1e-5,
         "p": 0.5, "target_precision": math.nan, "attack": "loss", "policy": "quantile_max",
@@ -181,7 +182,7 @@ def test_a_sweep_name_that_leaves_its_folder_is_refused(tmp_path, capsys, name):
 
 
 def test_a_row_that_cannot_be_stored_leaves_a_failure_record(ray_local, tiny_config, capsys):
-    from sweeper.listeners import RowWriter
+    from sweeper.listeners import Listeners, RowWriter
     from sweeper.plan import build_plan
     from sweeper.runner import _land
 
@@ -192,7 +193,7 @@ def test_a_row_that_cannot_be_stored_leaves_a_failure_record(ray_local, tiny_con
             {**cell_row("tiny", 1), "cell_key": cells[1].key, "precison": 0.5}]  # misspelt
     landing = store.local_root / "sweeps" / "tiny" / "cells"
     landing.write_text("")  # a file where the cells' folder goes: the first row's write fails
-    failed = _land(ray_local.put(rows), cells, [], [RowWriter(store, "tiny", {})], 0, 0)
+    failed = _land(ray_local.put(rows), cells, [], Listeners([RowWriter(store, "tiny", {})]), 0, 0)
     assert [reason.split(":")[0] for _, reason in failed] == ["storing the row"] * 2
     records = {record["cell_key"]: record for record in store.read_failures("tiny")}
     assert records[cells[0].key]["kind"] == "transient"  # the store's I/O: a rerun retries it
@@ -231,3 +232,24 @@ def test_readme_column_tables_are_the_declared_schema(capsys):
         assert f"| `{column.name}` |" in section and column.doc.replace("|", "\\|") in section
     assert main(["--markdown"]) == 0
     assert capsys.readouterr().out == markdown() + "\n"
+
+
+def test_readme_attack_table_is_the_attack_registry(capsys):
+    """The README lists the attacks from their registrations (what each is, needs, reads), as it
+    does the columns: regenerate it with `python -m sweeper.schema --attacks`."""
+    from pathlib import Path
+
+    from jobs.attacks import ATTACKS
+    from sweeper.schema import ATTACKS_BEGIN, ATTACKS_END, attack_markdown, main, readme_section
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme_section(readme, ATTACKS_BEGIN, ATTACKS_END)
+    assert section is not None, "README.md lacks the generated attack table's markers"
+    assert section == attack_markdown(), "README.md's attack table differs from the registry"
+    for name, attack in ATTACKS.items():  # every attack, with each setting it reads
+        (row,) = [line for line in section.splitlines() if line.startswith(f"| `{name}` |")]
+        assert f"`{attack.threat_model}`" in row
+        for spec in dataclasses.fields(attack.settings_type):
+            assert f"`attack.{spec.name}`" in row
+    assert main(["--attacks"]) == 0
+    assert capsys.readouterr().out == attack_markdown() + "\n"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import time
 
 import numpy as np
 import pandas as pd
@@ -22,8 +23,10 @@ from jobs.linear_stack import is_linear_stack
 from jobs.clipping import clipped_sums
 from jobs.stacked import Member, _Stack, train_models
 from jobs.training import TrainSettings, draw_mask, start_run, train_model
-from sweeper.config import ConfigError, SweepConfig, validate
+from sweeper.config import ConfigError, SweepConfig
+from sweeper.validation import validate
 from sweeper.plan import DataSpec, ModelSpec, build_plan, group_resources, training_groups
+from sweeper.schema import COST_COLUMNS
 from sweeper.store import ArtifactStore
 from testkit.opacus_reference import opacus_clipped_sum
 
@@ -59,9 +62,15 @@ def test_each_model_of_a_group_is_the_model_trained_alone(digits, model, epsilon
     settings = recipe(model, epsilon, optimizer, epochs=2 if model != "mnist_cnn" else 1)
     group_masks = masks(digits)
     seeds = [101, 202, 303]
+    started = time.perf_counter()
     grouped = dict(train_models(settings, digits, [Member(m, s) for m, s in zip(group_masks, seeds)],
                                 CPU))
+    wall = time.perf_counter() - started
     assert sorted(grouped) == [0, 1, 2]
+    # Each model's seconds are its share of the group's: stacked, they ran at once; interleaved,
+    # one after another.  Either way they add up to at most the group's wall time.
+    seconds = [grouped[index].train_seconds for index in range(3)]
+    assert all(s > 0 for s in seconds) and sum(seconds) <= wall
     for index, (mask, seed) in enumerate(zip(group_masks, seeds)):
         alone = train_model(settings, digits, mask, seed, CPU)
         together = grouped[index]
@@ -234,8 +243,10 @@ def test_a_sweep_with_four_models_per_task_gives_the_same_table(ray_local, make_
     # The thresholds are scores, which LiRA's likelihood ratio stretches to ±1e10 and beyond
     # at this size, so float-order differences show in them; what each threshold accepts (tp,
     # fp, precision, rates) must not move.
-    numeric = [c for c in one.columns if pd.api.types.is_float_dtype(one[c]) and c != "threshold"]
-    others = [c for c in one.columns if c not in numeric and c != "threshold"]
+    # What each cell cost (its seconds) is not a figure: it differs from run to run.
+    figures = [c for c in one.columns if c != "threshold" and c not in COST_COLUMNS]
+    numeric = [c for c in figures if pd.api.types.is_float_dtype(one[c])]
+    others = [c for c in figures if c not in numeric]
     pd.testing.assert_frame_equal(one[others], four[others])
     pd.testing.assert_frame_equal(one[numeric], four[numeric], check_exact=False, rtol=1e-4,
                                   atol=1e-4)

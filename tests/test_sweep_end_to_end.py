@@ -150,7 +150,7 @@ def test_listeners_hear_each_landed_cell_in_order_until_one_cannot_keep_it(ray_l
     each landed row in the list's order; a listener that cannot keep a row (`NotLanded`) stops
     the ones after it and the cell fails with its reason; a failed attack is told to all."""
     from sweeper.failures import cell_label, storing_failure
-    from sweeper.listeners import Listener, NotLanded
+    from sweeper.listeners import Listener, Listeners, NotLanded
     from sweeper.plan import build_plan
     from sweeper.runner import _land
 
@@ -172,7 +172,7 @@ def test_listeners_hear_each_landed_cell_in_order_until_one_cannot_keep_it(ray_l
     k0, k1, k2 = (cell.key for cell in cells)
     rows = [{"cell_key": cell.key} for cell in cells]
     failed = _land(ray_local.put(rows), cells, [],
-                   [Recorder("first", frozenset({k1})), Recorder("second")], 0, 0)
+                   Listeners([Recorder("first", frozenset({k1})), Recorder("second")]), 0, 0)
     assert failed == [(cell_label(cells[1]), "storing the row: OSError: disk full")]
     assert heard == [("first", k0), ("second", k0), ("first", k1), ("first", k2), ("second", k2)]
 
@@ -181,7 +181,8 @@ def test_listeners_hear_each_landed_cell_in_order_until_one_cannot_keep_it(ray_l
         raise ValueError("bad data")
 
     heard.clear()
-    failed = _land(attack.remote(), cells[:2], [], [Recorder("first"), Recorder("second")], 0, 0)
+    failed = _land(attack.remote(), cells[:2], [], Listeners([Recorder("first"), Recorder("second")]),
+                   0, 0)
     assert [label for label, _ in failed] == [cell_label(cells[0]), cell_label(cells[1])]
     assert all("ValueError: bad data" in reason for _, reason in failed)
     assert [entry[:3] for entry in heard] == [(name, "failed", key) for key in (k0, k1)

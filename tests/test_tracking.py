@@ -4,9 +4,11 @@ real MLflow SQLite store, then MLflow's own client reads back tags, timestamps a
 from __future__ import annotations
 
 import getpass
+import json
 import math
 import os
 import shlex
+import sqlite3
 import subprocess
 import sys
 import time
@@ -17,11 +19,13 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from mlflow import MlflowClient
+from mlflow.entities import ViewType
 
 from sweeper.runner import run_sweep
 from sweeper.sync import sync
-from sweeper.tracking import (CELL_KEY_TAG, EPSILON_INF_VALUE, PARENT_TAG, SWEEP_KEY_TAG,
-                              SweepTracker, cell_metrics, score_metrics, ui_command)
+from sweeper.run_records import CELL_METRICS, EPSILON_INF_VALUE, cell_metrics, score_quantiles
+from sweeper.tracking import (CELL_KEY_TAG, FRONTIER_TABLE, PARENT_TAG, SCORE_TABLE, SWEEP_KEY_TAG,
+                              SweepTracker, ui_command)
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 
@@ -53,6 +57,19 @@ def test_every_metric_is_stamped_within_the_sweeps_wall_clock(tracked_sweep):
         assert started <= run.info.start_time <= run.info.end_time <= ended
 
 
+def test_each_cell_says_what_it_cost(tracked_sweep):
+    """A cell run's Duration is only its logging time: what the cell cost is two metrics and
+    two columns, the target's training (its share of the task) and the attack task's seconds."""
+    result, (started, ended), _, _, _, cells = tracked_sweep
+    window = (ended - started) / 1000
+    for column in ("train_seconds", "attack_seconds"):
+        assert result.results[column].between(0, window, inclusive="neither").all(), column
+    for row in result.results.itertuples():
+        metrics = cells[row.cell_key].data.metrics
+        assert metrics["train_seconds"] == pytest.approx(row.train_seconds)
+        assert metrics["attack_seconds"] == pytest.approx(row.attack_seconds)
+
+
 def test_experiment_opens_as_model_training(tracked_sweep):
     _, _, _, experiment, _, _ = tracked_sweep
     # MLflow 3's UI (server/js ExperimentKind) reads this tag; without it it may open as GenAI.
@@ -78,16 +95,17 @@ def test_sweep_run_summarises_the_sweep(tracked_sweep):
     assert metrics["violations"] == int(rows.violation.sum())
     assert metrics["models_trained"] == result.models_trained > 0
     assert 0 < metrics["wall_seconds"] <= (ended - started) / 1000
-    margins = {name: value for name, value in metrics.items()
-               if name.startswith("max_precision_minus_bound/")}
+    margins = {name: value for name, value in metrics.items() if name.startswith("headroom/")}
     expected = {}
-    for row in rows.to_dict("records"):  # the largest precision − bound of each ε, by hand
-        label = "inf" if math.isinf(row["epsilon"]) else f"{row['epsilon']:g}"
-        name = f"max_precision_minus_bound/epsilon_{label}"
-        expected[name] = max(expected.get(name, -math.inf), row["precision"] - row["bound"])
-    assert set(margins) == {"max_precision_minus_bound/epsilon_4",
-                            "max_precision_minus_bound/epsilon_inf"}
+    for row in rows.to_dict("records"):  # the least bound − precision per ε, where U < 0.99
+        if row["bound"] < 0.99:
+            name = f"headroom/epsilon_{row['epsilon']:g}"
+            expected[name] = min(expected.get(name, math.inf), row["bound"] - row["precision"])
+    # U(4, 0.3) = 1/(1 + e^-4·(0.7/0.3)·(1 − 1e-5/0.01)) = 0.959 bounds something; U(4, 0.7) =
+    # 0.992 and U(∞, ·) = 1 do not: no gap of +3e-8 that nobody can act on.
+    assert set(margins) == {"headroom/epsilon_4"}
     assert margins == pytest.approx(expected)
+    assert not any(name.startswith("max_precision_minus_bound") for name in metrics)
 
 
 def test_epsilon_is_a_plottable_metric(tracked_sweep):
@@ -102,15 +120,50 @@ def test_epsilon_is_a_plottable_metric(tracked_sweep):
     assert seen == {4.0, 1e9}
 
 
-def test_key_metrics_come_first_and_nan_is_left_out():
+def test_a_cell_logs_what_a_reader_compares_first_and_little_else():
     row = {"cell_key": "k", "model_key": "m", "dataset": "d", "model": "cnn", "epsilon": math.inf,
            "delta": 1e-5, "p": 0.5, "attack": "loss", "policy": "none", "trial": 0,
-           "eval_records": 120, "tp": 3, "fp": 1, "epsilon_spent": math.nan,
-           "violation": False, "bound": 1.0, "precision": 0.75}
-    names = [name for name, _ in cell_metrics(row)]
-    assert names[:4] == ["precision", "bound", "violation", "epsilon_value"]
-    assert set(names[4:]) == {"eval_records", "tp", "fp"}  # no NaN, no coordinate
+           "eval_records": 120, "tp": 3, "fp": 1, "epsilon_spent": math.nan, "auc": 0.61,
+           "violation": False, "bound": 1.0, "precision": 0.75, "precision_ci_low": 0.3,
+           "precision_ci_high": 0.95, "bound_tight": math.nan, "threshold": 0.2}
+    # In CELL_METRICS' order; no NaN (ε spent at ε = ∞, no tightest bound), no count, no
+    # threshold: those stay in Parquet.
+    assert [name for name, _ in cell_metrics(row)] == [
+        "precision", "precision_ci_low", "precision_ci_high", "bound", "violation", "auc",
+        "epsilon_value"]
     assert dict(cell_metrics(row))["epsilon_value"] == 1e9
+
+
+def test_the_ui_opens_on_a_described_experiment_and_a_readable_sweep(tracked_sweep, capsys):
+    """What MLflow's UI shows first, read through MLflow's client: a described experiment, a
+    parent run with its dataset and its frontier table, cell runs named by their policy too and
+    logging only `CELL_METRICS`; the sweep's last line opens the experiment's page."""
+    from sweeper.summary import print_summary
+
+    result, _, client, experiment, sweep_run, cells = tracked_sweep
+    assert "Thudi et al." in experiment.tags["mlflow.note.content"]
+    assert "child run per cell" in sweep_run.data.tags["mlflow.note.content"]
+    (dataset,) = client.get_run(sweep_run.info.run_id).inputs.dataset_inputs
+    assert dataset.dataset.name == "mnist_subset" and len(dataset.dataset.digest) == 8
+    assert '"pool_size": 240' in dataset.dataset.profile
+    for row in result.results.to_dict("records"):
+        run = cells[row["cell_key"]]
+        assert f"{row['attack']} {row['policy']} ε=" in run.info.run_name
+        assert set(run.data.metrics) <= set(CELL_METRICS)
+    # The frontier, trials pooled: one trial here, so each row's precision is its cell's.
+    table = logged_table(client, sweep_run.info.run_id, FRONTIER_TABLE)
+    assert len(table) == len(result.results)
+    merged = table.merge(result.results, on=["attack", "policy", "p", "delta"],
+                         suffixes=("", "_cell"))
+    merged = merged[merged["epsilon"].astype(str) == merged["epsilon_cell"].map(
+        lambda e: "inf" if math.isinf(e) else str(e))]
+    assert len(merged) == len(table)
+    assert np.allclose(merged["precision"], merged["precision_cell"], equal_nan=True)
+    url = f"#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"
+    assert result.tracking_url == "http://127.0.0.1:5000/" + url
+    print_summary(result)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.endswith("then open http://127.0.0.1:5000/" + url)
 
 
 def test_mlflow_ui_hint_works_without_an_activated_venv(tmp_path):
@@ -137,8 +190,35 @@ def expected_score_summary(scores: pd.DataFrame) -> dict[str, float]:
     for group, rows in (("member", scores[scores.member]), ("nonmember", scores[~scores.member])):
         values = rows.score.dropna().to_numpy()
         for label, q in QUANTILES.items():
-            expected[f"scores/{group}_{label}"] = float(np.quantile(values, q))
+            expected[f"{group}_{label}"] = float(np.quantile(values, q))
     return expected
+
+
+def logged_table(client: MlflowClient, run_id: str, name: str) -> pd.DataFrame:
+    """A table `log_table` wrote on a run, read back as the UI reads it: its JSON artifact."""
+    with open(client.download_artifacts(run_id, name)) as handle:
+        stored = json.load(handle)
+    return pd.DataFrame(stored["data"], columns=stored["columns"])
+
+
+def test_a_rerun_replaces_the_frontier_table_rather_than_appending_to_it(tracked_sweep, tmp_path):
+    # MLflow's `log_table` appends to a table the run has already: each rerun that tracked
+    # (failed cells retried, a grid grown, a backfill) repeated every row of the frontier.
+    result, _, client, _, _, _ = tracked_sweep
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tables = []
+    for _ in range(2):  # the first invocation and a rerun, on one sweep run
+        tracker = SweepTracker(uri, "sweeps", "sweep", "plan", {}, (tmp_path / "art").as_uri())
+        tracker.log_frontier_table(result.results)
+        tracker.finish(failed=False)
+        assert tracker.failure is None, tracker.failure
+        reader = MlflowClient(tracking_uri=uri)
+        tables.append(logged_table(reader, tracker.run_id, FRONTIER_TABLE))
+    assert len(tables[0]) == len(result.results)
+    pd.testing.assert_frame_equal(tables[1], tables[0])
+    # Still a table to the UI's table view (the run's tag that lists its tables).
+    listed = reader.get_run(tracker.run_id).data.tags["mlflow.loggedArtifacts"]
+    assert {"path": FRONTIER_TABLE, "type": "table"} in json.loads(listed)
 
 
 def check_score_summaries(uri: str, experiment: str, results: pd.DataFrame, store_root: str,
@@ -152,11 +232,15 @@ def check_score_summaries(uri: str, experiment: str, results: pd.DataFrame, stor
                              filters=[("sweep", "==", sweep)])
     assert len(cells) == len(results)
     for row in results.to_dict("records"):
-        logged = {name: value for name, value in cells[row["cell_key"]].data.metrics.items()
-                  if name.startswith("scores/")}
+        run = cells[row["cell_key"]]
+        assert not any(name.startswith("scores/") for name in run.data.metrics)  # a table now
+        table = logged_table(client, run.info.run_id, SCORE_TABLE).set_index("records")
+        logged = {f"{group}_{label}": table.loc[group, label]
+                  for group in ("member", "nonmember") for label in QUANTILES}
         expected = expected_score_summary(scores[scores.scores_key == row["scores_key"]])
         assert len(expected) == 10
-        assert logged == pytest.approx(expected, rel=1e-12, abs=1e-12), row["attack"]
+        # MLflow's table artifact is pandas JSON: 10 significant digits.
+        assert logged == pytest.approx(expected, rel=1e-9, abs=1e-9), row["attack"]
 
 
 def test_each_cell_run_carries_its_score_quantiles(tracked_sweep):
@@ -178,9 +262,9 @@ def test_score_summary_by_hand_leaves_out_records_without_a_score():
     scores = pa.table({"score": pa.array([0.0, None, 10.0, None], type=pa.float64()),
                        "member": [True, True, True, False]})
     # Members' scores 0 and 10: linear quantiles are 10 q.  Non-members have no score at all.
-    assert dict(score_metrics(scores)) == {
-        "scores/member_q10": 1.0, "scores/member_q25": 2.5, "scores/member_q50": 5.0,
-        "scores/member_q75": 7.5, "scores/member_q90": 9.0}
+    assert score_quantiles(scores).to_dict("records") == [
+        {"records": "member", "count": 2, "q10": 1.0, "q25": 2.5, "q50": 5.0, "q75": 7.5,
+         "q90": 9.0}]
 
 
 # --- a rerun reopens the sweep's run without stretching its Duration ---------------------------
@@ -251,3 +335,147 @@ def test_rerun_after_a_killed_invocation_counts_it_until_its_last_cell(tmp_path)
     assert info.status == "FINISHED" and info.start_time == start
     # 40 s of the first invocation (until its last cell), then the other two's seconds.
     assert 40_000 <= info.end_time - start <= 40_000 + (closed - second_opened)
+
+
+def mlflow_turns_into_its_own_error(stop: BaseException):
+    """What MLflow's SQL session does with a signal raised mid-query (CI saw it): the session's
+    clean-up fails in turn, and MLflow raises its own error from that one."""
+    from mlflow.exceptions import MlflowException
+
+    def call(*args, **kwargs):
+        try:
+            raise stop
+        except BaseException:
+            try:
+                raise RuntimeError("(sqlite3.OperationalError) database is locked")
+            except RuntimeError as locked:
+                raise MlflowException("database is locked") from locked
+    return call
+
+
+def test_ctrl_c_that_mlflow_turns_into_its_own_error_still_stops_the_sweep(tmp_path):
+    import signal
+
+    from sweeper.interrupts import Interrupted
+
+    tracker = SweepTracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "sweeps", "sweep", "plan", {},
+                           None)
+    stop = Interrupted(signal.SIGTERM)
+    tracker.client.create_run = mlflow_turns_into_its_own_error(stop)
+    with pytest.raises(Interrupted) as raised:
+        tracker.log_cell(cell_row("c1"))
+    assert raised.value is stop
+    # A plain MLflow failure is still only a tracking failure: the sweep goes on.
+    tracker.client.create_run = mlflow_turns_into_its_own_error(ValueError("server error"))
+    tracker.log_cell(cell_row("c2"))
+    assert tracker.failure and tracker.missed_cells == {"c2"}
+
+
+def test_the_clean_up_after_ctrl_c_survives_a_failing_mlflow(tmp_path):
+    import signal
+
+    from sweeper.interrupts import Interrupted
+
+    tracker = SweepTracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "sweeps", "sweep", "plan", {},
+                           None)
+    try:
+        raise Interrupted(signal.SIGINT)
+    except Interrupted as stop:  # the runner closes its sinks while this is handled
+        tracker.client.create_run = mlflow_turns_into_its_own_error(stop)
+        tracker.log_cell(cell_row("c1"))  # does not raise the Ctrl-C a second time
+    assert tracker.missed_cells == {"c1"}
+
+
+def test_a_signal_between_mlflow_creating_a_cell_run_and_returning_it_leaves_nothing_running(
+        tmp_path):
+    # One way a cell run was left RUNNING: the signal lands after MLflow committed the new run
+    # and before `create_run` returned its id, so the tracker did not know the run to end.
+    import signal
+
+    from sweeper.interrupts import Interrupted
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = SweepTracker(uri, "sweeps", "sweep", "plan", {}, None)
+    tracker.log_cell(cell_row("c1"))
+    create_run = tracker.client.create_run
+
+    def created_then_stopped(*args, **kwargs):
+        create_run(*args, **kwargs)
+        raise Interrupted(signal.SIGTERM)
+    tracker.client.create_run = created_then_stopped
+    with pytest.raises(Interrupted):
+        tracker.log_cell(cell_row("c2"))
+    tracker.interrupt()  # what the runner's clean-up calls
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([tracker.experiment_id], run_view_type=ViewType.ALL)
+    assert sorted(r.info.status for r in runs) == ["FINISHED", "KILLED", "KILLED"]
+    # The rerun reuses the killed cell run: one run per cell.
+    rerun = SweepTracker(uri, "sweeps", "sweep", "plan", {}, None)
+    assert rerun.logged_cells == {"c1"} and set(rerun.orphans) == {"c2"}
+    rerun.log_cell(cell_row("c2"))
+    rerun.finish(failed=False)
+    runs = client.search_runs([tracker.experiment_id], run_view_type=ViewType.ALL)
+    assert sorted(r.info.status for r in runs) == ["FINISHED"] * 3
+
+
+@pytest.mark.parametrize("statement", ["INSERT INTO params", "INSERT INTO metrics"])
+def test_a_signal_mid_statement_leaves_mlflows_database_unlocked_for_the_clean_up(tmp_path,
+                                                                               statement):
+    # CI saw the clean-up's writes wait on a lock the interrupted statement kept ("database is
+    # locked" after 20 s each) and leave runs RUNNING.  The signal is raised where Python runs
+    # a signal handler that arrived while SQLite ran the statement: as the C call returns.
+    import signal
+
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    from sweeper.interrupts import Interrupted
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = SweepTracker(uri, "sweeps", "sweep", "plan", {}, None)
+    tracker.log_cell(cell_row("c1"))
+    running = [""]
+
+    def note(conn, cursor, sql, *args):
+        running[0] = sql
+
+    def signal_lands(frame, what, call):
+        if what == "c_return" and getattr(call, "__self__", None).__class__ is sqlite3.Cursor \
+                and running[0].startswith(statement):
+            sys.setprofile(None)
+            raise Interrupted(signal.SIGTERM)
+    took = None
+    event.listen(Engine, "before_cursor_execute", note)
+    sys.setprofile(signal_lands)
+    try:
+        tracker.log_cell(cell_row("c2"))
+    except Interrupted:  # the runner's clean-up runs while the signal's exception is handled
+        sys.setprofile(None)
+        started = time.monotonic()
+        tracker.interrupt()
+        took = time.monotonic() - started
+    finally:
+        sys.setprofile(None)
+        event.remove(Engine, "before_cursor_execute", note)
+    assert took is not None, "the signal did not land"
+    assert took < 10 and tracker.failure is None, (took, tracker.failure)
+    runs = MlflowClient(tracking_uri=uri).search_runs([tracker.experiment_id],
+                                                      run_view_type=ViewType.ALL)
+    assert "RUNNING" not in {r.info.status for r in runs}
+
+
+def test_mlflow_console_lines_are_one_line_without_traceback_or_secret(tmp_path, capfd):
+    import logging
+
+    from sweeper.tracking import open_tracker
+
+    assert open_tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "sweeps", "sweep", "plan", {}, None)
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:  # MLflow's SQL session logs what it caught so (`_logger.exception`)
+        logging.getLogger("mlflow.store.db.utils").exception(
+            "SQLAlchemy database error. The following exception is caught.\n%s",
+            "postgresql://sweeper:hunter2secret@db/mlflow: database is locked")
+    err = capfd.readouterr().err
+    assert "SQLAlchemy database error" in err
+    assert "Traceback" not in err and "boom" not in err and "hunter2secret" not in err

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+import jobs.randomness as randomness
 import jobs.training as training
+from jobs.accounting import RDP_ORDERS
 from jobs.datasets import load_dataset
 from jobs.training import TrainSettings, draw_mask, train_model
 
@@ -94,7 +96,7 @@ def test_small_epsilons_are_reached_with_the_wider_rdp_orders():
     accountant = RDPAccountant()
     accountant.history = [(sigma, 0.1, 20)]  # 2 epochs at rate 0.1
     assert accountant.get_epsilon(delta=1e-5) > 0.103  # the default orders cannot certify it
-    spent = accountant.get_epsilon(delta=1e-5, alphas=training.RDP_ORDERS)
+    spent = accountant.get_epsilon(delta=1e-5, alphas=RDP_ORDERS)
     assert 0.099 <= spent <= 0.1
 
 
@@ -109,3 +111,31 @@ def test_a_damaged_checkpoint_is_not_used_but_training_starts_over(digits, tmp_p
     assert checkpoint.load() is None
     model = train_model(settings(2.0, epochs=1), digits, mask, seed=3, device=CPU, checkpoint=checkpoint)
     assert model.resumed_from == [] and model.steps > 0
+
+
+def test_each_purpose_and_each_model_has_its_own_random_stream():
+    """Seeds s and s+1 (PDTP trains seeds 0…n−1) once shared streams: s+1's batches were s's
+    noise, and on CPU the Poisson stream was seeded like the initial weights."""
+    first = [randomness.TrainingRng(seed, CPU) for seed in (4, 5)]
+    draws = {(seed, name): torch.rand(64, generator=getattr(rng, name))
+             for seed, rng in zip((4, 5), first) for name in ("batches", "noise")}
+    torch.manual_seed(randomness.stream_seed(4, randomness.WEIGHTS))
+    draws[(4, "weights")] = torch.rand(64)
+    values = list(draws.values())
+    assert all(not torch.equal(a, b) for i, a in enumerate(values) for b in values[i + 1:])
+
+
+def test_secure_noise_is_not_replayed_and_has_the_noise_it_claims():
+    """Two secure runs of one seed differ; each coordinate is the sum of four N(0, (σC/2)²)
+    draws, N(0, σ²C²) again: its sample variance is tested with a two-sided χ² interval."""
+    from scipy.stats import chi2
+
+    draws = [randomness.gaussian_noise(2.0, 20_000, torch.zeros(1),
+                                       randomness.TrainingRng(3, CPU, secure_noise=True))
+             for _ in range(2)]
+    assert not torch.equal(*draws)
+    statistic = float((draws[0].double() ** 2).sum() / 4.0)
+    assert chi2.ppf(5e-7, 20_000) < statistic < chi2.ppf(1 - 5e-7, 20_000)
+    replayed = [randomness.gaussian_noise(2.0, 100, torch.zeros(1), randomness.TrainingRng(3, CPU))
+                for _ in range(2)]
+    assert torch.equal(*replayed)  # the default stream is reproducible

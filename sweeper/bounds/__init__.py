@@ -1,36 +1,42 @@
 """What (ε, δ)-DP training promises about membership inference, as numbers.
 
 Everything here is one Bayes argument (Thudi et al. 2022; TMLR 2024, Theorem 3.3) read in
-different directions, one family per module; this package only re-exports them:
+different directions, one family per module; this package only re-exports them.  It is pure math
+with no orchestration: the sweep and anyone at a Python prompt use the same functions, and
+importing them pulls in NumPy only (figures: `sweeper.bounds.plots`; command line:
+`sweeper.bounds.__main__`).
 
 * `thudi`    the bound U on any attack's precision and its relatives (lower bound, negative
-             mirror, positive advantage, groups of records, the generalization gap); the module
+             mirror, positive advantage, groups of records, the generalization gap); its module
              docstring says why the TPR floor and why the δ-term is not the printed one;
 * `planning` the inverses a planner needs: which ε, or which p, keeps every attacker under a
              target precision, and how many deletion requests may be declined;
 * `earlier`  the bounds Thudi et al. compare with (Yeom, Erlingsson, Humphries, Sablayrolles,
              Mahloujifar, Jayaraman);
-* `audit`    which ε an observed attack proves, and the bound against mechanisms of exactly
-             known privacy (`tightest_bound`).
+* `audit`    which ε an observed attack proves (precision, rates, and the canary audits:
+             Clopper–Pearson, Gaussian DP, one run), and the bound against mechanisms of exactly
+             known privacy (`tightest_bound`);
+* `profile`  DP-SGD's whole privacy profile δ(ε′) and the least bound over it (`bound_profile`).
 
-The bounds are pure math with no orchestration in them: both the sweep (`sweeper/`) and anyone
-at a Python prompt can use them, and importing them pulls in NumPy only (the figures are in
-`sweeper.bounds.plots`, the command line in `sweeper.bounds.__main__`).
+Conventions, for every function:
 
-Conventions.  All functions are pure NumPy and broadcast over array arguments; they return a
-Python float when every argument is a scalar and an ndarray otherwise.  ε = ∞ (non-private
-training) is a legal value.  Bounds that are probabilities are clipped to [0, 1]; a bound whose
-denominator is not positive is vacuous and returned as 1.0.  Parameters out of their domain raise
-ValueError naming the argument; measured rates (precision, TPR, FPR in the audit helpers) may be
-NaN (an attack that never fired has no precision) and give NaN.
+* pure NumPy, broadcasting over array arguments: a Python float when every argument is a
+  scalar, an ndarray otherwise; ε = ∞ (non-private training) is a legal value;
+* bounds that are probabilities are clipped to [0, 1]; one whose denominator is not positive is
+  vacuous and returned as 1.0;
+* parameters out of their domain raise ValueError naming the argument; measured rates
+  (precision, TPR, FPR in the audit helpers) may be NaN (an attack that never fired has no
+  precision) and give NaN.
 """
 
 # Each family module declares its public names once (its `__all__`); this package's are theirs.
-from sweeper.bounds import audit, earlier, planning, thudi
+from sweeper.bounds import audit, earlier, planning, profile, thudi
 from sweeper.bounds._checks import BOUND_FORMS
 from sweeper.bounds.audit import *  # noqa: F401,F403
 from sweeper.bounds.earlier import *  # noqa: F401,F403
 from sweeper.bounds.planning import *  # noqa: F401,F403
+from sweeper.bounds.profile import *  # noqa: F401,F403
 from sweeper.bounds.thudi import *  # noqa: F401,F403
 
-__all__ = ["BOUND_FORMS", *thudi.__all__, *planning.__all__, *earlier.__all__, *audit.__all__]
+__all__ = ["BOUND_FORMS", *thudi.__all__, *planning.__all__, *earlier.__all__, *audit.__all__,
+           *profile.__all__]

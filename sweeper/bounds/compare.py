@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from sweeper.bounds import (
+    DEFAULT_TPR_FLOOR,
     erlingsson_accuracy_bound,
     humphries_accuracy_bound,
     jayaraman_ppv_bound,
@@ -35,7 +36,7 @@ class Settings:
 
     p: float = 0.5
     delta: float = 0.0
-    tpr: float = 0.01
+    tpr: float = DEFAULT_TPR_FLOOR
     fpr: float = 0.01
     form: str = "derived"
 

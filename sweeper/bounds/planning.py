@@ -15,13 +15,14 @@ import numpy as np
 from sweeper.bounds._checks import (ArrayLike, Result, check, check_delta, check_epsilon,
                                     check_form, check_prob, check_rate, check_target, is_scalar,
                                     out)
-from sweeper.bounds.thudi import delta_factor, log_stay_out, precision_bound
+from sweeper.bounds.thudi import DEFAULT_TPR_FLOOR, delta_factor, log_stay_out, precision_bound
 
 __all__ = ["epsilon_for_precision", "max_sampling_rate", "deletion_capacity"]
 
 
 def epsilon_for_precision(target: ArrayLike, p: ArrayLike, delta: ArrayLike = 0.0,
-                          tpr: ArrayLike = 1.0, *, form: str = "derived") -> Result:
+                          tpr: ArrayLike = DEFAULT_TPR_FLOOR, *,
+                          form: str = "derived") -> Result:
     """Largest ε whose bound U(ε, δ, p, s) stays at or below `target` β (2024 paper, §4.3).
 
     Solving U = β: 1/β − 1 = e^-ε·(1−p)/p·c, c the δ-factor of `form`, so
@@ -81,7 +82,8 @@ def _unreachable_reason(beta: float, p: float, delta: float, s: float, *,
 
 
 def max_sampling_rate(target: ArrayLike, epsilon: ArrayLike, delta: ArrayLike = 0.0,
-                      tpr: ArrayLike = 1.0, *, form: str = "derived") -> Result:
+                      tpr: ArrayLike = DEFAULT_TPR_FLOOR, *,
+                      form: str = "derived") -> Result:
     """Largest sampling rate p whose bound U(ε, δ, p, s) stays at or below `target` β.
 
     Let k = (1/β − 1)·e^ε.  U ≤ β ⇔ (1−p)/p·c ≥ k, c the δ-factor of `form`:

@@ -1,37 +1,33 @@
 """Thudi et al.'s bound on membership-inference precision and its relatives, as numbers.
 
-Why these quantities.  An attacker who says "x* was in the training set" is right with probability
-P(x* ∈ D | S), the attack's *precision* (Thudi et al. call it positive accuracy).  Thudi et al.
-(2022; TMLR 2024, Theorem 3.3) bound it for *every* attack from the DP guarantee and from
-p = P_x*(1), the probability that x* was sampled into the training set at all.  p enters as prior
-odds (1 − p)/p, which DP can only shift by a factor e^ε: sub-sampling the training set therefore
-lowers the bound where lowering ε alone cannot (at ε = 0 the bound is still p, never below it).
-This module holds that one Bayes argument read forwards: upper and lower bounds on precision, the
-negative-side mirror, groups of records and the generalization gap.  Its inverses live in
-`sweeper.bounds.planning` (which ε, or which p, keeps every attacker under a target; deletion
-capacity) and `sweeper.bounds.audit` (which ε an observed attack *proves*).
+An attacker who says "x* was in the training set" is right with probability P(x* ∈ D | S), the
+attack's *precision* (Thudi et al.'s positive accuracy).  Thudi et al. (2022; TMLR 2024, Theorem
+3.3) bound it for *every* attack from the DP guarantee and from p = P_x*(1), the probability that
+x* was sampled into the training set at all: p enters as prior odds (1 − p)/p, which DP can only
+shift by a factor e^ε, so sub-sampling lowers the bound where lowering ε alone cannot (at ε = 0
+the bound is still p, never below it).
 
-Why a floor on the TPR.  With δ > 0 the bound carries a term δ·e^-ε·(1 − p)/(p·s),
-s = P(S | x* ∈ D) being the attack's true-positive rate.  As s → 0 an (ε, δ)-DP mechanism admits
-attacks whose precision tends to 1 (the papers' counter-example), so no bound exists without a
-floor on s: the bound covers attacks that flag x* at least a fraction s of the time it *was*
-trained on.  The functions take s as given; callers apply the floor, by default
-``DEFAULT_TPR_FLOOR`` = 0.01 (the 2024 paper, §4.3; the 2022 version used 0.1).  With δ = 0 s plays
-no part.
-
-Why the δ-term is not the printed one (``form="derived"``, the default).  Theorem 3.3 as printed
-(both versions) reads U = 1/(1 + e^-ε·(1−p)/p − δ·e^-ε·(1−p)/s), which is not a valid bound for
-δ > 0 and p < 1.  Its proof sums P(H(D) ∈ S)·P(D) over the datasets D ∋ x*, which is the joint
-P(S, x* ∈ D) = p·s, and then calls it P(S | x* ∈ D) = s, losing a factor 1/p in the δ-term.
-Counter-example: randomized response on membership with ε = ln 3 is (0, 1/2)-DP; at p = 1/4 the
-attack "output 1" has s = 3/4 and precision exactly 1/2, yet the printed U(0, 1/2, 1/4, 3/4) =
-1/(1 + 3 − 1/2) = 2/7.  Keeping p·s, P(S | x* ∉ D) ≥ e^-ε·(s − δ) and Bayes give
-U = 1/(1 + e^-ε·(1−p)/p·(1 − δ/s)): the δ = 0 bound at ε_eff = ε − ln(1 − δ/s), vacuous (1.0)
-once δ ≥ s, equal to the printed form when δ = 0 or p = 1 and never below it otherwise (it is
-touched by randomized response and by the Gaussian mechanism's likelihood-ratio tests, see
-jobs/mechanisms.py and `sweeper.bounds.audit.tightest_bound`).  Every function with a δ-term
-takes ``form``: "derived" (default) or "printed", the formulas exactly as the papers print them
-(2022, Theorem 2; 2024, Theorem 3.3), kept to reproduce the papers' numbers; see ``BOUND_FORMS``.
+* **Here**: that one Bayes argument read forwards — upper and lower bounds on precision, the
+  negative-side mirror, groups of records, the generalization gap.  Its inverses live in
+  `sweeper.bounds.planning` (which ε, or which p, keeps every attacker under a target; deletion
+  capacity) and `sweeper.bounds.audit` (which ε an observed attack *proves*).
+* **The TPR floor s.**  With δ > 0 the bound carries δ·e^-ε·(1 − p)/(p·s), s = P(S | x* ∈ D)
+  the attack's true-positive rate.  As s → 0 an (ε, δ)-DP mechanism admits attacks whose
+  precision tends to 1 (the papers' counter-example), so the bound covers attacks that flag x*
+  at least a fraction s of the time it *was* trained on.  Every function that takes s defaults it
+  to ``DEFAULT_TPR_FLOOR`` = 0.01 (the 2024 paper, §4.3; the 2022 version used 0.1).  With δ = 0
+  s plays no part.
+* **``form="derived"``** (the default): U = 1/(1 + e^-ε·(1−p)/p·(1 − δ/s)).  Theorem 3.3's proof
+  computes the joint P(S, x* ∈ D) = p·s and calls it P(S | x* ∈ D) = s, losing a factor 1/p in
+  the δ-term; keeping p·s, with P(S | x* ∉ D) ≥ e^-ε·(s − δ), Bayes gives this form: the δ = 0
+  bound at ε − ln(1 − δ/s), vacuous (1.0) once δ ≥ s, equal to the printed form when δ = 0 or
+  p = 1 and never below it otherwise; touched by randomized response and the Gaussian
+  mechanism's likelihood-ratio tests (jobs/mechanisms.py, `sweeper.bounds.audit.tightest_bound`).
+* **``form="printed"``**: the formulas exactly as the papers print them (2022, Theorem 2; 2024,
+  Theorem 3.3), U = 1/(1 + e^-ε·(1−p)/p − δ·e^-ε·(1−p)/s), not a valid bound for δ > 0 and
+  p < 1; kept to reproduce the papers' numbers (``BOUND_FORMS``).  The counter-example
+  (randomized response at p = 1/4: precision 1/2 against a printed U of 2/7) is in README.md,
+  "Choices where the papers leave room".  Every function with a δ-term takes ``form``.
 """
 
 from __future__ import annotations
@@ -109,7 +105,7 @@ def log_stay_out(eps: np.ndarray, p: np.ndarray) -> np.ndarray:
 
 
 def precision_bound(epsilon: ArrayLike, p: ArrayLike, delta: ArrayLike = 0.0,
-                    tpr: ArrayLike = 1.0, *, form: str = "derived") -> Result:
+                    tpr: ArrayLike = DEFAULT_TPR_FLOOR, *, form: str = "derived") -> Result:
     """Upper bound U on any attack's precision P(x* ∈ D | S) (Thudi et al. 2024, Theorem 3.3).
 
     derived (default): U = 1 / (1 + e^-ε·(1−p)/p·(1 − δ/s)), s = `tpr` the attack's TPR; the
@@ -120,8 +116,13 @@ def precision_bound(epsilon: ArrayLike, p: ArrayLike, delta: ArrayLike = 0.0,
     The two agree when δ = 0 (U = p·e^ε / (p·e^ε + 1 − p), s drops out) or p = 1; otherwise derived
     ≥ printed.  The bound holds only while the denominator is positive; otherwise (and whenever it
     would exceed 1) it is vacuous: 1.0.  U rises with ε and p and falls with s, so the bound for
-    *every* attack with TPR ≥ floor is U at s = floor; ``tpr`` defaults to 1.0 (the loosest
-    δ-term) only to keep δ = 0 calls short.
+    *every* attack with TPR ≥ floor is U at s = floor.
+
+    ``tpr`` defaults to ``DEFAULT_TPR_FLOOR`` (0.01), the product's own default
+    (`metrics.tpr_floor`, the sweep's `bound`, `sweeper bounds --tpr`), so the library and the
+    product give one number for one question: U(3, 0.5, δ=0.05) is 1.0 here and in every
+    command (at s = 1, which covers only attacks that flag x* every time it was trained on, it
+    would be 0.955).  With δ = 0, s plays no part.
     """
     scalar = is_scalar(epsilon, p, delta, tpr)
     eps, prior = check_epsilon(epsilon), check_prob("p", p)
@@ -130,13 +131,14 @@ def precision_bound(epsilon: ArrayLike, p: ArrayLike, delta: ArrayLike = 0.0,
 
 
 def negative_accuracy_bound(epsilon: ArrayLike, p: ArrayLike, delta: ArrayLike = 0.0,
-                            tnr: ArrayLike = 1.0, *, form: str = "derived") -> Result:
+                            tnr: ArrayLike = DEFAULT_TPR_FLOOR, *,
+                            form: str = "derived") -> Result:
     """Upper bound on P(x* ∉ D | S') for an attack saying "not a member" (Theorem 3.3, mirror).
 
     The precision bound with the roles of member and non-member swapped, i.e. prior 1 − p, and
     s' = `tnr` = P(S' | x* ∉ D).  derived (default): 1 / (1 + e^-ε·p/(1−p)·(1 − δ/s'));
     printed: 1 / (1 + e^-ε·p/(1−p) − δ·e^-ε·p/s'), invalid for δ > 0 and p > 0 (see
-    `precision_bound`).
+    `precision_bound`).  ``tnr`` defaults to the same floor as `precision_bound`'s ``tpr``.
     """
     scalar = is_scalar(epsilon, p, delta, tnr)
     eps, prior = check_epsilon(epsilon), check_prob("p", p)
@@ -157,7 +159,8 @@ def precision_lower_bound(epsilon: ArrayLike, p: ArrayLike) -> Result:
 
 
 def positive_advantage_bound(epsilon: ArrayLike, p: ArrayLike, delta: ArrayLike = 0.0,
-                             tpr: ArrayLike = 1.0, *, form: str = "derived") -> Result:
+                             tpr: ArrayLike = DEFAULT_TPR_FLOOR, *,
+                             form: str = "derived") -> Result:
     """Bound 2·(U − p) on the positive advantage Ad = 2·(precision − p) (2022 paper, §7.5).
 
     The gain over the always-member baseline, scaled like Yeom's advantage so that at p = 0.5 the

@@ -9,15 +9,24 @@ types cannot express (ranges, names, combinations) is checked in `sweeper.config
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from jobs.attacks import ATTACKS, AttackSettings
+from jobs.datasets import DATASETS
 from jobs.policies import POLICIES, QUANTILE_MAX, CalibrationSettings
+from sweeper.bounds.thudi import DEFAULT_TPR_FLOOR
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
+
+
+#: Pool size of synthetic stand-in data (`dataset.synthetic`) when `dataset.pool_size` does not
+#: set one.
+STAND_IN_POOL = 2000
 
 
 @dataclass
@@ -36,9 +45,24 @@ class DatasetConfig:
     eval_records: int = 1000
     # What one record looks like and how many classes there are: the models are built from it,
     # and `synthetic` data (deterministic, learnable) of exactly this shape can stand in.
-    input_shape: list[int] = field(default_factory=lambda: [1, 28, 28])
-    num_classes: int = 10
+    # Empty / 0: the dataset's own, from its registration (`jobs.datasets.DATASETS`); set them
+    # only to change them (a synthetic stand-in of another shape).
+    input_shape: list[int] = field(default_factory=list)
+    num_classes: int = 0
     synthetic: bool = False
+
+    def fill_from_spec(self) -> None:
+        """Take `input_shape` / `num_classes` left unset from the named dataset's `DatasetSpec`.
+
+        An unknown name leaves them unset: the checks refuse the name (with close matches).
+        """
+        spec = DATASETS.get(self.name)
+        if spec is None:
+            return
+        if not self.input_shape:
+            self.input_shape = list(spec.input_shape)
+        if not self.num_classes:
+            self.num_classes = spec.num_classes
 
 
 @dataclass
@@ -73,6 +97,10 @@ class TrainConfig:
     # fp32, or bf16: forward passes under bfloat16 autocast; per-sample norms, clipped sums and
     # the optimizer stay in fp32.  It changes the model, so it is part of the model's key.
     precision: str = "fp32"
+    # DP noise from the OS's entropy, each coordinate the sum of four draws (Opacus's
+    # secure_mode), for models you release: not reproducible, and a resumed model differs from
+    # an uninterrupted one.  Part of the model's key when on.
+    secure_noise: bool = False
 
 
 @dataclass
@@ -88,6 +116,30 @@ class GridConfig:
     # Instead of `epsilon`: fixed bounds β (Thudi et al. §4.3); each p gets the ε whose bound U at
     # (p, δ, tpr_floor) is β, solved by the planner (`sweeper.bounds.epsilon_for_precision`).
     precision_target: list[float] = field(default_factory=list)
+
+
+def sampling_rates(grid: GridConfig) -> list[float]:
+    """The grid's p values: `grid.p`, or 1/(1 + γ) for each `grid.gamma`."""
+    return [float(p) for p in grid.p] if grid.p else [1.0 / (1.0 + g) for g in grid.gamma]
+
+
+#: Axes given instead of one another, with what relates them: exactly one of each pair is set.
+GRID_ALTERNATIVES = {("epsilon", "precision_target"): "a target bound fixes ε for each p",
+                     ("p", "gamma"): "γ non-members per member means p = 1/(1 + γ)"}
+#: How an axis is written where the grid is counted ("3 ε × 1 δ × …").
+AXIS_SYMBOLS = {"epsilon": "ε", "delta": "δ"}
+
+
+def grid_axes(grid: GridConfig) -> dict[str, int]:
+    """The number of values on each axis of the grid, as the planner crosses them (an axis and
+    its alternative counted as one), by the axis's symbol."""
+    instead = {second: first for first, second in GRID_ALTERNATIVES}
+    counts: dict[str, int] = {}
+    for spec in dataclasses.fields(GridConfig):
+        axis = instead.get(spec.name, spec.name)
+        symbol = AXIS_SYMBOLS.get(axis, axis)
+        counts[symbol] = counts.get(symbol, 0) or len(getattr(grid, spec.name))
+    return counts
 
 
 @dataclass
@@ -106,8 +158,9 @@ class ShadowConfig:
 
 @dataclass
 class MetricsConfig:
-    # Floor on the TPR s in the bound's δ-term (Thudi et al. 2024 §4.3 use 0.01).
-    tpr_floor: float = 0.01
+    # Floor on the TPR s in the bound's δ-term (Thudi et al. 2024 §4.3 use 0.01); the library's
+    # default too (`sweeper.bounds.precision_bound`), so both give one number.
+    tpr_floor: float = DEFAULT_TPR_FLOOR
     # The bound's δ-term: "derived" (valid for every p; see README) or "printed" (as in the paper).
     bound_form: str = "derived"
     # A cell is flagged as a violation when the data prove, at this level (one-sided, corrected
@@ -121,6 +174,12 @@ class MetricsConfig:
 @dataclass
 class StoreConfig:
     root: str = "runs"
+    # A run whose grid or settings differ from what its name already holds in the store is
+    # refused; true (or --replace) replaces that name's results on purpose (`sweeper.claim`).
+    replace: bool = False
+    # Another process running the same sweep on this store: refuse at once (false), or wait for
+    # it to end (true, or --wait).  Local stores only (`sweeper.claim`).
+    wait: bool = False
 
 
 @dataclass
@@ -147,6 +206,9 @@ class ClusterConfig:
     # Seconds to wait for `address` to answer before the sweep is refused (exit 2, nothing
     # written): Ray itself retries an address where nothing listens without end.
     connect_timeout_s: float = 30.0
+    # Start local Ray even when the environment turns its token authentication off
+    # (RAY_AUTH_MODE=disabled): its dashboard and job API then run code for anyone who reaches them.
+    allow_no_auth: bool = False
 
 
 @dataclass
@@ -186,6 +248,12 @@ class SweepConfig:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
 
+    def __post_init__(self) -> None:
+        # Here, not in DatasetConfig: the schema Hydra merges over holds a DatasetConfig() whose
+        # unset shape must stay unset until the composed dataset.name is known; every
+        # SweepConfig, built in code or by `to_sweep_config`, passes here with its name.
+        self.dataset.fill_from_spec()
+
 
 def _grid_values(axis: str) -> list[str]:
     """What the grid's axes of names take, from the registries the validation checks against.
@@ -208,7 +276,8 @@ def register_schema() -> None:
 
 
 def to_sweep_config(cfg: DictConfig | SweepConfig) -> SweepConfig:
-    """A composed configuration as the typed `SweepConfig` (merged over the schema's defaults)."""
+    """A composed configuration as the typed `SweepConfig` (merged over the schema's defaults;
+    dataset shape and classes left unset come from the dataset's spec, `SweepConfig.__post_init__`)."""
     if isinstance(cfg, SweepConfig):
         return cfg
     from omegaconf import OmegaConf

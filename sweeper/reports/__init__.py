@@ -1,26 +1,31 @@
 """Per-experiment reports: each paper's own figures, redrawn from a sweep's results table.
 
-Why not just the frontier.  `sweeper.frontier` answers the product's question (is any measured
-precision above U?) the same way for every sweep.  Each paper that an experiment reproduces asks a
-narrower question and shows it in its own figure, and a reader comparing our numbers with theirs
-needs that figure, axes and all.  One module per paper, on shared table shaping (`tables`),
-statistics (`stats`), store reads (`loading`) and drawing (`sweeper.figures`):
+`sweeper.frontier` answers the product's question (is any measured precision above U?) the same
+way for every sweep; each paper an experiment reproduces asks a narrower one in its own figure,
+which a reader comparing our numbers with theirs needs, axes and all.  One module per paper, on
+shared table shaping (`tables`), statistics (`stats`), store reads (`loading`) and drawing
+(`sweeper.figures`):
 
 - ``frontier`` (`frontier`): the bound-vs-attack frontier every sweep draws;
 - ``thudi_lira``, ``fixed_bound`` (`thudi`): Thudi et al. (TMLR 2024) Figures 3–4 and 5–6;
 - ``ppv`` (`jayaraman`): Jayaraman et al., PPV against γ = non-members per member, per attack;
 - ``pdtp`` (`long`): Long et al., per-record PDTP against per-record attack accuracy;
 - ``generalization`` (`yeom`): Yeom et al., the loss attack's advantage against the 0–1
-  generalization gap, and Adversary 1 against its Theorem 2 line.
+  generalization gap, and Adversary 1 against its Theorem 2 line;
+- ``audit`` (`audit`): canary audits, the ε they prove against the ε claimed (trials pooled),
+  and precision against p with U and `bound_profile`.
 
-Every report writes PNGs and, next to each, a CSV with exactly the numbers drawn (long format: a
-``series`` column says which line a row belongs to), so a figure can be checked or redrawn
-without this code.  A report given a table without the columns it needs raises ValueError naming
-every missing column: a sweep of another experiment should fail loudly, not draw an empty or
-misleading figure.  The registry (`REPORTS`, `draw`) is in `registry`; this module only
-re-exports.
+Every report:
+
+- writes PNGs and, next to each, a CSV with exactly the numbers drawn (long format: a ``series``
+  column says which line a row belongs to), so a figure can be checked or redrawn without this code;
+- raises ValueError naming every missing column when its table lacks one: a sweep of another
+  experiment fails loudly rather than draw an empty or misleading figure.
+
+The registry (`REPORTS`, `draw`) is in `registry`; this module only re-exports.
 """
 
+from sweeper.reports.audit import audit_report, pooled_audits
 from sweeper.reports.frontier import frontier_figure, frontier_report, frontier_title, plot_frontier
 from sweeper.reports.jayaraman import ppv_report
 from sweeper.reports.loading import load_pdtp_values, load_scores, load_target_scores
@@ -35,6 +40,7 @@ __all__ = [
     "BASELINE_ATTACK",
     "REPORTS",
     "advantage",
+    "audit_report",
     "best_advantage",
     "draw",
     "fixed_bound_report",
@@ -49,6 +55,7 @@ __all__ = [
     "pdtp_report",
     "per_record_accuracy",
     "plot_frontier",
+    "pooled_audits",
     "ppv_report",
     "register_report",
     "thudi_lira_report",

@@ -19,14 +19,17 @@ from sweeper.bounds import precision_bound
 from sweeper.figures import DODGE, caption_below, colours, policy_label, save_figure
 from sweeper.formats import format_epsilon
 from sweeper.reports.registry import register_report
+from sweeper.reports.stats import POOLED_TEXT, pooled_table
 from sweeper.reports.tables import BASELINE_ATTACK, bound_settings, is_oracle, require, write_csv
 
-FRONTIER_COLUMNS = ["attack", "epsilon", "delta", "p", "precision", "precision_ci_low",
-                    "precision_ci_high", "violation", "tpr_floor", "bound_form"]
+FRONTIER_COLUMNS = ["attack", "epsilon", "delta", "p", "precision", "tp", "fp", "violation",
+                    "tpr_floor", "bound_form"]
 
 #: What a reader must be told to read the frontier: the legend's fixed entries and the caption.
-ERROR_BAR_TEXT = "measured precision; bar: 95 % Clopper–Pearson interval"
+ERROR_BAR_TEXT = POOLED_TEXT
 BOUND_TEXT = "bound U of that ε (dashed): no attack's precision may lie above it"
+PROFILE_TEXT = ("bound_profile (bar marks): the least U over the training's whole privacy "
+                "profile δ(ε′), at the p measured")
 PRIOR_TEXT = "precision = p (grey diagonal): guessing 'member' for everyone"
 BASELINE_TEXT = "always-member baseline, measured (share of members evaluated)"
 VIOLATION_TEXT = "violation: the data prove a precision (or an ε) above the bound: a bug"
@@ -50,7 +53,7 @@ def frontier_title(frame: pd.DataFrame, name: str = "", shadows: Optional[int] =
         facts.append(f"{shadows} shadow models per ε")
     trials = frame["trial"].nunique() if "trial" in frame.columns else 1
     facts.append(f"{trials} trial{'s' if trials != 1 else ''}"
-                 + (" (points: mean over trials)" if trials > 1 else ""))
+                 + (" (points: pooled over trials)" if trials > 1 else ""))
     head = f"Attack precision against the bound U — {name}" if name else \
         "Attack precision against the bound U"
     return head + "\n" + " · ".join(facts)
@@ -61,7 +64,8 @@ def frontier_figure(frame: pd.DataFrame, title: str = ""):
     sweep has several), one colour per ε, one legend for the whole figure and a caption.
 
     Why it looks as it does: points are measurements at a few p, so they are drawn as points
-    with their 95 % Clopper–Pearson bars, never joined as if they were a curve; U is a curve
+    (precision pooled over trials) with its exact 95 % Clopper–Pearson bar (`pooled_precision`,
+    the rule of every figure), never joined as if they were a curve; U is a curve
     (a formula of p), drawn dashed in its ε's colour.  A bound that sits at U ≈ 1 (large ε, ε = ∞)
     would hide in the panel's top edge, so it is labelled.  Whether the threshold was an oracle
     (chosen on the target's labels) changes what the precision means, so the panel says so.
@@ -89,7 +93,7 @@ def frontier_figure(frame: pd.DataFrame, title: str = ""):
 
     fig = Figure(figsize=(4.4 * len(panels) + 0.4, 4.4))
     axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
-    violations = oracle = False
+    violations = oracle = profiled = False
     for axis, (key, cells) in zip(axes, panels):
         key = key if isinstance(key, tuple) else (key,)
         axis.plot([0, 1], [0, 1], color="lightgrey", lw=0.9, zorder=1)
@@ -97,16 +101,19 @@ def frontier_figure(frame: pd.DataFrame, title: str = ""):
             colour = colour_of[eps]
             axis.plot(grid, precision_bound(eps, grid, delta, floor, form=form), "--",
                       color=colour, lw=1.2, zorder=2)
-            at_eps = cells[cells["epsilon"] == eps].groupby("p").agg(
-                precision=("precision", "mean"), low=("precision_ci_low", "mean"),
-                high=("precision_ci_high", "mean"), violation=("violation", "any"))
+            at_eps = pooled_by_p(cells[cells["epsilon"] == eps])
             if at_eps.empty:
                 continue
             x = at_eps.index.to_numpy(float) + offsets[eps]
             axis.errorbar(x, at_eps["precision"],
                           yerr=[at_eps["precision"] - at_eps["low"], at_eps["high"] - at_eps["precision"]],
                           fmt="o", linestyle="none", color=colour, capsize=3, ms=5, zorder=3)
-            bad = at_eps["violation"].to_numpy(bool)
+            if "bound_profile" in cells and cells["bound_profile"].notna().any():
+                profile = cells[cells["epsilon"] == eps].groupby("p")["bound_profile"].mean()
+                axis.scatter(profile.index.to_numpy(float), profile.to_numpy(float), marker="_",
+                             s=220, linewidths=2.2, color=colour, zorder=4)
+                profiled = True
+            bad = at_eps["violations"].to_numpy() > 0
             if bad.any():
                 violations = True
                 axis.scatter(x[bad], at_eps["precision"].to_numpy()[bad], marker="X", s=140,
@@ -136,6 +143,8 @@ def frontier_figure(frame: pd.DataFrame, title: str = ""):
                       label=f"ε = {format_epsilon(e)}") for e in epsilons]
     handles += [Line2D([], [], marker="o", ls="none", color="black", label=ERROR_BAR_TEXT),
                 Line2D([], [], ls="--", color="black", label=BOUND_TEXT),
+                *([Line2D([], [], marker="_", ms=14, mew=2.2, ls="none", color="black",
+                          label=PROFILE_TEXT)] if profiled else []),
                 Line2D([], [], color="lightgrey", label=PRIOR_TEXT)]
     if not baseline.empty:
         handles.append(Line2D([], [], marker="s", ls="none", color="grey", label=BASELINE_TEXT))
@@ -157,6 +166,12 @@ def frontier_figure(frame: pd.DataFrame, title: str = ""):
     return fig
 
 
+def pooled_by_p(cells: pd.DataFrame) -> pd.DataFrame:
+    """`pooled_table` by p, indexed by p, with the columns the figure draws."""
+    table = pooled_table(cells, ["p"]).set_index("p")
+    return table.rename(columns={"precision_ci_low": "low", "precision_ci_high": "high"})
+
+
 def plot_frontier(frame: pd.DataFrame, path: str | Path, title: str = "",
                   shadows: Optional[int] = None) -> Path:
     """Draw `frontier_figure` to a PNG at `path`, titled by `frontier_title` (`title` names the
@@ -170,18 +185,15 @@ def frontier_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     """The generic frontier, so every experiment's report set includes the product's question.
 
     Drawn by `plot_frontier`, as the command draws it, so the two never disagree; the CSV
-    holds the per-(attack, ε, p) means that function draws, with the bound at each point.
+    holds the per-(attack, ε, p) pooled precisions and intervals that function draws
+    (`pooled_precision`), with the trials' mean and the bound at each point.
     """
     require(frame, FRONTIER_COLUMNS, "frontier")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     png = plot_frontier(frame, out_dir / "frontier.png")
     cells = frame[frame["precision"].notna() | (frame["attack"] == BASELINE_ATTACK)]
-    table = (cells.groupby(["attack", "epsilon", "delta", "p"], sort=True)
-             .agg(precision=("precision", "mean"), precision_ci_low=("precision_ci_low", "mean"),
-                  precision_ci_high=("precision_ci_high", "mean"),
-                  violation=("violation", "any"), n_trials=("precision", "count"))
-             .reset_index())
+    table = pooled_table(cells, ["attack", "epsilon", "delta", "p"])
     floor, form = bound_settings(cells if not cells.empty else frame)
     table["bound"] = [float(precision_bound(e, p, d, floor, form=form))
                       for e, d, p in zip(table["epsilon"], table["delta"], table["p"])]

@@ -16,7 +16,7 @@ import pandas as pd
 from sweeper.bounds import jayaraman_ppv_bound, precision_bound
 from sweeper.figures import errorbar, policy_label, save_figure
 from sweeper.reports.registry import register_report
-from sweeper.reports.stats import trial_spread
+from sweeper.reports.stats import POOLED_TEXT, pooled_precision
 from sweeper.reports.tables import (
     NOT_TESTS,
     bound_settings,
@@ -29,7 +29,7 @@ from sweeper.reports.tables import (
     write_csv,
 )
 
-PPV_COLUMNS = ["attack", "policy", "epsilon", "delta", "trial", "gamma", "precision",
+PPV_COLUMNS = ["attack", "policy", "epsilon", "delta", "trial", "gamma", "precision", "tp", "fp",
                "precision_ci_low", "precision_ci_high", "fpr", "tpr_floor", "bound_form"]
 
 
@@ -42,7 +42,8 @@ def ppv_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     One panel per (policy, ε): attacks as colours, the prior 1/(1 + γ) (what always-member gets)
     dotted, Thudi et al.'s U at p = 1/(1 + γ) dashed, and Jayaraman et al.'s Theorem 4.2 bound
     at each attack's mean measured FPR as open markers (it is tighter than U when the FPR is
-    large and meets U as the FPR vanishes).  Points: mean over trials; bars as in Figure 3.
+    large and meets U as the FPR vanishes).  Points: PPV pooled over trials, bars its exact
+    Clopper–Pearson interval (`pooled_precision`), as in every figure.
     """
     require(frame, PPV_COLUMNS, "ppv")
     rows = frame[~frame["attack"].isin(NOT_TESTS) & frame["gamma"].notna()]
@@ -66,8 +67,7 @@ def ppv_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
             base = {**panel, "epsilon": eps, "delta": delta}
             for attack, by_attack in at.groupby("attack", sort=False):
                 for gamma, cell in by_attack.groupby("gamma", sort=True):
-                    spread = trial_spread(cell, "precision", "precision_ci_low",
-                                          "precision_ci_high")
+                    spread = pooled_precision(cell)
                     fpr = float(cell["fpr"].mean())
                     records.append({**base, "series": str(attack), "gamma": float(gamma),
                                     "fpr_mean": fpr, **spread})
@@ -124,5 +124,5 @@ def ppv_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=6, loc="lower left")
     fig.suptitle("Attack PPV against the prior γ = non-members per member\n"
-                 "(Jayaraman et al.), with the DP bounds", fontsize=10)
+                 f"(Jayaraman et al.), with the DP bounds\n{POOLED_TEXT}", fontsize=10)
     return [save_figure(fig, out_dir / "ppv_vs_gamma.png"), write_csv(table, out_dir / "ppv_vs_gamma.csv")]

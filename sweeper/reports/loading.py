@@ -24,7 +24,8 @@ PDTP_VALUES_COLUMNS = ["model_key", "record_id", "pdtp_seed_mean"]
 
 
 def load_scores(frame: pd.DataFrame, store_root: str | Path) -> pd.DataFrame:
-    """Every per-record score of the sweep's cells, one row per (cell, record).
+    """Every per-record score of the sweep's cells, one row per (cell, record), with the
+    cell's `scores_key`, policy and trial.
 
     Scores are stored once per (attack, target) under `scores_key`, while a cell adds its policy
     and trial; joining on `scores_key` gives each cell its own copy of its attack's scores.
@@ -39,9 +40,9 @@ def load_scores(frame: pd.DataFrame, store_root: str | Path) -> pd.DataFrame:
         except FileNotFoundError:
             raise FileNotFoundError(f"pdtp report: per-record scores {scores_key} are missing "
                                     f"from {store.uri}/scores") from None
-        parts.append(scores.merge(cell_rows.drop(columns="scores_key"), how="cross"))
+        parts.append(scores.merge(cell_rows, how="cross"))
     if not parts:
-        return pd.DataFrame(columns=SCORES_COLUMNS + ["policy", "trial"])
+        return pd.DataFrame(columns=SCORES_COLUMNS + ["scores_key", "policy", "trial"])
     return pd.concat(parts, ignore_index=True)
 
 

@@ -1,8 +1,12 @@
-"""The statistics the reports draw: means over trials with their intervals, per-record accuracy.
+"""The statistics the reports draw: pooled precisions and means over trials with their
+intervals, per-record accuracy.
 
-Intervals over trials are Student's t (`scipy.stats.t.interval`, n − 1 degrees of freedom), not
-the normal 1.96 that Thudi et al. print: with the few trials a sweep affords (2 to 5) the normal
-interval would be far too narrow (at two trials t is 12.7, not 1.96).  One trial has no spread
+Precision's bars, in every figure, are the exact Clopper–Pearson interval of the precision pooled
+over trials (`pooled_precision`).
+
+Other intervals over trials are Student's t (`scipy.stats.t.interval`, n − 1 degrees of
+freedom), not the normal 1.96 that Thudi et al. print: with the few trials a sweep affords (2 to
+5) the normal interval would be far too narrow (at two trials t is 12.7, not 1.96).  One trial has no spread
 to use; each function says what it does then.  Pure NumPy/SciPy on arrays and tables: no
 drawing and no store here.
 """
@@ -10,11 +14,13 @@ drawing and no store here.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy.stats import t as student_t
+
+from jobs.metrics import clopper_pearson
 
 #: The papers' "95 % confidence interval".
 CONFIDENCE = 0.95
@@ -70,28 +76,51 @@ def improvement_interval(precision: Sequence[float], baseline: Sequence[float],
     return t_interval(d)
 
 
-def trial_spread(rows: pd.DataFrame, value: str, low: str, high: str) -> dict[str, float]:
-    """Mean over trials and the error bar drawn for it.
+#: What every figure's precision bar is, in its legend or caption.
+POOLED_TEXT = ("pooled precision ΣTP/(ΣTP+ΣFP) over trials; bar: its exact 95 % "
+               "Clopper–Pearson interval")
 
-    Why two rules: with several trials the bar shows how much trials disagree (± one sample
-    standard deviation), which is the variation a reader of Thudi et al.'s averaged curves needs;
-    with one trial there is no spread, so the bar is that trial's own 95 % Clopper–Pearson
-    interval (the uncertainty of a precision on few positives).  Trials whose value is NaN (an
-    attack that accepted nobody has no precision) are left out and not counted.
+
+def pooled_precision(rows: pd.DataFrame) -> dict[str, Any]:
+    """The precision of a cell's trials taken together, and its exact interval: the one rule of
+    every figure's precision bar (and of `sweeper frontier`'s summary).
+
+    Why pooled: every trial's flagged records are draws of the same attack at the same (ε, δ, p),
+    so ΣTP/(ΣTP + ΣFP) over trials is one binomial proportion, and Clopper–Pearson's exact
+    interval of it (`jobs.metrics.clopper_pearson`) says how well the trials together pin it
+    down.  A mean of the trials' interval ends, or the sd over trials, is an interval for
+    neither.  A trial that flagged nobody adds nothing; with none flagged at all the value and
+    interval are NaN.  Also gives the trials' own mean precision (`mean`, NaN-skipping), `tp`,
+    `fp`, `n_trials` (trials with a precision) and the rule's name (`error_bar`).
     """
-    rows = rows[rows[value].notna()]
-    n = len(rows)
-    if n == 0:
-        return {"value": math.nan, "low": math.nan, "high": math.nan, "sd": math.nan,
-                "n_trials": 0, "error_bar": "none"}
-    values = rows[value].to_numpy(float)
-    mean = float(values.mean())
-    if n == 1:
-        return {"value": mean, "low": float(rows[low].iloc[0]), "high": float(rows[high].iloc[0]),
-                "sd": math.nan, "n_trials": 1, "error_bar": "clopper-pearson"}
-    sd = float(values.std(ddof=1))
-    return {"value": mean, "low": mean - sd, "high": mean + sd, "sd": sd, "n_trials": n,
-            "error_bar": "sd over trials"}
+    tp, fp = int(rows["tp"].sum()), int(rows["fp"].sum())
+    low, high = clopper_pearson(tp, tp + fp)
+    return {"value": tp / (tp + fp) if tp + fp else math.nan, "low": low, "high": high,
+            "mean": float(rows["precision"].mean()), "tp": tp, "fp": fp,
+            "n_trials": int(rows["precision"].notna().sum()),
+            "error_bar": "exact clopper-pearson of pooled tp/(tp+fp)"}
+
+
+def pooled_table(cells: pd.DataFrame, keys: Sequence[str],
+                 means: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per group of `keys` (the trials of one coordinate): `pooled_precision` as
+    `precision`, `precision_ci_low`, `precision_ci_high`, `mean_precision`, `tp`, `fp`,
+    `n_trials`; the mean over trials of each column in `means` that `cells` has (NaN-skipping);
+    and `violations`, how many of its trials are flagged."""
+    keys = list(keys)
+    rows = []
+    for key, group in cells.groupby(keys, sort=True, dropna=False):
+        pooled = pooled_precision(group)
+        rows.append({**dict(zip(keys, key)), "precision": pooled["value"],
+                     "precision_ci_low": pooled["low"], "precision_ci_high": pooled["high"],
+                     "mean_precision": pooled["mean"], "tp": pooled["tp"], "fp": pooled["fp"],
+                     "n_trials": pooled["n_trials"],
+                     **{column: float(group[column].mean()) for column in means
+                        if column in group},
+                     "violations": int(group["violation"].sum())})
+    columns = [*keys, "precision", "precision_ci_low", "precision_ci_high", "mean_precision",
+               "tp", "fp", "n_trials", *[c for c in means if c in cells], "violations"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def per_record_accuracy(cell_scores: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:

@@ -17,9 +17,11 @@ from typing import Any, Sequence
 import pandas as pd
 
 from sweeper.bounds import precision_bound
-from sweeper.figures import DODGE, colours, dodge, errorbar, panel_grid, policy_label, save_figure
+from sweeper.figures import (DODGE, colours, dodge, errorbar, panel_grid, policy_label,
+                             save_figure, wrap)
 from sweeper.reports.registry import register_report
-from sweeper.reports.stats import improvement_interval, mean_interval, trial_spread
+from sweeper.reports.stats import (POOLED_TEXT, improvement_interval, mean_interval,
+                                   pooled_precision)
 from sweeper.reports.tables import (
     BASELINE_ATTACK,
     NOT_TESTS,
@@ -35,7 +37,7 @@ from sweeper.reports.tables import (
     write_csv,
 )
 
-THUDI_COLUMNS = ["attack", "policy", "epsilon", "delta", "p", "trial", "precision",
+THUDI_COLUMNS = ["attack", "policy", "epsilon", "delta", "p", "trial", "precision", "tp", "fp",
                  "precision_ci_low", "precision_ci_high", "baseline", "tpr_floor", "bound_form"]
 
 
@@ -56,7 +58,7 @@ def _thudi_tables(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             at = rows[(rows["epsilon"] == eps) & (rows["delta"] == delta)]
             label = privacy_label(eps, delta, several_deltas)
             for p, cell in at.groupby("p", sort=True):
-                spread = trial_spread(cell, "precision", "precision_ci_low", "precision_ci_high")
+                spread = pooled_precision(cell)
                 fig3.append({**panel, "series": "precision", "label": label, "epsilon": eps,
                              "delta": delta, "p": float(p), **spread})
                 mean, low, high, n = improvement_interval(
@@ -96,8 +98,8 @@ def _panel_title(panel: dict[str, Any], panels: Sequence[str]) -> str:
 def thudi_lira_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Thudi et al. (2024) Figures 3 and 4: sampling, more than ε, limits what an attack gains.
 
-    Figure 3 puts each attack's precision (mean over trials; bars: sd over trials, or the one
-    trial's Clopper–Pearson interval) next to U for every ε and the always-member baseline, so
+    Figure 3 puts each attack's precision (pooled over trials, with its exact Clopper–Pearson
+    interval: `pooled_precision`) next to U for every ε and the always-member baseline, so
     the reader sees how close real attacks come to the bound.  Figure 4 plots the gain over the
     baseline alone (see `improvement_interval`), where the paper's point — little gain at low and
     high p — is visible; it adds the paper's own curve, pooled over ε and trials, when the sweep
@@ -149,13 +151,13 @@ def thudi_lira_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
         for ax in (ax3, ax4):
             ax.set_title(title, fontsize=9)
         ax3.set(xlabel="sampling probability p = P(x* ∈ D)",
-                ylabel="attack precision (mean over trials)", xlim=(0, 1), ylim=(0, 1.02))
+                ylabel="attack precision (pooled over trials)", xlim=(0, 1), ylim=(0, 1.02))
         ax4.set(xlabel="sampling probability p = P(x* ∈ D)",
                 ylabel="precision − always-member baseline", xlim=(0, 1))
         for ax in (ax3, ax4):
             ax.grid(alpha=0.3)
         ax3.legend(fontsize=7, loc="lower right", title_fontsize=7,
-                   title="dashed: bound U per ε\nbars: ±1 sd over trials (1 trial: 95 % CP)\n"
+                   title=f"dashed: bound U per ε\n{wrap(POOLED_TEXT, 44)}\n"
                          f"points of different ε drawn {DODGE:g} apart along p")
         ax4.legend(fontsize=7, title="95 % intervals", title_fontsize=7)
     figure3.suptitle("Attack precision against sampling probability p, per ε,\n"

@@ -30,7 +30,10 @@ def checkpoints(root: Path) -> dict[str, int]:
     return {key: epoch for key, epoch in epochs.items() if epoch is not None}
 
 
-@pytest.mark.parametrize("with_its_ray", [False, True], ids=["driver", "driver and its Ray"])
+@pytest.mark.parametrize("with_its_ray", [
+    pytest.param(False, id="driver"),
+    # The same resume with the driver's Ray killed too: `make test-slow` (34 s).
+    pytest.param(True, id="driver and its Ray", marks=pytest.mark.slow)])
 def test_rerun_after_driver_sigkill_finishes_without_duplicates_or_retraining(
         procs, make_tiny_overrides, tmp_path, with_its_ray):
     root = tmp_path / "runs"

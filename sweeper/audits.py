@@ -1,0 +1,121 @@
+"""What a cell's scores prove about its training's privacy: the audit columns of a results row.
+
+Why.  A cell's precision speaks of one threshold; an audit asks the strongest claim the scores
+support about ε.  Every audit here searches the same candidates whatever the cell's policy —
+the 40 top-quantile thresholds (`jobs.metrics.quantile_thresholds`) — with each interval end at
+alpha/(2·candidates) (Bonferroni over both ends and every threshold), so the best of them is
+a claim at confidence 1 − alpha; the one-run audit searches its own guess counts likewise
+(`sweeper.bounds.best_one_run_epsilon`).
+
+Contract: `audit_epsilons(scores, members, p, δ, alpha)` gives the columns; `valid_audits`
+which of them are proofs for the cell; `violations(...)` which valid ones prove the claimed ε
+wrong at `violation_alpha`.  Only an estimator valid for the mechanism and the observations may
+flag: one run always; Clopper–Pearson only for gradient canaries (independent observations);
+Gaussian DP only for those, and only where training is exactly a Gaussian mechanism (q = 1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from jobs.metrics import quantile_thresholds
+from sweeper.bounds import (best_one_run_epsilon, bound_profile, epsilon_clopper_pearson,
+                            epsilon_gaussian_dp)
+
+
+@dataclass(frozen=True)
+class Training:
+    """What the target's training publishes about its privacy: DP-SGD's σ, q and steps
+    (NaN σ or q: not DP-SGD, e.g. ε = ∞ or an exact mechanism's release)."""
+
+    noise_multiplier: float
+    sample_rate: float
+    steps: int
+
+    @property
+    def is_dpsgd(self) -> bool:
+        return (self.noise_multiplier > 0 and self.steps > 0
+                and not math.isnan(self.sample_rate) and not math.isnan(self.noise_multiplier))
+
+    @property
+    def gaussian(self) -> bool:
+        """Exactly a Gaussian mechanism: full-batch DP-SGD (every record in every step)."""
+        return self.is_dpsgd and self.sample_rate == 1.0
+
+
+def threshold_counts(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(TP, FP) of "member iff score ≥ t" at each top-quantile threshold t (NaN never accepted)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    members = np.asarray(members, dtype=bool)
+    thresholds = np.unique(quantile_thresholds(scores))
+    accepted = scores[None, :] >= thresholds[:, None]
+    return (accepted & members).sum(1), (accepted & ~members).sum(1)
+
+
+def audit_epsilons(scores: np.ndarray, members: np.ndarray, *, p: float, delta: float,
+                   alpha: float) -> dict[str, float]:
+    """The ε each audit proves with confidence 1 − alpha (NaN where it cannot speak: no
+    members or non-members; the Gaussian-DP one at δ = 0, where μ-GDP proves no finite ε)."""
+    members = np.asarray(members, dtype=bool)
+    positives, negatives = int(members.sum()), int((~members).sum())
+    if positives == 0 or negatives == 0 or len(scores) == 0:
+        return {"epsilon_audit_cp": math.nan, "epsilon_audit_gdp": math.nan,
+                "epsilon_audit_one_run": math.nan}
+    tp, fp = threshold_counts(scores, members)
+    searched = max(1, len(tp))
+    cp = np.asarray(epsilon_clopper_pearson(tp, fp, positives, negatives, delta=delta,
+                                            alpha=alpha, thresholds=searched))
+    gdp = (np.asarray(epsilon_gaussian_dp(tp, fp, positives, negatives, delta=delta, alpha=alpha,
+                                          thresholds=searched)) if delta > 0 else np.nan)
+    # At p ≠ 1/2 with δ > 0 the one-run δ-term is unproven: NaN (sweeper.bounds.epsilon_one_run).
+    one_run = best_one_run_epsilon(scores, members, delta=delta, alpha=alpha, p=p)
+    return {"epsilon_audit_cp": _best(cp), "epsilon_audit_gdp": _best(gdp),
+            "epsilon_audit_one_run": float(one_run)}
+
+
+def _best(values) -> float:
+    values = np.asarray(values, dtype=np.float64)
+    return float(np.nanmax(values)) if values.size and not np.isnan(values).all() else math.nan
+
+
+def profile_bound(training: Training, p: float, tpr: float, form: str) -> float:
+    """`bound_profile`: the least Thudi bound over the training's whole privacy profile (NaN
+    when the training is not DP-SGD)."""
+    if not training.is_dpsgd:
+        return math.nan
+    return float(bound_profile(training.noise_multiplier, training.sample_rate, training.steps,
+                               p, tpr, form=form))
+
+
+def valid_audits(training: Training, independent: bool) -> tuple[str, ...]:
+    """The audit columns that are proofs for this cell.
+
+    One run (Steinke et al.) always: it is proven for many canaries of one training.  Clopper–
+    Pearson and Gaussian DP count each observation as an independent trial, which holds for
+    gradient canaries (`independent`: each its own weight, its own noise and its own Poisson
+    draws) and not for records or input canaries of one model, where they are estimates; the
+    Gaussian-DP one moreover only where training is exactly a Gaussian mechanism (q = 1).
+    """
+    names = ["epsilon_audit_one_run"]
+    if independent:
+        names.append("epsilon_audit_cp")
+        if training.gaussian:
+            names.append("epsilon_audit_gdp")
+    return tuple(names)
+
+
+def best_valid(proven: dict[str, float], valid: tuple[str, ...]) -> float:
+    """The largest ε the valid audits prove (NaN when none speaks)."""
+    return max((proven[name] for name in valid if not math.isnan(proven[name])),
+               default=math.nan)
+
+
+def violations(proven: dict[str, float], epsilon: float, valid: tuple[str, ...]) -> list[str]:
+    """Which valid audits (`audit_epsilons` at the violation level) prove the claimed ε wrong,
+    named as `violation_reason` names them (audit_cp, audit_gdp, audit_one_run)."""
+    return [name.replace("epsilon_", "") for name in ("epsilon_audit_cp", "epsilon_audit_gdp",
+                                                      "epsilon_audit_one_run")
+            if name in valid and proven[name] > epsilon]

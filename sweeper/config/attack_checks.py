@@ -1,0 +1,128 @@
+"""Checks of the attacks' side of a configuration: shadows, each attack's settings, what the
+grid's attacks need of the shadows, the data and the model, the threshold policies and the
+metrics.  A setting's own rule is declared beside its attack (`jobs.settings`); attacks are asked
+what they need (`jobs.attack_registry.Attack`), never told apart by name.  Part of
+`sweeper.config.checks`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from jobs.attacks import ATTACKS
+from jobs.datasets import DATASETS
+from jobs.policies import CALIBRATED, OBJECTIVES
+from jobs.settings import OneOf
+from jobs.settings import problems as setting_problems
+from sweeper.bounds import BOUND_FORMS
+from sweeper.config.problems import Check, did_you_mean, unknown
+from sweeper.config.schema import SweepConfig
+
+
+def _fitting_per_record(cfg: SweepConfig) -> list[str]:
+    """The grid's attacks that fit IN/OUT statistics per record on the shadows (LiRA, RMIA)."""
+    return [a for a in cfg.grid.attack if a in ATTACKS and ATTACKS[a].fits_per_record]
+
+
+def check_shadows_and_attacks(cfg: SweepConfig, check: Check) -> None:
+    """`shadow` and `attack`: shadow pairs, each setting's rule, what the grid's attacks need."""
+    check(cfg.shadow.count >= 2 and cfg.shadow.count % 2 == 0,
+          f"shadow.count={cfg.shadow.count}: must be an even number ≥ 2 (complementary mask pairs)")
+    check(0 < cfg.shadow.p < 1, f"shadow.p={cfg.shadow.p}: must be in (0, 1)")
+    if cfg.shadow.disjoint_data:
+        check(cfg.dataset.members is not None or cfg.dataset.pool_size is not None,
+              "shadow.disjoint_data=true: set dataset.members or dataset.pool_size, so that records "
+              "remain past every target's pool for the shadows")
+        lira = _fitting_per_record(cfg)
+        check(not lira, f"shadow.disjoint_data=true: {lira} fit IN/OUT shadows on the target's own "
+                        "records, which disjoint shadows never see; use shadow.disjoint_data=false")
+    problems = setting_problems(cfg.attack, "attack.")
+    for problem in problems:
+        check(False, problem + _close_choices(cfg, problem))
+    if not problems:  # the attacks' settings are built from valid values only
+        _check_attack_needs(cfg, check)
+    _check_canaries(cfg, check)
+
+
+def _close_choices(cfg: SweepConfig, problem: str) -> str:
+    """"; did you mean …" after an unknown choice of a setting."""
+    for spec in dataclasses.fields(cfg.attack):
+        rule = spec.metadata["setting"].rule
+        if isinstance(rule, OneOf) and problem.startswith(f"attack.{spec.name}="):
+            return did_you_mean(getattr(cfg.attack, spec.name), rule.choices)
+    return ""
+
+
+def _check_attack_needs(cfg: SweepConfig, check: Check) -> None:
+    """What each of the grid's attacks needs with its settings: enough shadows, image records
+    for a query that transforms images."""
+    from jobs.queries import QUERIES
+
+    for name in cfg.grid.attack:
+        if name not in ATTACKS:
+            continue  # the grid's check names it
+        attack = ATTACKS[name]
+        settings = attack.settings_from(cfg.attack)
+        fewest, why = attack.fewest_shadows(settings)
+        check(not attack.needs_shadows or fewest <= 2 or cfg.shadow.count >= fewest,
+              f"{why}: {name} needs shadow.count ≥ {fewest} (got {cfg.shadow.count})")
+        query = attack.query(settings)
+        check(query is None or not QUERIES[query[0]].images_only
+              or cfg.dataset.name in DATASETS and DATASETS[cfg.dataset.name].image,
+              f"{name} asks {query and query[0]} (attack.augment_flip/augment_shift), which needs "
+              f"an image dataset ({[n for n, spec in DATASETS.items() if spec.image]}); "
+              f"dataset.name={cfg.dataset.name!r}")
+
+
+def _check_canaries(cfg: SweepConfig, check: Check) -> None:
+    """The canary attacks' settings, and what planting their canaries needs (`jobs.canaries`)."""
+    from jobs.attack_registry import GRADIENT_CANARIES, INPUT_CANARIES
+    from jobs.canaries import first_linear
+    from jobs.models import build_model
+
+    attack = cfg.attack
+    kinds = {ATTACKS[name].evaluates: name for name in cfg.grid.attack if name in ATTACKS}
+    if INPUT_CANARIES in kinds:
+        check(attack.canary_input_recipe != "mislabeled" or cfg.dataset.members is not None
+              or cfg.dataset.pool_size is not None,
+              f"{kinds[INPUT_CANARIES]}: mislabeled canaries are pool records past every "
+              "model's pool: set dataset.members or dataset.pool_size")
+    if GRADIENT_CANARIES not in kinds:
+        return
+    name = kinds[GRADIENT_CANARIES]
+    check(cfg.train.optimizer == "sgd",
+          f"{name}: the white-box adversary reads gradients through SGD's update rule; "
+          f"train.optimizer={cfg.train.optimizer!r} is not supported")
+    check(INPUT_CANARIES not in kinds or attack.canary_input_recipe != "noise",
+          f"{name} with attack.canary_input_recipe=noise: noise canaries touch every input "
+          "feature, leaving no weight for gradient canaries; use mislabeled input canaries")
+    try:
+        model = build_model(cfg.model.name, tuple(cfg.dataset.input_shape), cfg.dataset.num_classes)
+    except (RuntimeError, ValueError, TypeError):
+        return  # the model-fits-records check names that problem
+    check(first_linear(model) is not None,
+          f"{name}: gradient canaries live in the first layer's weights, which must be linear over "
+          f"the flattened input; model.name={cfg.model.name!r} is not (use tanh_mlp64, "
+          "logistic_regression or relu_mlp256x2)")
+
+
+def check_policies_and_metrics(cfg: SweepConfig, check: Check) -> None:
+    """`calibration` and `metrics`: the threshold policy's objective and rates, the bound's form."""
+    check(0 < cfg.metrics.tpr_floor <= 1,
+          f"metrics.tpr_floor={cfg.metrics.tpr_floor}: must be in (0, 1]")
+    check(cfg.calibration.objective in OBJECTIVES,
+          unknown("calibration.objective", cfg.calibration.objective, OBJECTIVES, "objectives"))
+    check(0 < cfg.calibration.fpr < 1, f"calibration.fpr={cfg.calibration.fpr}: must be in (0, 1)")
+    check(0 <= cfg.calibration.min_tpr < 1,
+          f"calibration.min_tpr={cfg.calibration.min_tpr}: must be in [0, 1)")
+    if CALIBRATED in cfg.grid.policy:
+        lira = _fitting_per_record(cfg)
+        check(not lira or cfg.shadow.count >= 4,
+              f"shadow.count={cfg.shadow.count}: the calibrated policy scores each shadow against "
+              f"the others, so {lira} need at least 4 shadows")
+    check(0 < cfg.metrics.violation_alpha < 1,
+          f"metrics.violation_alpha={cfg.metrics.violation_alpha}: must be in (0, 1)")
+    check(0 < cfg.metrics.audit_alpha < 1,
+          f"metrics.audit_alpha={cfg.metrics.audit_alpha}: must be in (0, 1)")
+    check(cfg.metrics.bound_form in BOUND_FORMS,
+          unknown("metrics.bound_form", cfg.metrics.bound_form, BOUND_FORMS, "forms"))

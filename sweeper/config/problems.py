@@ -1,0 +1,61 @@
+"""What every configuration check shares: how a check reports a problem, how problems are
+refused together (`ConfigError`), and the wording of the common ones.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable
+from typing import Optional
+
+from jobs.datasets import pool_records
+from sweeper.config.schema import STAND_IN_POOL, SweepConfig
+
+
+class ConfigError(ValueError):
+    """Every problem found in a configuration, one per line."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+#: How a check reports: `check(ok, message)` records `message` when `ok` is false.
+Check = Callable[[bool, str], None]
+
+
+def did_you_mean(value: object, known: Iterable[str], prefix: str = "") -> str:
+    """"; did you mean 'x'?" for the known names close to `value` (typos, prefixes), or "".
+
+    Names are matched bare and shown with `prefix` ("grid." → 'grid.epsilon').
+    """
+    text, known = str(value), [str(name) for name in known]
+    close = difflib.get_close_matches(text, known, n=3, cutoff=0.6)
+    if len(text) >= 3:
+        close += [name for name in known if name.startswith(text) and name not in close]
+    if not close:
+        return ""
+    names = [repr(prefix + name) for name in close[:3]]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    return f"; did you mean {listed}?"
+
+
+def unknown(field_name: str, value: object, known: Iterable[str], what: str) -> str:
+    known = list(known)
+    return f"{field_name}={value!r}: unknown; known {what} are {known}{did_you_mean(value, known)}"
+
+
+def whole_pool(cfg: SweepConfig) -> Optional[int]:
+    """Records in the pool when neither dataset.pool_size nor dataset.members cuts it: the
+    synthetic stand-in's, or the dataset's (None when it is not known without loading it)."""
+    if cfg.dataset.synthetic:
+        return STAND_IN_POOL
+    return pool_records(cfg.dataset.name, cfg.dataset.test_size)
+
+
+def local_accelerator(kind: str) -> bool:
+    import torch
+
+    if kind == "cuda":
+        return bool(torch.cuda.is_available())
+    return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())

@@ -1,0 +1,158 @@
+"""What each MLflow run of a sweep holds, computed from results rows and the config (no MLflow
+call here): a cell run's few metrics (`CELL_METRICS`) and name, its scores' quantiles as a
+table, the sweep run's summary metrics, its dataset as an input, MLflow's source tags and the
+config as flat parameters.  `sweeper.tracking` logs them.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import math
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+
+from sweeper.credentials import redact, redact_tree
+from sweeper.formats import epsilon_name, format_epsilon
+
+#: ε = ∞ as the numeric metric `epsilon_value` (MLflow metrics are finite floats to its charts):
+#: far above any ε a DP guarantee means anything at, so it sorts and plots last.
+EPSILON_INF_VALUE = 1e9
+#: A cell run's metrics, in this order (MLflow's run table and charts open on the first): the
+#: precision and its interval, the bound (and, where they exist, the least U over the training's
+#: privacy profile and, for a mechanism of known privacy, the tightest bound), the violation flag, AUC, TPR at 1 % FPR, test accuracy, ε spent, ε as a number.
+#: Every other number of the row stays in the results' Parquet: ten more bar charts would bury
+#: these.
+CELL_METRICS = ("precision", "precision_ci_low", "precision_ci_high", "bound", "bound_profile",
+                "bound_tight", "violation", "auc", "tpr_at_fpr_0.01", "test_accuracy",
+                "epsilon_spent", "epsilon_value", "train_seconds", "attack_seconds")
+#: Quantiles of a cell's per-record scores, members and non-members apart: a table on its run.
+SCORE_QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
+#: A bound at or above this bounds nothing an attack could show (`summary_metrics`).
+VACUOUS_BOUND = 0.99
+
+
+def epsilon_value(epsilon: float) -> float:
+    """ε as a plottable number: `EPSILON_INF_VALUE` for ∞ (no DP)."""
+    return EPSILON_INF_VALUE if math.isinf(epsilon) else float(epsilon)
+
+
+def cell_metrics(row: dict[str, Any]) -> list[tuple[str, float]]:
+    """A cell's `CELL_METRICS` in that order, those the row has as finite numbers (a NaN, e.g. ε
+    spent at ε = ∞ or the tightest bound of a trained network, is left out)."""
+    values = {**row, "violation": float(row["violation"]),
+              "epsilon_value": epsilon_value(row["epsilon"])}
+    found = [(name, values.get(name)) for name in CELL_METRICS]
+    return [(name, float(value)) for name, value in found
+            if isinstance(value, (int, float)) and math.isfinite(float(value))]
+
+
+def score_quantiles(scores) -> Optional[pd.DataFrame]:
+    """A cell's per-record scores in a small table: one row per group (`member`, `nonmember`),
+    its records with a score and their `SCORE_QUANTILES` (numpy's default, linear; columns q10,
+    q25, …).  Where the two rows sit apart is what the attack found; the cell's threshold (in
+    Parquet) is where it cut.  `scores` has `score` and `member` columns (pyarrow or pandas); a
+    group without scores is left out, None when neither has any."""
+    score = np.asarray(scores["score"].to_numpy(), dtype=float)  # a null score reads as NaN
+    member = np.asarray(scores["member"].to_numpy(), dtype=bool)
+    rows = []
+    for group, mask in (("member", member), ("nonmember", ~member)):
+        values = score[mask & ~np.isnan(score)]
+        if len(values):
+            rows.append({"records": group, "count": len(values),
+                         **{f"q{round(q * 100):02d}": float(v) for q, v in
+                            zip(SCORE_QUANTILES, np.quantile(values, SCORE_QUANTILES))}})
+    return pd.DataFrame(rows) if rows else None
+
+
+def summary_metrics(results, models_trained: Optional[int] = None,
+                    wall_seconds: Optional[float] = None) -> dict[str, float]:
+    """The sweep run's own metrics: cells, violations (the count a reader acts on), models
+    trained and wall seconds when the caller knows them, and per ε the least bound − precision
+    over its cells whose bound is below `VACUOUS_BOUND` (`headroom/epsilon_4`): how close the
+    best attack came to a bound that bounds something.  Not where U ≈ 1: there precision 1.0
+    against U = 0.99999997 reads +3e-8, a gap nobody can act on, so such ε log none."""
+    metrics = {"cells": float(len(results)),
+               "violations": float(results["violation"].sum()) if len(results) else 0.0}
+    if models_trained is not None:
+        metrics["models_trained"] = float(models_trained)
+    if wall_seconds is not None:
+        metrics["wall_seconds"] = float(wall_seconds)
+    if len(results):
+        bounded = results[results["bound"] < VACUOUS_BOUND]
+        headroom = (bounded["bound"] - bounded["precision"]).groupby(bounded["epsilon"]).min()
+        for epsilon, gap in headroom.items():
+            if math.isfinite(gap):
+                metrics[f"headroom/epsilon_{epsilon_name(epsilon)}"] = float(gap)
+    return metrics
+
+
+def dataset_input(params: dict[str, Any]):
+    """The sweep's dataset as an MLflow input (the run page's Datasets column): its name
+    (`synthetic` when stand-in records replaced it), a digest of its settings and, as profile,
+    the settings that size the pool (members or pool_size, eval_records, test_size)."""
+    import json
+
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    settings = {key.removeprefix("dataset."): value for key, value in params.items()
+                if key.startswith("dataset.") and key != "dataset.data_dir"}
+    text = json.dumps(settings, sort_keys=True, default=str)
+    name = str(settings.get("name", "dataset")) + (" (synthetic)" if settings.get("synthetic") else "")
+    profile = {key: settings.get(key) for key in ("members", "pool_size", "eval_records",
+                                                  "test_size")}
+    dataset = Dataset(name=name, digest=hashlib.sha256(text.encode()).hexdigest()[:8],
+                      source_type="sweeper", source=text,
+                      profile=json.dumps(profile, default=str))
+    return DatasetInput(dataset, tags=[InputTag("mlflow.data.context", "training")])
+
+
+def source_tags() -> dict[str, str]:
+    """MLflow's standard run tags, as `mlflow.start_run` would set them: the program that ran
+    the sweep, its user, and the commit of sweeper's own git checkout (when it is one)."""
+    from mlflow.utils import mlflow_tags
+    from mlflow.utils.git_utils import get_git_branch, get_git_commit, get_git_repo_url
+
+    main = sys.argv[0] if sys.argv and sys.argv[0] else "python"
+    tags = {mlflow_tags.MLFLOW_SOURCE_NAME: str(Path(main).resolve()) if Path(main).exists() else main,
+            mlflow_tags.MLFLOW_SOURCE_TYPE: "LOCAL",
+            mlflow_tags.MLFLOW_USER: _user()}
+    checkout = str(Path(__file__).resolve().parent)
+    git = {mlflow_tags.MLFLOW_GIT_COMMIT: get_git_commit(checkout),
+           mlflow_tags.MLFLOW_GIT_BRANCH: get_git_branch(checkout),
+           mlflow_tags.MLFLOW_GIT_REPO_URL: get_git_repo_url(checkout)}
+    tags.update({key: redact(value) for key, value in git.items() if value})
+    return tags
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name in a bare container: MLflow's own fallback
+        return "unknown"
+
+
+def config_params(config: dict[str, Any]) -> dict[str, Any]:
+    """A sweep's config as MLflow params (dotted keys), with its credentials masked."""
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), value)
+        else:
+            flat[prefix] = node
+
+    walk("", redact_tree(config))
+    return flat
+
+
+def cell_run_name(row: dict[str, Any]) -> str:
+    """A cell run's name: every coordinate but the dataset and model (the sweep's), so two
+    policies of one attack read apart in the run list."""
+    return (f"{row['attack']} {row['policy']} ε={format_epsilon(row['epsilon'])} p={row['p']:g} "
+            f"δ={row['delta']:g} trial={row['trial']}")

@@ -1,0 +1,357 @@
+"""Nothing lost, nothing leaked, nothing hangs (issue 24): a sweep's name is one computation held by
+one process, interrupts end in one line, secrets that arrive by interpolation stay out, a full
+disk and an unsafe checkpoint are said and recovered from.  Real Ray, MLflow (SQLite), Parquet,
+torch and real signals; the faults are injected (a second process holding the lock, a real
+SIGINT, a secret in the environment, a tmpfs filled to the last byte, a pickle that runs code)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+from mlflow.entities import ViewType
+
+from sweeper.__main__ import run
+from sweeper.claim import Refused, held
+from sweeper.validation import validate
+from sweeper.validation import find_problems
+from sweeper.credentials import redact_tree, scrub
+from sweeper.interrupts import RESUME_LINE
+from sweeper.ray_start import auth_hint
+from sweeper.runner import run_sweep
+from sweeper.store import ArtifactStore, CorruptArtifact
+from sweeper.tracking import CELL_KEY_TAG, PARENT_TAG
+
+SECRET = "sk-4f9c2e71d3b8a6"  # the value of a secret-looking environment variable in these tests
+
+
+def tiny(cfg):
+    """The suite's tiny sweep cut to one ε and p: 4 models, 6 cells (two policies)."""
+    cfg.name = "safety"
+    cfg.grid.epsilon = [float("inf")]
+    cfg.grid.p = [0.5]
+    cfg.grid.attack = ["loss", "always_member"]
+    cfg.grid.policy = ["quantile_max", "calibrated"]
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def landed(ray_local, make_tiny_config, tmp_path_factory):
+    cfg = tiny(make_tiny_config(tmp_path_factory.mktemp("safety")))
+    return cfg, run_sweep(cfg, progress=False)
+
+
+def test_always_member_accepts_everyone_under_every_policy(landed):
+    # Issue 24.21: under `calibrated` the constant score met no FPR limit and nobody was accepted.
+    _, result = landed
+    baseline = result.results[result.results.attack == "always_member"]
+    assert set(baseline.policy) == {"quantile_max", "calibrated"}
+    assert (baseline.tp + baseline.fp == baseline.eval_records).all()
+    assert (baseline.precision == baseline.members / baseline.eval_records).all()
+
+
+def test_other_grid_under_a_taken_name_is_refused_unless_replaced(landed, capsys, tmp_path):
+    # Issue 24.1: a second ad-hoc grid under the same name replaced the first one's cells.
+    cfg, first = landed
+    manifest = (Path(first.sweep_dir) / "sweep.json").read_text()
+    other = dataclasses.replace(cfg, grid=dataclasses.replace(cfg.grid, p=[0.9]))
+    with pytest.raises(Refused) as refused:
+        run_sweep(other, progress=False)
+    message = str(refused.value)
+    assert "grid.p: [0.5] → [0.9]" in message and "4 of its 4 cells are not in this run" in message
+    assert "name=NEW_NAME" in message and "--replace" in message
+    assert run(other) == 2 and "already holds the results of another grid" in capsys.readouterr().err
+    assert (Path(first.sweep_dir) / "sweep.json").read_text() == manifest  # nothing replaced
+
+    copy = tmp_path / "copy"  # replacing on purpose, on a copy of the store
+    shutil.copytree(cfg.store.root, copy)
+    fewer = dataclasses.replace(other, grid=dataclasses.replace(cfg.grid, attack=["loss"]),
+                                store=dataclasses.replace(cfg.store, root=str(copy), replace=True))
+    replaced = run_sweep(fewer, progress=False)
+    assert replaced.cells_computed == 0 and set(replaced.results.attack) == {"loss"}
+    assert len(ArtifactStore(copy).read_manifest(cfg.name)["cells"]) == len(replaced.results)
+
+
+def test_interrupted_cell_run_is_reused_and_stale_parts_swept(landed):
+    # Issue 24.3: an interrupted logging left a RUNNING cell run; the rerun logged a second one.
+    # Issue 24.5: partial files a killed writer left outlived every later run.
+    cfg, first = landed
+    client = MlflowClient(tracking_uri=first.tracking_uri)
+    experiment = client.get_experiment_by_name(cfg.tracking.experiment).experiment_id
+    key = first.results.cell_key.iloc[0]
+    [cell_run] = client.search_runs([experiment], f"tags.`{CELL_KEY_TAG}` = '{key}'")
+    client.update_run(cell_run.info.run_id, status="RUNNING")  # as a killed logging leaves it
+    (Path(first.sweep_dir) / "tracked.json").unlink()  # MLflow's state is unknown to the rerun
+    stale = Path(cfg.store.root) / "models" / ".model.pt.abc123.part"
+    stale.write_bytes(b"half")
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    young = Path(cfg.store.root) / "scores" / ".x.parquet.def456.part"
+    young.write_bytes(b"being written")
+
+    rerun = run_sweep(cfg, progress=False)
+
+    assert rerun.cells_computed == 0
+    runs = client.search_runs([experiment], f"tags.`{CELL_KEY_TAG}` = '{key}'",
+                              run_view_type=ViewType.ALL)
+    assert [(r.info.run_id, r.info.status) for r in runs] == [(cell_run.info.run_id, "FINISHED")]
+    children = client.search_runs([experiment], f"tags.`{PARENT_TAG}` != ''",
+                                  run_view_type=ViewType.ALL, max_results=100)
+    assert len(children) == len(first.results)
+    assert not stale.exists() and young.exists()
+    young.unlink()
+
+
+def test_weights_that_fail_weights_only_are_quarantined(landed, tmp_path):
+    # Issue 24.6: a model.pt or checkpoint torch refuses to load safely failed its cell on every
+    # rerun, and torch's message suggested weights_only=False.
+    import torch
+
+    from jobs.training import ModelRun, _resume
+
+    cfg, _ = landed
+    source = Path(cfg.store.root) / "models"
+    key = sorted(p.name for p in source.iterdir() if not p.name.startswith("."))[0]
+    store = ArtifactStore(tmp_path / "store")
+    shutil.copytree(source / key, tmp_path / "store" / "models" / key)
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    buffer = io.BytesIO()
+    torch.save({"weight": Payload()}, buffer)
+    evil = buffer.getvalue()
+    meta_path = tmp_path / "store" / "models" / key / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    (tmp_path / "store" / "models" / key / "model.pt").write_bytes(evil)
+    meta["checksums"]["model.pt"] = hashlib.sha256(evil).hexdigest()
+    meta_path.write_text(json.dumps(meta))  # its checksum holds: only loading can tell
+    assert store.has_model(key)
+
+    with pytest.raises(CorruptArtifact) as corrupt:
+        store.read_state_dict(key)
+    assert "quarantine" in str(corrupt.value) and "weights_only=False" not in str(corrupt.value)
+    assert not store.has_model(key)  # absent: the rerun trains it again
+    assert list((tmp_path / "store" / "quarantine").rglob("model.pt"))
+
+    checkpoint = store.checkpoint(key)
+    checkpoint.save(evil)
+    assert checkpoint.load() == evil  # checksummed as written
+    run = ModelRun(settings=None, model=None, optimizer=None, rng=None, checkpoint=checkpoint,
+                   train_size=0)
+    _resume(run)  # would run the payload if it loaded it unsafely; fails loudly if it restored
+    assert (run.start_epoch, run.steps, run.best, run.resumed_from) == (0, 0, -float("inf"), [])
+    assert checkpoint.load() is None  # set aside: training starts over
+    assert len(list((tmp_path / "store" / "quarantine").rglob("*.pt"))) == 2
+    assert not marker.exists()
+
+
+def hold_lock(procs, cfg, seconds: float):
+    """Another process holding the sweep's lock for `seconds`, once it holds it."""
+    code = textwrap.dedent(f"""
+        import time
+        from sweeper.claim import held
+        from sweeper.store import ArtifactStore
+        with held(ArtifactStore({cfg.store.root!r}), {cfg.name!r}):
+            print("held", flush=True)
+            time.sleep({seconds})
+    """)
+    holder = procs.spawn([sys.executable, "-c", code], name="holder")
+    procs.wait_for(lambda: "held" in procs.output(holder)[0], timeout=60)
+    return holder
+
+
+def test_lock_refuses_a_second_process_takes_over_a_dead_ones_and_waits(landed, tmp_path,
+                                                                         procs, caplog):
+    # Issue 24.2: two sweeps of one name on one store both trained everything.
+    cfg, _ = landed
+    store = ArtifactStore(cfg.store.root)
+    holder = hold_lock(procs, cfg, 600)
+
+    with pytest.raises(Refused) as refused:
+        with held(store, cfg.name):
+            pass
+    assert f"pid {holder.pid}" in str(refused.value) and "--wait" in str(refused.value)
+
+    procs.sigkill([holder])
+    holder.wait(timeout=30)
+    with caplog.at_level("WARNING", logger="sweeper.claim"), held(store, cfg.name):
+        pass
+    assert "took over the lock left by host" in caplog.text and f"pid {holder.pid}" in caplog.text
+
+    brief = hold_lock(procs, cfg, 2)
+    started = time.monotonic()
+    with held(store, cfg.name, wait=True):
+        waited = time.monotonic() - started
+    assert brief.wait(timeout=30) == 0 and 0.5 < waited < 30
+    assert not (Path(cfg.store.root) / "sweeps" / cfg.name / ".lock").exists()
+
+
+def together(*commands, cwd) -> list[subprocess.CompletedProcess]:
+    """`python -m sweeper ARGS` for each (args, env), run side by side; their results in order."""
+    started = [(args, subprocess.Popen([sys.executable, "-m", "sweeper", *args], cwd=cwd,
+                                       env={**os.environ, **env}, text=True,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+               for args, env in commands]
+    done = []
+    for args, proc in started:
+        out, err = proc.communicate(timeout=240)
+        done.append(subprocess.CompletedProcess(args, proc.returncode, out, err))
+    return done
+
+
+def test_command_line_refusals(landed, make_tiny_overrides, tmp_path, procs):
+    """Each refused before Ray starts, exit 2, in its own words: the lock held by another process
+    (through Hydra's --multirun launcher, whose job echo must not show a runtime_env value), a
+    secret interpolated into the name and the experiment, Ray's token auth turned off, Hydra's
+    clear-text .hydra folder."""
+    cfg, _ = landed
+    holder = hold_lock(procs, cfg, 600)
+    store = tmp_path / "runs"
+
+    locked, secret, no_auth, subdir = together(
+        (["-m", *make_tiny_overrides(cfg.store.root, name=cfg.name),
+          f"+cluster.runtime_env.env_vars.GREETING={SECRET}x"], {}),
+        (make_tiny_overrides(store, name="${oc.env:SWEEPER_TEST_SECRET_TOKEN}",
+                             **{"tracking.experiment": "${oc.env:SWEEPER_TEST_SECRET_TOKEN}"}),
+         {"SWEEPER_TEST_SECRET_TOKEN": SECRET}),
+        (make_tiny_overrides(store, name="noauth"), {"RAY_AUTH_MODE": "disabled"}),
+        ([*make_tiny_overrides(store, name="subdir"), "hydra.output_subdir=.hydra",
+          f"+cluster.runtime_env.env_vars.GREETING={SECRET}x"], {}), cwd=tmp_path)
+    assert locked.returncode == 2 and f"pid {holder.pid}" in locked.stderr, locked.stderr[-2000:]
+    assert "#0 :" in locked.stdout + locked.stderr
+    assert SECRET not in locked.stdout + locked.stderr
+    assert secret.returncode == 2, secret.stderr[-2000:]
+    assert "name: holds the value of the secret environment variable SWEEPER_TEST_SECRET_TOKEN" \
+        in secret.stderr and "tracking.experiment: holds the value" in secret.stderr
+    assert SECRET not in secret.stdout + secret.stderr
+    assert not any(SECRET in str(path) for path in tmp_path.rglob("*"))
+    assert no_auth.returncode == 2 and "RAY_AUTH_MODE=disabled" in no_auth.stderr
+    assert "cluster.allow_no_auth=true" in no_auth.stderr, no_auth.stderr[-2000:]
+    assert subdir.returncode == 2 and "hydra.output_subdir" in subdir.stderr
+    assert SECRET not in subdir.stdout + subdir.stderr
+    assert not (tmp_path / ".hydra").exists() and not store.exists()
+    assert "Traceback" not in locked.stderr + secret.stderr + no_auth.stderr + subdir.stderr
+
+
+def test_secrets_are_masked_by_value_wherever_they_appear(monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", SECRET)
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # a setting, not a secret: never masked
+    assert scrub(f"experiment {SECRET} failed (disabled)") == "experiment *** failed (disabled)"
+    assert redact_tree({"tracking": {"experiment": SECRET, "uri": f"http://h/{SECRET}"}}) == \
+        {"tracking": {"experiment": "***", "uri": "http://h/***"}}
+    assert "token:" not in auth_hint() and "no token authentication" in auth_hint()
+
+
+def test_file_uri_with_a_host_is_refused(make_tiny_config, tmp_path):
+    # Issue 24.4: file://relative/x wrote the whole store to /x.
+    cfg = make_tiny_config(tmp_path)
+    for root in ("file://relative/x", "file:///tmp/a%20b", "file:///tmp/x?y=1"):
+        cfg.store.root = root
+        problems = find_problems(cfg)
+        assert any(p.startswith(f"store.root='{root}'") and "file:///ABSOLUTE/PATH" in p
+                   for p in problems), problems
+    cfg.store.root = (tmp_path / "ok").as_uri()
+    validate(cfg)
+
+
+UNSHARE = shutil.which("unshare")
+
+
+def process_names(popen) -> list[str]:
+    import psutil
+
+    names = []
+    for proc in psutil.Process(popen.pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            names.append(proc.name())
+    return names
+
+
+@pytest.mark.skipif(UNSHARE is None or sys.platform != "linux", reason="needs unshare (Linux)")
+def test_disk_full_is_said_in_one_line_and_leaves_no_partial_file(make_tiny_overrides, tmp_path):
+    # Issue 24.5: ENOSPC gave a traceback and left .part files behind.  A 64 KiB tmpfs, filled,
+    # mounted in a private mount namespace (unprivileged: a user namespace).
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    probe = tmp_path / "probe.py"
+    probe.write_text(textwrap.dedent(f"""
+        import glob
+        import numpy
+        from sweeper.store import ArtifactStore
+        try:
+            ArtifactStore({str(disk / 'runs')!r}).write_query("q", numpy.zeros(100_000))
+        except OSError as error:
+            print("raised:", error)
+        print("parts:", glob.glob({str(disk)!r} + "/**/.*.part", recursive=True))
+    """))
+    sweep = [sys.executable, "-m", "sweeper", *make_tiny_overrides(disk / "runs", name="full")]
+    script = (f"mount -t tmpfs -o size=64k tmpfs {disk} || exit 77; "
+              f"head -c 40000 /dev/zero > {disk}/filler; "
+              f"{shlex.join([sys.executable, str(probe)])}; "
+              f"head -c 1000000 /dev/zero > {disk}/filler2 2>/dev/null; "
+              f"{shlex.join(sweep)}; echo rc=$?")
+    done = subprocess.run([UNSHARE, "-rm", "sh", "-c", script], capture_output=True, text=True,
+                          timeout=240, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    if done.returncode == 77:
+        pytest.skip("no tmpfs in a user namespace here")
+    out = done.stdout + done.stderr
+    assert f"raised: disk full at {disk}/runs/queries/q.npy" in out, out[-3000:]
+    assert "parts: []" in out
+    assert f"error: disk full at {disk}/runs/sweeps/full/.lock" in out, out[-3000:]
+    assert "rc=1" in out and "Traceback" not in out
+
+
+def test_sigint_and_sigterm_end_in_one_line_with_the_shells_codes(make_tiny_overrides, tmp_path,
+                                                                   procs):
+    # Issue 24.17: SIGINT ended in a KeyboardInterrupt traceback, SIGTERM in SIGABRT (134).
+    # SIGTERM once a cell has landed (Ray up, MLflow's runs open), SIGINT to the rerun while its
+    # Ray starts; the grid leaves the rerun work to do.
+    root = tmp_path / "runs"
+    args = make_tiny_overrides(root, name="stopped", **{
+        "grid.epsilon": "[.inf]", "grid.p": "[0.3,0.5,0.7]", "grid.attack": "[loss]",
+        "grid.trial": "[0,1]", "train.epochs": 3})
+    cells = root / "sweeps" / "stopped" / "cells"
+    codes = {}
+    for signum, running in ((signal.SIGTERM, lambda: any(cells.glob("*.parquet"))),
+                            (signal.SIGINT, lambda: "raylet" in process_names(sweep))):
+        sweep = procs.run_sweep_cli(args, cwd=tmp_path)
+        procs.wait_for(running, timeout=240, interval=0.1, message="the sweep running")
+        started = time.monotonic()
+        os.kill(sweep.pid, signum)
+        codes[signum.name] = sweep.wait(timeout=120), round(time.monotonic() - started, 1)
+        _, err = procs.output(sweep)
+        assert err.rstrip().splitlines()[-1] == RESUME_LINE, (codes, err[-3000:])
+        assert "Traceback" not in err, err[-3000:]
+    assert codes["SIGTERM"][0] == 143 and codes["SIGINT"][0] == 130, codes
+    assert len(list(cells.glob("*.parquet"))) < 6  # the rerun was stopped with work left
+    client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                              run_view_type=ViewType.ALL)
+    assert runs and {r.info.status for r in runs} <= {"FINISHED", "KILLED"}
+    assert "KILLED" in {r.info.status for r in runs if PARENT_TAG not in r.data.tags}
+    print("signal → (exit code, seconds to exit):", codes)
+
+
+def test_replace_and_wait_flags_are_their_overrides():
+    from sweeper.preflight import command_line
+
+    line = command_line(["--replace", "grid.p=[0.5]", "--wait"])
+    assert "store.replace=true" in line and "store.wait=true" in line
+    assert "--replace" not in line and "--wait" not in line

@@ -1,0 +1,140 @@
+"""The canary audits as a DP-bug detector (issue: worst-case audits), on real MNIST through the
+sweep's own plan, training and attack tasks (in process; Ray adds nothing to what is tested).
+
+Each test breaks the DP engine one way — half the noise, clipping off, the accountant told a q
+twice too small — and sees the audits prove the claimed ε wrong; the correct engine gives no
+violation over 224 audit cells.  The expected strength is derived by hand: at q = 1 a canary's
+summed statistic is N(T, Tσ²) in D, N(0, Tσ²) out of it, so halving σ doubles μ = √T/σ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import jobs.clipping as clipping
+import jobs.training as training
+from sweeper.plan import build_plan
+from sweeper.sweep_data import sweep_data
+from sweeper.tasks import attack_task, train_task
+
+DETECTOR = ["grid.epsilon=[2]", "grid.p=[0.5]", "grid.trial=[0]",
+            "grid.attack=[canary_gradient_iterates]", "attack.canary_gradient_count=2000"]
+#: The correct-engine check: 4 ε × 2 p × 7 trials × 4 attacks = 224 audit cells, on a model
+#: cheap enough to train 56 times in seconds (gradient canaries on its 784 × 10 weights).
+CORRECT = ["model=logistic_regression", "dataset.members=100", "dataset.eval_records=100",
+           "train.epochs=10",
+           "grid.trial=[0,1,2,3,4,5,6]", "attack.canary_gradient_count=600",
+           "attack.canary_input_count=50",
+           "grid.attack=[canary_gradient_iterates,canary_gradient_final,canary_input_loss,loss]"]
+
+
+def run_in_process(compose_config, root: Path, overrides: list[str]) -> list[dict]:
+    """Plan `dpsgd_audit` with `overrides`, train every model and score every attack."""
+    cfg = compose_config("dpsgd_audit", [f"store.root='{root}'", *overrides])
+    plan = build_plan(cfg)
+    data = sweep_data(plan, Path(cfg.dataset.data_dir))
+    for spec in plan.models.values():
+        train_task(spec, data, str(root), "cpu", 1)
+    cells = defaultdict(list)
+    for cell in plan.cells:
+        cells[cell.scores.key].append(cell)
+    return [row for key, spec in plan.attacks.items()
+            for row in attack_task(spec, cells[key], data.pool_y, str(root))]
+
+
+def test_the_correct_engine_is_never_flagged(compose_config, tmp_path):
+    rows = run_in_process(compose_config, tmp_path, CORRECT)
+    audited = [row for row in rows if row["threat_model"] != "black_box_final"
+               or row["attack"].startswith("canary")]
+    assert len(rows) == 224 and len(audited) == 168
+    assert [row["violation_reason"] for row in rows if row["violation"]] == []
+    # The white-box audit is not idle: it proves a fair share of ε wherever q = 1.
+    strongest = max(row["epsilon_audit_gdp"] / row["epsilon"] for row in rows
+                    if row["attack"] == "canary_gradient_iterates")
+    assert 0.3 < strongest <= 1.0
+
+
+def test_half_the_noise_is_flagged(compose_config, tmp_path, monkeypatch):
+    real = training.noisy_step
+    monkeypatch.setattr(training, "noisy_step",
+                        lambda model, optimizer, std, batch, rng: real(model, optimizer, std / 2,
+                                                                       batch, rng))
+    (row,) = run_in_process(compose_config, tmp_path, DETECTOR)
+    assert row["violation"] and "audit" in row["violation_reason"]
+    assert row["epsilon_proven_audit"] > 2.0
+
+
+def test_clipping_turned_off_is_flagged(compose_config, tmp_path, monkeypatch):
+    def unclipped(norms, max_grad_norm):
+        return norms.new_ones(norms.shape)
+
+    monkeypatch.setattr(clipping, "clip_factors", unclipped)  # the engine's, records' and canaries'
+    (row,) = run_in_process(compose_config, tmp_path, DETECTOR)
+    assert row["violation"] and "audit_cp" in row["violation_reason"]
+    assert "profile" in row["violation_reason"]  # its precision is also above bound_profile
+
+
+def test_an_accountant_given_half_the_sampling_rate_is_flagged(compose_config, tmp_path,
+                                                              monkeypatch):
+    """The accountant books the steps taken (T = epochs at q = 1) at q/2: its noise is what
+    T steps at q/2 (epochs/2 epochs of 2 steps) would need."""
+    real = training.calibrate_noise
+
+    def half_rate(settings, rate, cache=None):
+        return real(dataclasses.replace(settings, epochs=settings.epochs // 2), rate / 2, None)
+
+    monkeypatch.setattr(training, "calibrate_noise", half_rate)
+    (row,) = run_in_process(compose_config, tmp_path, DETECTOR)
+    assert row["violation"] and "audit" in row["violation_reason"]
+
+
+@pytest.mark.parametrize("override,named", [
+    ("model=mnist_cnn", "first layer"),
+    ("train.optimizer=adam", "SGD"),
+    ("attack.canary_input_recipe=noise", "noise canaries touch every input"),
+    ("attack.canary_gradient_norm=0.5", "canary_gradient_norm=0.5"),
+    ("attack.canary_input_recipe=blurred", "canary_input_recipe"),
+])
+def test_canary_settings_that_cannot_work_are_refused_before_any_work(compose_config, override,
+                                                                       named):
+    from sweeper.validation import find_problems
+
+    assert not find_problems(compose_config("dpsgd_audit", []))
+    problems = find_problems(compose_config("dpsgd_audit", [override]))
+    assert any(named in problem for problem in problems), problems
+
+
+def test_data_without_room_for_the_gradient_canaries_is_refused(compose_config):
+    """Synthetic images have no blank feature, so no weight is left that no record moves."""
+    from sweeper.config.checks import ConfigError
+
+    cfg = compose_config("dpsgd_audit", ["dataset.synthetic=true", "scale=smoke"])
+    with pytest.raises(ConfigError, match="canary_gradient_count"):
+        sweep_data(build_plan(cfg), Path(cfg.dataset.data_dir))
+
+
+def test_only_the_audits_valid_for_a_cell_may_flag_it():
+    """Gradient canaries are independent observations: Clopper–Pearson flags them, and Gaussian
+    DP too where training is a Gaussian mechanism (q = 1) but not below; records of one model
+    are not independent: only one run may flag them, and its NaN (p ≠ 1/2, δ > 0) never does."""
+    import math
+
+    import numpy as np
+
+    from sweeper.audits import Training, audit_epsilons, valid_audits, violations
+
+    proven = {"epsilon_audit_cp": 9.0, "epsilon_audit_gdp": 9.0, "epsilon_audit_one_run": math.nan}
+    full_batch, subsampled = Training(5.0, 1.0, 30), Training(5.0, 0.1, 300)
+    assert violations(proven, 2.0, valid_audits(full_batch, True)) == ["audit_cp", "audit_gdp"]
+    assert violations(proven, 2.0, valid_audits(subsampled, True)) == ["audit_cp"]
+    assert violations(proven, 2.0, valid_audits(full_batch, False)) == []
+    assert violations({**proven, "epsilon_audit_one_run": 3.0}, 2.0,
+                      valid_audits(subsampled, False)) == ["audit_one_run"]
+    members = np.arange(400) % 2 == 0
+    scores = members + np.random.default_rng(0).normal(0, 0.1, 400)  # a perfect attack
+    at_prior = audit_epsilons(scores, members, p=0.1, delta=1e-5, alpha=0.05)
+    assert math.isnan(at_prior["epsilon_audit_one_run"]) and at_prior["epsilon_audit_cp"] > 2

@@ -1,0 +1,90 @@
+"""`sweeper frontier` as a person reads it: one line per coordinate with its trials pooled (the
+figures' rule), `--trials` for every cell, filters that refuse a value the sweep lacks.  The
+sweep is written through the store's own path (real Parquet); expected numbers by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from scipy.stats import beta
+
+from sweeper.frontier import EXIT_OK, EXIT_REFUSED, _parser, main as frontier_main
+from sweeper.results import compact
+from sweeper.store import ArtifactStore
+
+#: (attack, ε, p, trial) → (TP, FP, violation): two trials per coordinate.
+CELLS = {
+    ("loss", 4.0, 0.5, 0): (3, 2, False), ("loss", 4.0, 0.5, 1): (6, 1, False),
+    ("loss", math.inf, 0.5, 0): (8, 2, True), ("loss", math.inf, 0.5, 1): (9, 1, False),
+    ("lira_online", 4.0, 0.2, 0): (1, 3, False), ("lira_online", 4.0, 0.2, 1): (2, 2, False),
+}
+
+
+@pytest.fixture
+def sweep(tmp_path) -> str:
+    store = ArtifactStore(tmp_path)
+    keys = [f"cell{i}" for i in range(len(CELLS))]
+    store.write_manifest("view", {"name": "view", "cells": keys})
+    for key, ((attack, eps, p, trial), (tp, fp, violation)) in zip(keys, CELLS.items()):
+        precision = tp / (tp + fp)
+        store.write_cell("view", key, {
+            "dataset": "digits", "model": "mlp", "epsilon": eps, "delta": 1e-5, "p": p,
+            "attack": attack, "policy": "quantile_max", "trial": trial, "precision": precision,
+            "precision_ci_low": 0.0, "precision_ci_high": 1.0, "tp": tp, "fp": fp,
+            "baseline": p, "bound": 0.9, "bound_at_tpr": 0.95, "tpr_at_fpr_0.01": 0.1,
+            "auc": 0.6, "test_accuracy": 0.8, "violation": violation,
+            "violation_reason": "precision" if violation else "", "model_key": f"m{key}",
+            "scores_key": f"s{key}", "cell_key": key, "schema_version": 3})
+    compact(store, "view", keys)
+    return str(tmp_path)
+
+
+def exact(k: int, n: int) -> str:
+    """k/n and Clopper & Pearson's exact 95 % interval (Beta quantiles), as the table prints it."""
+    return f"{k / n:.3f} [{beta.ppf(0.025, k, n - k + 1):.3f}, {beta.ppf(0.975, k + 1, n - k):.3f}]"
+
+
+def frontier(capsys, store_root: str, *args: str) -> tuple[int, list[str], str]:
+    code = frontier_main(["--store-root", store_root, "--experiment", "view", "--no-plot", *args])
+    out, err = capsys.readouterr()
+    return code, [line for line in out.splitlines() if line.strip()], err
+
+
+def test_default_view_pools_the_trials_of_each_coordinate(sweep, capsys):
+    code, lines, _ = frontier(capsys, sweep)
+    assert code == EXIT_OK
+    table = [line for line in lines if line.split()[0] in ("loss", "lira_online")]
+    assert len(table) == 3  # six cells, three coordinates
+    by_eps = {line.split()[1]: line for line in table if line.startswith("loss")}
+    assert exact(9, 12) in by_eps["4"]  # (3 + 6) / (3 + 2 + 6 + 1), not the mean 0.729
+    assert exact(17, 20) in by_eps["∞"]
+    assert "VIOLATION (1 of 2 trials)" in by_eps["∞"] and "VIOLATION" not in by_eps["4"]
+    (lira,) = [line for line in table if line.startswith("lira_online")]
+    assert exact(3, 8) in lira and " 2 " in lira  # two trials
+
+
+def test_trials_prints_every_cell(sweep, capsys):
+    _, lines, _ = frontier(capsys, sweep, "--trials")
+    assert len([line for line in lines if line.split()[0] in ("loss", "lira_online")]) == 6
+
+
+def test_filters_select_and_refuse_what_the_sweep_lacks(sweep, capsys):
+    _, lines, _ = frontier(capsys, sweep, "--attack", "loss", "--epsilon", "inf", "--trials")
+    shown = [line for line in lines if line.split()[0] in ("loss", "lira_online")]
+    assert len(shown) == 2 and all(line.split()[1] == "∞" for line in shown)
+    assert "shown: 2 of 6 cells" in "\n".join(lines)
+    _, lines, _ = frontier(capsys, sweep, "--p", "0.2")
+    assert [line.split()[0] for line in lines if line.split()[0] in ("loss", "lira_online")] \
+        == ["lira_online"]
+    code, lines, err = frontier(capsys, sweep, "--attack", "lira", "--epsilon", "8")
+    assert code == EXIT_REFUSED and not lines
+    assert "--attack lira: the sweep has none (it has lira_online, loss)" in err
+    assert "--epsilon 8: the sweep has none (it has 4, ∞)" in err
+    assert "Traceback" not in err
+
+
+def test_help_reads_as_written():
+    text = _parser().format_help()
+    assert "%%" not in text and "95 %" in text
+    assert ".pdf" in text and ".svg" in text and "PNG path" not in text
