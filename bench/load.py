@@ -182,9 +182,14 @@ class RssSampler:
                 return seconds
         return None
 
-    def peak_while_cells(self, total: int) -> int:
-        """The peak while cells were landing (before the last one): no end-of-sweep frontier."""
-        during = [rss for _, rss, done in self.samples if done < total]
+    def peak_while_cells(self, total: int, from_share: float = 0.1) -> int:
+        """The peak from `from_share` of the cells landed until before the last one.
+
+        It starts where `rss_at_cells(from_share, …)` is read, so the difference is growth: the
+        RSS a driver sheds as the sweep starts (a test session's garbage, trimmed once cells run)
+        must not count as a rise.  It ends before the last cell: no end-of-sweep frontier.
+        """
+        during = [rss for _, rss, done in self.samples if from_share * total <= done < total]
         return max(during) if during else self.peak()
 
     def slope_mb_per_1000_cells(self, total: int, low: float = 0.1, high: float = 0.9) -> float:
@@ -217,7 +222,7 @@ class LoadReport:
     rss_at_10: Optional[int]
     rss_at_25: Optional[int]
     rss_at_100: Optional[int]
-    rss_peak_cells: int  # peak while cells were landing
+    rss_peak_cells: int  # peak from 10 % of the cells until the last landed
     rss_peak: int  # peak over everything, the end-of-sweep frontier and report included
     rss_end: int
     slope_mb_per_1000: float
@@ -228,7 +233,7 @@ class LoadReport:
 
     @property
     def growth_after_10(self) -> Optional[int]:
-        """Peak (while cells land) minus the RSS after the first 10 % of the cells."""
+        """Peak (from 10 % of the cells until the last) minus the RSS at 10 % of the cells."""
         return None if self.rss_at_10 is None else self.rss_peak_cells - self.rss_at_10
 
     def lines(self) -> list[str]:
@@ -249,7 +254,7 @@ class LoadReport:
             f"               after planning {mb(self.rss_planned)}",
             f"               at 10 % cells {mb(self.rss_at_10)}   25 % {mb(self.rss_at_25)}   "
             f"100 % {mb(self.rss_at_100)}",
-            f"               peak while cells land {mb(self.rss_peak_cells)}   peak overall "
+            f"               peak from 10 % cells {mb(self.rss_peak_cells)}   peak overall "
             f"{mb(self.rss_peak)}",
             f"               end {mb(self.rss_end)}",
             f"flatness       peak − RSS at 10 %: {mb(self.growth_after_10)}; slope over the middle "

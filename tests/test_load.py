@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `bench` is a folder of the repository, not an installed package
     sys.path.insert(0, str(ROOT))
 
-from bench.load import MB, load_config, run_load  # noqa: E402
+from bench.load import MB, RssSampler, load_config, run_load  # noqa: E402
 
 FRONTIER_SECONDS = 10.0
 GROWTH_MB = 24
@@ -45,6 +45,24 @@ def run_and_check(root: Path, cells: int, attacks: tuple[str, ...]):
     assert report.frontier_s["in-process total"] < FRONTIER_SECONDS, report.frontier_s
     assert (report.sweep_dir / "frontier_load.png").stat().st_size > 0
     return report
+
+
+def sampled(tmp_path: Path, points: list[tuple[float, int]]) -> RssSampler:
+    """A sampler holding `points` (RSS in MB, cells landed) as if it had sampled them."""
+    sampler = RssSampler(tmp_path)
+    sampler.samples = [(float(i), int(rss * MB), done) for i, (rss, done) in enumerate(points)]
+    return sampler
+
+
+def test_the_growth_measure_ignores_memory_shed_before_a_tenth_of_the_cells_and_sees_a_leak(tmp_path):
+    # CI's shape: a test session's driver sheds 41 MB as cells start landing, then stays flat
+    shed = sampled(tmp_path, [(1931, 0), (1933, 2), (1900, 6), (1890, 10), (1890, 50), (1891, 99),
+                              (1930, 100)])
+    growth = shed.peak_while_cells(100) - shed.rss_at_cells(0.1, 100)
+    assert growth == 1 * MB
+    # a leak after 10 % of the cells is growth; the end-of-sweep frontier at 100 % is not
+    leak = sampled(tmp_path, [(1890, 0), (1890, 10), (1900, 50), (1915, 99), (1990, 100)])
+    assert leak.peak_while_cells(100) - leak.rss_at_cells(0.1, 100) == 25 * MB
 
 
 def test_a_hundred_cells_land_once_with_flat_memory(ray_local, tmp_path):
