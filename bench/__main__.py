@@ -1,4 +1,4 @@
-"""`python -m bench`: how long attack scoring and the cell metrics take at paper scale.
+"""`python -m bench`: how long attack scoring, the cell metrics and the audit take at paper scale.
 
 Scoring runs on the driver's side of every cell, so it must stay in seconds even for CIFAR-size
 pools: 50 000 records, 64 shadow models, 10 classes.  Each figure is the median of `--repeat`
@@ -20,6 +20,7 @@ from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, lira_offline, li
     logit_confidence, loss_threshold, rmia_offline, rmia_online
 from jobs.shokri import shokri
 from jobs.metrics import quantile_max, roc_auc, tpr_at_fpr
+from sweeper.bounds import epsilon_one_run
 
 
 def median_seconds(work: Callable[[], object], repeat: int) -> float:
@@ -123,6 +124,8 @@ def main(argv: list[str] | None = None) -> None:
         "shokri (per-class logistic regression)": lambda: shokri(inputs, settings("shokri")),
         "quantile_max (40 thresholds + CI)": lambda: quantile_max(scores, members),
         "tpr_at_fpr + roc_auc": lambda: (tpr_at_fpr(scores, members, 0.001), roc_auc(scores, members)),
+        "epsilon_one_run (40 000 canaries, δ=1e-5)": lambda: epsilon_one_run(
+            15_000, 20_000, 40_000, delta=1e-5),
     }
     print(f"{args.records} records, {args.shadows} shadows, {args.classes} classes; "
           f"median of {args.repeat} runs; load average {os.getloadavg()[0]:.2f}")

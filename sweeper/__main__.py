@@ -114,12 +114,18 @@ def exit_now(code: int = 0) -> None:
     when no non-daemon thread is left (else: the ordinary exit), the handlers run and the streams
     and logging handlers are flushed; only the teardown is skipped.  It writes nothing: every
     file this program writes is closed (and fsynced) where it is written, and SQLite commits
-    are durable when they return.
+    are durable when they return.  A SIGINT or SIGTERM that only an `atexit` handler or a
+    `__del__` saw (`sweeper.interrupts.received_code`) still ends it with the resume line and
+    the shell's code.
     """
     if any(t.is_alive() and not t.daemon and t is not threading.main_thread()
            for t in threading.enumerate()):
         sys.exit(code)
     atexit._run_exitfuncs()
+    stopped = interrupts.received_code()
+    if stopped and not code:  # a signal Python could not raise where it landed (`check`)
+        print(interrupts.RESUME_LINE, file=sys.stderr, flush=True)
+        code = stopped
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:

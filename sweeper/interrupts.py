@@ -7,6 +7,12 @@ resume` and exits 128 + the signal's number.  What landed is kept: every file is
 or not at all, so the rerun resumes.  A second signal while that clean-up runs ends the process
 at once, with the same line and code.
 
+Two places cannot take the exception where the signal lands, so it is held and raised later:
+a `deferred` block (a local database's write, which a signal mid-statement would leave locked
+and half-done) raises it as the block ends; and where Python cannot raise at all (a `__del__`,
+an `atexit` callback, which report it as "Exception ignored" and go on) it is kept silently for
+`check` (the sweep's landing loop) and `received_code` (the command's exit).
+
 Ray's `ray.init` sets SIGTERM handlers of its own (`sys.exit(15)`; its local head node's kills
 its processes and exits 1), and its core worker's C++ failure handler turns SIGTERM into an
 abort with stack dumps (exit 134): `kept_from_ray` keeps these out while Ray starts (only where
@@ -26,7 +32,9 @@ from typing import Callable, Iterator, Optional
 #: The line a stopped sweep ends with.
 RESUME_LINE = "interrupted: rerun the same command to resume"
 
-_state = {"installed": False, "stopping": False}
+#: signum: the signal received (the clean-up is running; a second one ends the process at once);
+#: pending: received but not raised yet (deferred, or swallowed where Python could not raise it).
+_state = {"installed": False, "signum": None, "pending": False, "deferring": 0}
 
 
 class Interrupted(KeyboardInterrupt):
@@ -104,12 +112,61 @@ def release_unwound(error: BaseException) -> None:
 
 
 def _handle(signum: int, frame) -> None:
-    if _state["stopping"]:  # the clean-up hangs or the user insists: end now
+    if _state["signum"] is not None:  # the clean-up hangs or the user insists: end now
         run_abort_hooks()
         print(RESUME_LINE, file=sys.stderr, flush=True)
         os._exit(128 + signum)
-    _state["stopping"] = True
+    _state["signum"] = signum
+    if _state["deferring"]:
+        _state["pending"] = True
+        return
     raise Interrupted(signum)
+
+
+def _raise_pending() -> None:
+    if _state["pending"]:
+        _state["pending"] = False
+        raise Interrupted(_state["signum"])
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back while the block runs; the first one raises as it ends.
+
+    Around each write to a database this process opens itself (MLflow's SQLite): a signal
+    raised mid-statement leaves the write half-done and, through what the unwound statement
+    still holds (SQLAlchemy's suspended result generators), SQLite's lock taken, so the
+    clean-up's own writes wait 20 s each and fail.  The block must be short: a second signal
+    still ends the process at once.  Without `install`'s handlers, it defers nothing.
+    """
+    _state["deferring"] += 1
+    try:
+        yield
+    finally:
+        _state["deferring"] -= 1
+        if not _state["deferring"]:
+            _raise_pending()
+
+
+def check() -> None:
+    """Raise the signal that arrived where Python could not raise it (`_unraisable`), if any:
+    at the points of a long loop where stopping is safe."""
+    if not _state["deferring"]:
+        _raise_pending()
+
+
+def received_code() -> Optional[int]:
+    """128 + the signal received and never raised (`check` was not reached after it), or None."""
+    return 128 + _state["signum"] if _state["pending"] else None
+
+
+def _unraisable(unraisable) -> None:
+    """`sys.unraisablehook`: an `Interrupted` raised where Python cannot raise (a `__del__`, an
+    `atexit` callback) is held for `check`, without the "Exception ignored" traceback."""
+    if isinstance(unraisable.exc_value, Interrupted):
+        _state["pending"] = True
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def handles(signum: int) -> bool:
@@ -123,6 +180,7 @@ def install() -> None:
         return
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _handle)
+    sys.unraisablehook = _unraisable
     _state["installed"] = True
 
 

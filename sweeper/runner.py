@@ -33,7 +33,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from jobs.datasets import require_dataset
-from sweeper import claim
+from sweeper import claim, interrupts
 from sweeper.config import ConfigError, SweepConfig
 from sweeper.validation import validate
 from sweeper.console import Progress, forwarded
@@ -340,7 +340,8 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
     with Progress(len(model_refs), "models trained", "model", progress) as models_bar, \
          Progress(len(todo_cells), "cells computed", "cell", progress) as cells_bar:
         while pending:
-            done, pending = ray.wait(pending, num_returns=1)
+            interrupts.check()  # a signal a `__del__` saw, say Ray's (`sweeper.interrupts`)
+            done, pending = ray.wait(pending, num_returns=1, timeout=CHECK_SECONDS)
             if pending:  # and whatever else finished meanwhile: one pass, not one wait each
                 more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
                 done += more
@@ -435,6 +436,8 @@ def longest_first(specs: list[ModelSpec]) -> list[ModelSpec]:
 
 #: How often the driver hands freed heap back to the OS while cells land.
 TRIM_SECONDS = 10.0
+#: How often the landing loop wakes, with nothing landed, to raise a signal a `__del__` swallowed.
+CHECK_SECONDS = 1.0
 
 
 def release_freed_memory() -> None:

@@ -49,7 +49,7 @@ import pandas as pd
 
 from sweeper.console import one_line_records
 from sweeper.credentials import redact, scrub
-from sweeper.interrupts import raise_swallowed, release_unwound
+from sweeper.interrupts import deferred, raise_swallowed, release_unwound
 from sweeper.run_records import cell_metrics, cell_run_name, dataset_input, score_quantiles, source_tags
 from sweeper.schema import COORDINATES
 
@@ -294,9 +294,13 @@ class SweepTracker:
             self.missed_cells.add(row["cell_key"])
 
     def _guarded(self, call, *args) -> None:
+        """`call(*args)`; a failure of tracking is kept in `failure`, never raised.  On a
+        database this process writes itself (SQLite), SIGINT and SIGTERM wait for the call to
+        end (`deferred`): one mid-statement would leave the clean-up's writes locked out."""
         handling = sys.exception()
         try:
-            call(*args)
+            with contextlib.nullcontext() if tracking_server(self.uri) else deferred():
+                call(*args)
         except KeyboardInterrupt as stop:  # the clean-up will write to the database it locked
             release_unwound(stop)
             raise

@@ -1,9 +1,11 @@
-"""Shared fixtures: one real local Ray instance for the whole session, tiny sweep configs."""
+"""Shared fixtures: one real local Ray instance for the whole session, tiny sweep configs, the
+command's signal handling."""
 
 from __future__ import annotations
 
 import math
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,3 +109,25 @@ def tiny_overrides(store_root: str, name: str = "tiny", **overrides) -> list[str
 @pytest.fixture(scope="session")
 def make_tiny_overrides():
     return tiny_overrides
+
+
+@pytest.fixture
+def command_signal_handlers():
+    """The command's SIGINT/SIGTERM handling (`sweeper.interrupts.install`) in this process, as
+    `python -m sweeper` sets it; pytest's handlers and the module's state come back after."""
+    import signal
+
+    from sweeper import interrupts
+
+    saved = ({s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)},
+             sys.unraisablehook, dict(interrupts._state))
+    interrupts.install()
+    try:
+        yield interrupts
+    finally:
+        handlers, hook, state = saved
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        sys.unraisablehook = hook
+        interrupts._state.clear()
+        interrupts._state.update(state)

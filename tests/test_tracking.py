@@ -464,6 +464,54 @@ def test_a_signal_mid_statement_leaves_mlflows_database_unlocked_for_the_clean_u
     assert "RUNNING" not in {r.info.status for r in runs}
 
 
+@pytest.mark.parametrize("statement", ["INSERT INTO runs", "INSERT INTO params",
+                                       "INSERT INTO metrics", "SELECT"])
+def test_the_commands_signal_mid_statement_waits_for_the_cell_to_be_logged(
+        tmp_path, statement, command_signal_handlers):
+    # CI again: with the command's handlers, SIGTERM landing in a statement still left the
+    # clean-up locked out 20 s (SQLAlchemy's suspended result generators held the statement).
+    # Now the tracker's calls on SQLite finish first (`sweeper.interrupts.deferred`).
+    import signal
+
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    from sweeper.interrupts import Interrupted
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = SweepTracker(uri, "sweeps", "sweep", "plan", {}, None)
+    tracker.log_cell(cell_row("c1"))
+    running = [""]
+
+    def note(conn, cursor, sql, *args):
+        running[0] = sql
+
+    def signal_lands(frame, what, call):  # a real SIGTERM, as SQLite's C call returns
+        if what == "c_return" and getattr(call, "__self__", None).__class__ is sqlite3.Cursor \
+                and running[0].startswith(statement):
+            sys.setprofile(None)
+            os.kill(os.getpid(), signal.SIGTERM)
+    took = None
+    event.listen(Engine, "before_cursor_execute", note)
+    sys.setprofile(signal_lands)
+    try:
+        tracker.log_cell(cell_row("c2"))
+    except Interrupted:
+        started = time.monotonic()
+        tracker.interrupt()
+        took = time.monotonic() - started
+    finally:
+        sys.setprofile(None)
+        event.remove(Engine, "before_cursor_execute", note)
+    assert took is not None, "the signal did not stop the logging"
+    assert took < 10 and tracker.failure is None, (took, tracker.failure)
+    runs = MlflowClient(tracking_uri=uri).search_runs([tracker.experiment_id],
+                                                      run_view_type=ViewType.ALL)
+    cells = {r.data.tags.get(CELL_KEY_TAG): r.info.status for r in runs if PARENT_TAG in r.data.tags}
+    assert cells == {"c1": "FINISHED", "c2": "FINISHED"}  # logged whole before it stopped
+    assert {r.info.status for r in runs if PARENT_TAG not in r.data.tags} == {"KILLED"}
+
+
 def test_mlflow_console_lines_are_one_line_without_traceback_or_secret(tmp_path, capfd):
     import logging
 

@@ -329,6 +329,12 @@ def test_sigint_and_sigterm_end_in_one_line_with_the_shells_codes(make_tiny_over
         "grid.trial": "[0,1]", "train.epochs": 3})
     cells = root / "sweeps" / "stopped" / "cells"
     codes = {}
+
+    def mlflow_runs() -> list:
+        client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+        return client.search_runs([e.experiment_id for e in client.search_experiments()],
+                                  run_view_type=ViewType.ALL)
+
     for signum, running in ((signal.SIGTERM, lambda: any(cells.glob("*.parquet"))),
                             (signal.SIGINT, lambda: "raylet" in process_names(sweep))):
         sweep = procs.run_sweep_cli(args, cwd=tmp_path)
@@ -337,15 +343,15 @@ def test_sigint_and_sigterm_end_in_one_line_with_the_shells_codes(make_tiny_over
         os.kill(sweep.pid, signum)
         codes[signum.name] = sweep.wait(timeout=120), round(time.monotonic() - started, 1)
         _, err = procs.output(sweep)
-        assert err.rstrip().splitlines()[-1] == RESUME_LINE, (codes, err[-3000:])
-        assert "Traceback" not in err, err[-3000:]
+        assert err.rstrip().splitlines()[-1] == RESUME_LINE, f"{codes}\n{err[-6000:]}"
+        assert "Traceback" not in err, f"{codes}\n{err[-6000:]}"
+        # every run the sweep opened ended, whichever signal stopped it and wherever it landed
+        runs = [(r.info.run_name, r.info.status, PARENT_TAG in r.data.tags) for r in mlflow_runs()]
+        assert runs and {status for _, status, _ in runs} <= {"FINISHED", "KILLED"}, (
+            f"after {signum.name} {codes}: {runs}\n{err[-3000:]}")
     assert codes["SIGTERM"][0] == 143 and codes["SIGINT"][0] == 130, codes
     assert len(list(cells.glob("*.parquet"))) < 6  # the rerun was stopped with work left
-    client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
-                              run_view_type=ViewType.ALL)
-    assert runs and {r.info.status for r in runs} <= {"FINISHED", "KILLED"}
-    assert "KILLED" in {r.info.status for r in runs if PARENT_TAG not in r.data.tags}
+    assert "KILLED" in {r.info.status for r in mlflow_runs() if PARENT_TAG not in r.data.tags}
     print("signal → (exit code, seconds to exit):", codes)
 
 

@@ -1,0 +1,81 @@
+"""SIGINT and SIGTERM where the command cannot take them at once: a deferred block, a `__del__`,
+an `atexit` callback.  Each test sends a real signal to this process (or a child) with the
+command's handlers set (`sweeper.interrupts.install`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from sweeper.interrupts import RESUME_LINE, Interrupted
+
+
+def busy() -> None:
+    """Some bytecode, where Python runs a signal handler that has arrived."""
+    for _ in range(1000):
+        pass
+
+
+def test_a_signal_in_a_deferred_block_lets_it_finish_and_raises_as_it_ends(command_signal_handlers):
+    interrupts = command_signal_handlers
+    finished = []
+    with pytest.raises(Interrupted) as stopped:
+        with interrupts.deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            busy()
+            with interrupts.deferred():  # nested: held until the outer block ends
+                busy()
+            finished.append("the block")
+    assert finished == ["the block"] and stopped.value.code == 143
+    with interrupts.deferred():  # raised once: the clean-up's own blocks are not stopped again
+        finished.append("the clean-up")
+    assert finished == ["the block", "the clean-up"]
+
+
+def test_a_signal_a_del_swallowed_is_raised_at_the_next_check_without_a_traceback(
+        command_signal_handlers, capfd):
+    interrupts = command_signal_handlers
+
+    class Finalized:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            busy()  # the handler raises here, where Python can only report it
+
+    Finalized()
+    busy()
+    assert interrupts.received_code() == 130
+    with pytest.raises(Interrupted) as stopped:
+        interrupts.check()
+    assert stopped.value.code == 130 and interrupts.received_code() is None
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+
+
+def test_a_signal_during_the_exit_handlers_ends_the_command_with_the_resume_line(tmp_path):
+    script = tmp_path / "exiting.py"
+    script.write_text(textwrap.dedent("""
+        import atexit, os, signal
+        from sweeper import interrupts
+        from sweeper.__main__ import exit_now
+
+        def shut_down():  # as Ray's shutdown at exit, when SIGTERM lands in it
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):
+                pass
+            print("exit handler done", flush=True)
+
+        interrupts.install()
+        atexit.register(shut_down)
+        print("sweep done", flush=True)
+        exit_now()
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.stdout.splitlines()[0] == "sweep done"
+    assert done.returncode == 143, (done.returncode, done.stderr)
+    assert done.stderr.rstrip().splitlines()[-1] == RESUME_LINE and "Traceback" not in done.stderr
