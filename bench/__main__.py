@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
         "shokri (per-class logistic regression)": lambda: shokri(inputs, settings("shokri")),
         "quantile_max (40 thresholds + CI)": lambda: quantile_max(scores, members),
         "tpr_at_fpr + roc_auc": lambda: (tpr_at_fpr(scores, members, 0.001), roc_auc(scores, members)),
-        "epsilon_one_run (40 000 canaries, δ=1e-5)": lambda: epsilon_one_run(
+        "epsilon_one_run (40 000 canaries)": lambda: epsilon_one_run(
             15_000, 20_000, 40_000, delta=1e-5),
     }
     print(f"{args.records} records, {args.shadows} shadows, {args.classes} classes; "
