@@ -418,14 +418,10 @@ def test_a_signal_between_mlflow_creating_a_cell_run_and_returning_it_leaves_not
     assert sorted(r.info.status for r in runs) == ["FINISHED"] * 3
 
 
-@pytest.mark.parametrize("statement", ["INSERT INTO params", "INSERT INTO metrics"])
-def test_a_signal_mid_statement_leaves_mlflows_database_unlocked_for_the_clean_up(tmp_path,
-                                                                               statement):
-    # CI saw the clean-up's writes wait on a lock the interrupted statement kept ("database is
-    # locked" after 20 s each) and leave runs RUNNING.  The signal is raised where Python runs
-    # a signal handler that arrived while SQLite ran the statement: as the C call returns.
-    import signal
-
+def interrupt_mid_statement(tmp_path: Path, statement: str, land) -> tuple[SweepTracker, list, float]:
+    """Log a cell, calling `land()` (the signal) as SQLite returns from the first statement that
+    starts with `statement`, then clean up as the runner does, while the interrupt is handled.
+    Returns the tracker, every run and the clean-up's seconds; fails if logging did not stop."""
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
@@ -443,7 +439,7 @@ def test_a_signal_mid_statement_leaves_mlflows_database_unlocked_for_the_clean_u
         if what == "c_return" and getattr(call, "__self__", None).__class__ is sqlite3.Cursor \
                 and running[0].startswith(statement):
             sys.setprofile(None)
-            raise Interrupted(signal.SIGTERM)
+            land()
     took = None
     event.listen(Engine, "before_cursor_execute", note)
     sys.setprofile(signal_lands)
@@ -457,10 +453,27 @@ def test_a_signal_mid_statement_leaves_mlflows_database_unlocked_for_the_clean_u
     finally:
         sys.setprofile(None)
         event.remove(Engine, "before_cursor_execute", note)
-    assert took is not None, "the signal did not land"
-    assert took < 10 and tracker.failure is None, (took, tracker.failure)
+    assert took is not None, "the signal did not stop the logging"
     runs = MlflowClient(tracking_uri=uri).search_runs([tracker.experiment_id],
                                                       run_view_type=ViewType.ALL)
+    return tracker, runs, took
+
+
+@pytest.mark.parametrize("statement", ["INSERT INTO params", "INSERT INTO metrics"])
+def test_a_signal_mid_statement_leaves_mlflows_database_unlocked_for_the_clean_up(tmp_path,
+                                                                               statement):
+    # CI saw the clean-up's writes wait on a lock the interrupted statement kept ("database is
+    # locked" after 20 s each) and leave runs RUNNING.  The signal is raised where Python runs
+    # a signal handler that arrived while SQLite ran the statement: as the C call returns.
+    import signal
+
+    from sweeper.interrupts import Interrupted
+
+    def land():
+        raise Interrupted(signal.SIGTERM)
+
+    tracker, runs, took = interrupt_mid_statement(tmp_path, statement, land)
+    assert took < 10 and tracker.failure is None, (took, tracker.failure)
     assert "RUNNING" not in {r.info.status for r in runs}
 
 
@@ -473,40 +486,9 @@ def test_the_commands_signal_mid_statement_waits_for_the_cell_to_be_logged(
     # Now the tracker's calls on SQLite finish first (`sweeper.interrupts.deferred`).
     import signal
 
-    from sqlalchemy import event
-    from sqlalchemy.engine import Engine
-
-    from sweeper.interrupts import Interrupted
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    tracker = SweepTracker(uri, "sweeps", "sweep", "plan", {}, None)
-    tracker.log_cell(cell_row("c1"))
-    running = [""]
-
-    def note(conn, cursor, sql, *args):
-        running[0] = sql
-
-    def signal_lands(frame, what, call):  # a real SIGTERM, as SQLite's C call returns
-        if what == "c_return" and getattr(call, "__self__", None).__class__ is sqlite3.Cursor \
-                and running[0].startswith(statement):
-            sys.setprofile(None)
-            os.kill(os.getpid(), signal.SIGTERM)
-    took = None
-    event.listen(Engine, "before_cursor_execute", note)
-    sys.setprofile(signal_lands)
-    try:
-        tracker.log_cell(cell_row("c2"))
-    except Interrupted:
-        started = time.monotonic()
-        tracker.interrupt()
-        took = time.monotonic() - started
-    finally:
-        sys.setprofile(None)
-        event.remove(Engine, "before_cursor_execute", note)
-    assert took is not None, "the signal did not stop the logging"
+    tracker, runs, took = interrupt_mid_statement(  # a real SIGTERM to this process
+        tmp_path, statement, lambda: os.kill(os.getpid(), signal.SIGTERM))
     assert took < 10 and tracker.failure is None, (took, tracker.failure)
-    runs = MlflowClient(tracking_uri=uri).search_runs([tracker.experiment_id],
-                                                      run_view_type=ViewType.ALL)
     cells = {r.data.tags.get(CELL_KEY_TAG): r.info.status for r in runs if PARENT_TAG in r.data.tags}
     assert cells == {"c1": "FINISHED", "c2": "FINISHED"}  # logged whole before it stopped
     assert {r.info.status for r in runs if PARENT_TAG not in r.data.tags} == {"KILLED"}
