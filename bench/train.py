@@ -67,26 +67,26 @@ def _step_function(mode: str, name: str, batch: int, device: torch.device) -> Ca
     x = torch.rand(batch, *shape, device=device)
     y = torch.randint(0, classes, (batch,), device=device)
     if mode.startswith("plain"):
-        from jobs.training import _mean_gradient
+        from jobs.steps import mean_gradient
 
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         forward = torch.compile(model) if mode == "plain_compile" else model
         precision = "bf16" if mode == "plain_bf16" else "fp32"
 
         def plain_step():
-            _mean_gradient(forward, optimizer, x, y, precision)
+            mean_gradient(forward, optimizer, x, y, precision)
             optimizer.step()
         return plain_step
     if mode.startswith("engine"):
         from jobs.randomness import TrainingRng
-        from jobs.training import _clipped_sum, noisy_step
+        from jobs.steps import clipped_sum, noisy_step
 
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         clipper, rng = PerSampleClipper(model, 1.0), TrainingRng(0, device)
         precision = "bf16" if mode == "engine_bf16" else "fp32"
 
         def engine_step():
-            _clipped_sum(model, clipper, x, y, precision)
+            clipped_sum(model, clipper, x, y, precision)
             noisy_step(model, optimizer, 1.0, batch, rng)
         return engine_step
     from opacus import GradSampleModule

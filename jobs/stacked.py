@@ -11,8 +11,10 @@ Ray task pays its own start-up, so `train.models_per_task` puts K of them in one
   (`bmm`, in closed form: `jobs.linear_stack`, as a model trained alone takes it); each record's
   norm is its ghost norm ‖a_i‖²·‖g_i‖² (+ ‖g_i‖² for the bias) within its own model, the clipped
   sums one `bmm` per layer, then each model adds its own noise and takes its own optimizer step;
-* **interleaved** — anything else (the CNNs, where stacking gained nothing on a CPU): the K
-  models one after another, each exactly as `train_model` trains it alone.
+* **interleaved** — anything else (the CNNs, where stacking gained nothing on a CPU): a step of
+  each model in turn (`jobs.training.train_runs`), each exactly as `train_model` trains it
+  alone; on a GPU each model replays its own CUDA graphs on its own stream, so their kernels
+  overlap.
 
 Either way each model keeps its seed's initial weights, its mask, its batch and noise
 generators, its noise multiplier and accountant (q depends on |D|), its optimizer and its
@@ -25,23 +27,21 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 from typing import Iterator, Optional
 
-import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
 from jobs import linear_stack
-from jobs.canaries import CanarySet
 from jobs.clipping import clipped_sums
 from jobs.datasets import ArrayDataset
 from jobs.models import ARCHITECTURES, build_model
 from jobs.accounting import NoiseCache
-from jobs.training import (Checkpoint, ModelRun, TrainedModel, TrainSettings, autocast,
-                           counted_step, end_epoch, finish_run, held_out_tensors, plain_update,
-                           private_update, start_run, train_model)
+from jobs.steps import autocast, plain_update, private_update
+from jobs.training import (Member, ModelRun, TrainedModel, TrainOptions, TrainSettings,
+                           counted_step, end_epoch, finish_run, group_rows, on_device, start_run,
+                           train_runs)
 
 logger = logging.getLogger(__name__)
 
@@ -49,19 +49,11 @@ logger = logging.getLogger(__name__)
 #: task"), stacking saves at most ~1.3× of a linear stack's step, because each model's noise,
 #: optimizer step and accounting stay its own, while a group task gives up running models on
 #: several cores side by side.  On a GPU, where one small model leaves the device mostly idle,
-#: linear stacks are stacked 16 to a task (not measured here: no GPU was available).
+#: linear stacks are stacked 16 to a task (not measured: no GPU was available then), and other
+#: models train `AUTO_GPU_INTERLEAVED_K` to a task, each replaying its CUDA graphs on its own
+#: stream (`python -m bench.grid`; README, "On a GPU").
 AUTO_GPU_STACKED_K = 16
-
-
-@dataclass(frozen=True)
-class Member:
-    """One model of a group: its training set within the pool, its seed, its checkpoint, and
-    its canaries (every member of a group has the same design, with its own inclusion masks)."""
-
-    mask: np.ndarray
-    seed: int
-    checkpoint: Optional[Checkpoint] = None
-    canaries: Optional[CanarySet] = None
+AUTO_GPU_INTERLEAVED_K = 4
 
 
 def stackable_architecture(name: str, input_shape: tuple[int, ...], num_classes: int) -> bool:
@@ -75,33 +67,34 @@ def stackable_architecture(name: str, input_shape: tuple[int, ...], num_classes:
 
 def auto_models_per_task(name: str, input_shape: tuple[int, ...], num_classes: int,
                          gpu: bool) -> int:
-    """K for `train.models_per_task: auto`: `AUTO_GPU_STACKED_K` for linear stacks trained on
-    a GPU, else 1."""
-    if gpu and stackable_architecture(name, input_shape, num_classes):
+    """K for `train.models_per_task: auto`: on a GPU `AUTO_GPU_STACKED_K` for linear stacks and
+    `AUTO_GPU_INTERLEAVED_K` for the rest; 1 on a CPU."""
+    if not gpu:
+        return 1
+    if stackable_architecture(name, input_shape, num_classes):
         return AUTO_GPU_STACKED_K
-    return 1
+    return AUTO_GPU_INTERLEAVED_K
 
 
 def train_models(settings: TrainSettings, data: ArrayDataset, members: list[Member],
                  device: torch.device, noise_cache: Optional[NoiseCache] = None,
-                 compile_model: bool = False) -> Iterator[tuple[int, TrainedModel]]:
+                 options: TrainOptions = TrainOptions()) -> Iterator[tuple[int, TrainedModel]]:
     """Train every member, yielding (member index, trained model) as each one finishes.
 
     Stacked when the architecture allows it and there is more than one member, interleaved
-    otherwise, and with `compile_model` for non-private training (which compiles one model's
-    forward pass; DP training is never compiled, see `train_model`).
+    otherwise, and when `options.compile` compiles non-private training's forward pass (one
+    model's; DP training is never compiled, see `jobs.training.TrainOptions`).
     """
-    compiled = compile_model and not math.isfinite(settings.epsilon)
+    compiled = options.compile and not math.isfinite(settings.epsilon)
     stacked = (len(members) > 1 and not compiled
                and stackable_architecture(settings.model, data.input_shape, data.num_classes))
     logger.info("training %d %s model(s) %s", len(members), settings.model,
                 "stacked" if stacked else "one after another")
     if stacked:
-        yield from _train_stacked(settings, data, members, device, noise_cache)
+        yield from _train_stacked(settings, data, members, device, noise_cache,
+                                  options.checkpoint_seconds)
         return
-    for index, member in enumerate(members):
-        yield index, train_model(settings, data, member.mask, member.seed, device,
-                                 member.checkpoint, noise_cache, compile_model, member.canaries)
+    yield from train_runs(settings, data, members, device, noise_cache, options)
 
 
 class _Stack:
@@ -150,18 +143,18 @@ class _Stack:
 
 
 def _train_stacked(settings: TrainSettings, data: ArrayDataset, members: list[Member],
-                   device: torch.device,
-                   noise_cache: Optional[NoiseCache]) -> Iterator[tuple[int, TrainedModel]]:
+                   device: torch.device, noise_cache: Optional[NoiseCache],
+                   checkpoint_seconds: float) -> Iterator[tuple[int, TrainedModel]]:
     runs = [start_run(settings, m.mask, data.input_shape, data.num_classes, m.seed, device,
                       m.checkpoint, noise_cache, m.canaries) for m in members]
     stack = _Stack(runs)
     has_bias = [bias is not None for bias in stack.biases]
-    rows_x, rows_y, index = _rows_of(data, members)
-    pool_x, pool_y = torch.as_tensor(rows_x).to(device), torch.as_tensor(rows_y).to(device)
+    rows_x, rows_y, index = group_rows(data, members)
+    pool_x, pool_y = on_device(rows_x, rows_y, device)
     index = [torch.as_tensor(rows).to(device) for rows in index]
-    test_x, test_y = held_out_tensors(data, device)
+    test_x, test_y = on_device(data.test_x, data.test_y, device)
     epoch = [run.start_epoch for run in runs]
-    batches = [run.batches(device) if epoch[k] < settings.epochs else None
+    batches = [iter(run.batches()) if epoch[k] < settings.epochs else None
                for k, run in enumerate(runs)]
     finished: set[int] = set()
     empty = torch.zeros(0, dtype=torch.long, device=device)
@@ -172,34 +165,20 @@ def _train_stacked(settings: TrainSettings, data: ArrayDataset, members: list[Me
             while batches[k] is not None and batch is None:
                 batch = next(batches[k], None)
                 if batch is None:  # model k's epoch is over
-                    end_epoch(run, epoch[k], test_x, test_y, device)
+                    end_epoch(run, epoch[k], test_x, test_y, checkpoint_seconds)
                     epoch[k] += 1
-                    batches[k] = run.batches(device) if epoch[k] < settings.epochs else None
-            drawn.append(batch)
+                    batches[k] = iter(run.batches()) if epoch[k] < settings.epochs else None
+            drawn.append(batch if batch is None else batch.to(device))
         for k, run in enumerate(runs):
             if batches[k] is None and k not in finished:
                 finished.add(k)
-                yield k, finish_run(run, data, members[k].mask, test_x, test_y, device,
+                yield k, finish_run(run, data, members[k].mask, pool_x, test_x, test_y,
                                     sharing=len(runs))
         active = [k for k, batch in enumerate(drawn) if batch is not None]
         if not active:
             return
         _stacked_step(stack, runs, active, drawn, index, pool_x, pool_y, has_bias, empty,
                       settings, device)
-
-
-def _rows_of(data: ArrayDataset, members: list[Member]
-             ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-    """The group's rows (the pool, then the input canaries every member shares) and each
-    model's training set as row indices: row j of model k's D is row index[k][j], its records
-    then its input canaries, as `jobs.training.training_rows` orders them."""
-    x, y = np.array(data.pool_x), np.array(data.pool_y)
-    canaries = members[0].canaries
-    if canaries is None or not len(canaries.input_y):
-        return x, y, [np.flatnonzero(m.mask) for m in members]
-    index = [np.concatenate([np.flatnonzero(m.mask),
-                             len(y) + np.flatnonzero(m.canaries.input_included)]) for m in members]
-    return (np.concatenate([x, canaries.input_x]), np.concatenate([y, canaries.input_y]), index)
 
 
 def _stacked_step(stack: _Stack, runs: list[ModelRun], active: list[int],

@@ -7,15 +7,19 @@ all the accountant sees.  ε = ∞ trains without clipping or noise.
 The DP mechanism is Opacus's, step for step: each step takes every record of D independently
 with probability q (Poisson sampling), clips each record's gradient to C, adds N(0, σ²C²) to
 the sum and divides by the expected batch int(|D|·q); 1/q steps an epoch; Opacus's accountant
-counts them.  What differs is the cost: the whole training set lives on the training device,
-batches are index masks drawn there, and `jobs.clipping` clips per sample in one backward pass.
+counts them.  What differs is the cost: the pool lives on the training device, batches are drawn
+on the host an epoch at a time, `jobs.clipping` clips per sample in one backward pass, and on a
+GPU each step is replayed as a CUDA graph (`jobs.steps`).  `train_runs` trains several models
+of one task step by step, each on its own CUDA stream, so that their kernels overlap.
 
-Training resumes from a per-epoch checkpoint (model, optimizer, accountant, RNG states), so a
-worker killed mid-training costs at most one epoch when Ray retries the task.
+Training resumes from a checkpoint taken at an epoch's end (model, optimizer, accountant, RNG
+states) at most every `checkpoint_seconds`, so a worker killed mid-training costs at most that
+long, or one epoch, when Ray retries the task.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import math
@@ -33,7 +37,8 @@ from jobs import clipping
 from jobs.clipping import PerSampleClipper
 from jobs.datasets import ArrayDataset
 from jobs.models import build_model
-from jobs.randomness import CANARIES, WEIGHTS, TrainingRng, epoch_batches, gaussian_noise, stream_seed
+from jobs.randomness import CANARIES, WEIGHTS, TrainingRng, epoch_batches, stream_seed
+from jobs.steps import CapturedSteps, EagerSteps, captures
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +93,23 @@ class TrainedModel:
     train_seconds: float = math.nan
 
 
+@dataclass(frozen=True)
+class TrainOptions:
+    """How a model is trained rather than what it is: speed and rounding, never the mechanism,
+    so none of it enters the model's key.
+
+    Attributes:
+        compile: non-private training's forward pass through `torch.compile` (dynamic shapes).
+            DP training is never compiled: the per-sample engine needs the gradient at every
+            layer's output, which a compiled graph does not expose.
+        checkpoint_seconds: the training state is saved at an epoch's end once this long has
+            passed since the last save (0: every epoch).
+    """
+
+    compile: bool = False
+    checkpoint_seconds: float = 0.0
+
+
 class Checkpoint(Protocol):
     """Where training keeps its per-epoch state (the artifact store provides one per model)."""
 
@@ -125,58 +147,18 @@ def predict_logits(model: nn.Module, x: np.ndarray | torch.Tensor, device: torch
     return np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
 
 
-def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.device) -> float:
+def device_accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                    batch: int = 4096) -> torch.Tensor:
+    """The share of `x` (on the model's device) that `model` labels `y` (same device), as a
+    0-d tensor there: nothing waits for the device until the number is read."""
     if not len(y):
-        return math.nan
-    logits = predict_logits(model, x, device)
-    return float((logits.argmax(axis=1) == y.cpu().numpy()).mean())
-
-
-PRECISIONS = ("fp32", "bf16")
-
-
-def autocast(precision: str, device: torch.device):
-    """The forward pass's numeric context: bfloat16 autocast for "bf16", a no-op for "fp32"."""
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
-
-
-def _clipped_sum(model: nn.Module, clipper: PerSampleClipper, x: torch.Tensor, y: torch.Tensor,
-                 precision: str = "fp32") -> None:
-    """The batch's clipped per-sample gradient sum into each parameter's `.grad` (the part of
-    Opacus's DPOptimizer step before the noise, `private_update`)."""
-    if not len(y):  # an empty Poisson batch still takes a noisy step, as the accountant assumes
-        clipper.zero_sum()
-    elif clipper.closed_form:  # a linear stack: no autograd at all
-        clipper.clip_and_sum_cross_entropy(x, y, autocast(precision, x.device))
-    else:
-        with clipper.watch(), autocast(precision, x.device):
-            logits = model(x)
-        clipper.clip_and_sum(nn.functional.cross_entropy(logits.float(), y, reduction="sum"))
-
-
-def noisy_step(model: nn.Module, optimizer: torch.optim.Optimizer, noise_std: float,
-               expected_batch_size: int, rng: TrainingRng) -> None:
-    """Add N(0, noise_std²) to each parameter's clipped-sum `.grad`, divide by the expected
-    batch and step: the part of a DP step after clipping, shared with `jobs.stacked`."""
-    # The optimizer's list, not `model.parameters()`: walking the modules every step costs more
-    # than a small model's noise.
-    parameters = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
-    sizes = [p.numel() for p in parameters]
-    # One draw for every coordinate and one kernel each to add it and divide (a small model's
-    # step is a fraction of a millisecond, so kernels per parameter tensor would dominate it).
-    noise = gaussian_noise(noise_std, sum(sizes), parameters[0], rng)
-    grads = [p.grad for p in parameters]
-    torch._foreach_add_(grads, [part.view_as(p) for p, part in zip(parameters, noise.split(sizes))])
-    torch._foreach_div_(grads, expected_batch_size)
-    optimizer.step()
-
-
-def _mean_gradient(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor,
-                   y: torch.Tensor, precision: str = "fp32") -> None:
-    optimizer.zero_grad(set_to_none=True)
-    with autocast(precision, x.device):
-        logits = model(x)
-    nn.functional.cross_entropy(logits.float(), y).backward()
+        return torch.tensor(math.nan)
+    model.eval()
+    with torch.no_grad():
+        correct = sum((model(x[start:start + batch]).argmax(1) == y[start:start + batch]).sum()
+                      for start in range(0, len(y), batch))
+    model.train()
+    return correct / len(y)
 
 
 @dataclass
@@ -195,13 +177,14 @@ class ModelRun:
     noise_multiplier: float = 0.0
     start_epoch: int = 0
     steps: int = 0
-    best: float = -math.inf
+    best: Any = -math.inf  # a float, or a 0-d tensor on the device once an epoch is evaluated
     resumed_from: list[int] = field(default_factory=list)
-    last: float = math.nan  # test accuracy after the last epoch trained here
+    last: Any = math.nan  # test accuracy after the last epoch trained here (like `best`)
     canary_set: Optional[CanarySet] = None
     canaries: Optional[GradientCanaries] = None  # planted and observed at every step
     rows: int = 0  # the training set's rows: its records, then its input canaries
     started: float = field(default_factory=time.perf_counter)  # when `start_run` made it
+    saved: float = field(default_factory=time.perf_counter)  # when its state was last saved
 
     @property
     def private(self) -> bool:
@@ -211,9 +194,9 @@ class ModelRun:
     def noise_std(self) -> float:
         return self.noise_multiplier * self.settings.max_grad_norm
 
-    def batches(self, device: torch.device) -> Iterator[torch.Tensor]:
-        """One epoch's batches (indices into the training set) from this model's own stream."""
-        return epoch_batches(self.rng, self.rows, self.settings.batch_size, self.schedule, device)
+    def batches(self) -> list[torch.Tensor]:
+        """One epoch's batches (host indices into the training set) from its own stream."""
+        return epoch_batches(self.rng, self.rows, self.settings.batch_size, self.schedule)
 
 
 def start_run(settings: TrainSettings, mask: np.ndarray, input_shape: tuple[int, ...],
@@ -268,29 +251,6 @@ def _gradient_canaries(run: ModelRun, canaries: CanarySet, seed: int) -> Gradien
                             canaries.gradient_included, contribution, stream_seed(seed, CANARIES))
 
 
-def private_update(run: ModelRun) -> None:
-    """The noisy step after the clipped sum is in `.grad`: gradient canaries planted into the
-    sum, Gaussian noise, the divisor, the optimizer's step, then the canaries observed."""
-    schedule, canaries = run.schedule, run.canaries
-    before = canaries.plant(schedule.sample_rate) if canaries is not None else None
-    noisy_step(run.model, run.optimizer, run.noise_std, schedule.expected_batch_size, run.rng)
-    if canaries is not None:
-        canaries.observe(before, run.settings.lr, run.settings.momentum,
-                         run.settings.max_grad_norm / schedule.expected_batch_size,
-                         run.noise_multiplier, schedule.sample_rate)
-
-
-def plain_update(run: ModelRun, batch_size: int) -> None:
-    """The non-private step after the mean gradient is in `.grad`: every included gradient
-    canary (in every step: there is no Poisson draw to thin them) adds C/|B|, unclipped."""
-    canaries, divisor = run.canaries, max(1, batch_size)
-    before = canaries.plant(1.0, 1.0 / divisor) if canaries is not None else None
-    run.optimizer.step()
-    if canaries is not None:
-        canaries.observe(before, run.settings.lr, run.settings.momentum,
-                         run.settings.max_grad_norm / divisor, 0.0, 1.0)
-
-
 def counted_step(run: ModelRun) -> None:
     """Book one step taken: the accountant's (when private) and the step count."""
     if run.accountant is not None:
@@ -300,39 +260,45 @@ def counted_step(run: ModelRun) -> None:
 
 
 def end_epoch(run: ModelRun, epoch: int, test_x: torch.Tensor, test_y: torch.Tensor,
-              device: torch.device) -> None:
-    """After epoch `epoch` (0-based): test accuracy when it is due, then the checkpoint."""
+              checkpoint_seconds: float) -> None:
+    """After epoch `epoch` (0-based): test accuracy when it is due (kept on the device), then
+    the checkpoint when `checkpoint_seconds` have passed since the last one (0: every epoch)."""
     settings = run.settings
     if epoch + 1 == settings.epochs or (settings.eval_every > 0
                                         and (epoch + 1) % settings.eval_every == 0):
-        run.last = _accuracy(run.model, test_x, test_y, device)
-        run.best = max(run.best, run.last)
-    if run.checkpoint is not None:
+        run.last = device_accuracy(run.model, test_x, test_y)
+        run.best = (run.last if not torch.is_tensor(run.best) and run.best == -math.inf
+                    else torch.maximum(torch.as_tensor(run.best, device=run.last.device), run.last))
+    if run.checkpoint is not None and time.perf_counter() - run.saved >= checkpoint_seconds:
         _save_checkpoint(run, epoch + 1)
+        run.saved = time.perf_counter()
 
 
-def held_out_tensors(data: ArrayDataset,
-                     device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """The test split: inputs on the training device, labels on the host."""
-    return torch.as_tensor(np.array(data.test_x)).to(device), torch.as_tensor(np.array(data.test_y))
+def on_device(x: np.ndarray, y: np.ndarray,
+              device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Records and labels on the training device (a copy: arrays from Ray's object store are
+    read-only, which torch refuses to wrap)."""
+    return torch.as_tensor(np.array(x)).to(device), torch.as_tensor(np.array(y)).to(device)
 
 
-def finish_run(run: ModelRun, data: ArrayDataset, mask: np.ndarray, test_x: torch.Tensor,
-               test_y: torch.Tensor, device: torch.device, sharing: int = 1) -> TrainedModel:
-    """The trained model: weights, logits on the whole pool, accuracies, the ε spent, and the
-    seconds since the run started, shared by the `sharing` models trained with it."""
-    settings, model = run.settings, run.model
+def finish_run(run: ModelRun, data: ArrayDataset, mask: np.ndarray, pool_x: torch.Tensor,
+               test_x: torch.Tensor, test_y: torch.Tensor, sharing: int = 1) -> TrainedModel:
+    """The trained model: weights, logits on the whole pool (`pool_x`, on the device: its
+    first rows are the pool's), accuracies, the ε spent, and the seconds since the run
+    started, shared by the `sharing` models trained with it."""
+    settings, model, device = run.settings, run.model, pool_x.device
     epsilon_spent = (epsilon_of_history(settings.accountant, settings.delta,
                                          tuple(tuple(entry) for entry in run.accountant.history))
                      if run.accountant is not None else math.inf)
-    pool_logits = predict_logits(model, data.pool_x, device).astype(np.float32)
+    pool_logits = predict_logits(model, pool_x[:len(data.pool_y)], device).astype(np.float32)
+    best = float(run.best)
     return TrainedModel(
         canary_outputs=canary_outputs(run, device),
         sample_rate=run.schedule.sample_rate if run.private else math.nan,
         state_dict={k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
         pool_logits=pool_logits,
-        test_accuracy=run.last if run.start_epoch < settings.epochs else _accuracy(
-            model, test_x, test_y, device),
+        test_accuracy=float(run.last if run.start_epoch < settings.epochs
+                            else device_accuracy(model, test_x, test_y)),
         # The training records are pool records: their logits are already at hand.
         train_accuracy=float((pool_logits[mask].argmax(axis=1) == data.pool_y[mask]).mean())
         if mask.any() else math.nan,
@@ -340,7 +306,7 @@ def finish_run(run: ModelRun, data: ArrayDataset, mask: np.ndarray, test_x: torc
         steps=run.steps,
         epsilon_spent=float(epsilon_spent),
         train_size=int(mask.sum()),
-        best_test_accuracy=run.best if run.best > -math.inf else math.nan,  # no test set: NaN
+        best_test_accuracy=best if best > -math.inf else math.nan,  # no test set: NaN
         resumed_from=run.resumed_from,
         train_seconds=(time.perf_counter() - run.started) / sharing,
     )
@@ -363,58 +329,108 @@ def canary_outputs(run: ModelRun, device: torch.device) -> dict[str, np.ndarray]
     return outputs
 
 
-def training_rows(data: ArrayDataset, mask: np.ndarray,
-                  canaries: Optional[CanarySet]) -> tuple[np.ndarray, np.ndarray]:
-    """The training set's inputs and labels: the pool records in `mask`, then the input
-    canaries included."""
-    x, y = data.pool_x[mask], data.pool_y[mask]
-    if canaries is None or not canaries.input_included.any():
-        return np.array(x), np.array(y)
-    included = canaries.input_included
-    return (np.concatenate([x, canaries.input_x[included]]),
-            np.concatenate([y, canaries.input_y[included]]))
+@dataclass(frozen=True)
+class Member:
+    """One model of a task: its training set within the pool, its seed, its checkpoint, and
+    its canaries (every member of a task has the same design, with its own inclusion masks)."""
+
+    mask: np.ndarray
+    seed: int
+    checkpoint: Optional[Checkpoint] = None
+    canaries: Optional[CanarySet] = None
+
+
+def group_rows(data: ArrayDataset, members: list[Member]
+               ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """The task's rows (the pool, then the input canaries every member shares) and each
+    model's training set as row indices: record j of model k's D is row index[k][j], its pool
+    records then its input canaries (the order `canary_set` gives them)."""
+    x, y = np.array(data.pool_x), np.array(data.pool_y)
+    canaries = members[0].canaries
+    if canaries is None or not len(canaries.input_y):
+        return x, y, [np.flatnonzero(m.mask) for m in members]
+    index = [np.concatenate([np.flatnonzero(m.mask),
+                             len(y) + np.flatnonzero(m.canaries.input_included)]) for m in members]
+    return np.concatenate([x, canaries.input_x]), np.concatenate([y, canaries.input_y]), index
+
+
+def train_runs(settings: TrainSettings, data: ArrayDataset, members: list[Member],
+               device: torch.device, noise_cache: Optional[NoiseCache] = None,
+               options: TrainOptions = TrainOptions()) -> Iterator[tuple[int, TrainedModel]]:
+    """Train every member, a step of each in turn, yielding (member index, trained model) as
+    each one finishes.  Each model is the model trained alone: its own weights, optimizer,
+    streams, accountant and checkpoint; on a GPU its own CUDA stream and graphs (`jobs.steps`),
+    so the members' kernels overlap.  The pool is on the device once for all of them."""
+    runs = [start_run(settings, m.mask, data.input_shape, data.num_classes, m.seed, device,
+                      m.checkpoint, noise_cache, m.canaries) for m in members]
+    rows_x, rows_y, index = group_rows(data, members)
+    pool_x, pool_y = on_device(rows_x, rows_y, device)
+    test_x, test_y = on_device(data.test_x, data.test_y, device)
+    steppers = [_stepper(run, pool_x, pool_y, torch.as_tensor(rows), device, options.compile)
+                for run, rows in zip(runs, index)]
+    epoch = [run.start_epoch for run in runs]
+    position = [0] * len(runs)
+    active = list(range(len(runs)))
+    for k in active:
+        if epoch[k] < settings.epochs:
+            with _on(steppers[k].stream):
+                steppers[k].begin_epoch(runs[k].batches())
+    while active:
+        finished = []
+        for k in active:
+            run, stepper = runs[k], steppers[k]
+            with _on(stepper.stream):
+                while epoch[k] < settings.epochs and position[k] == len(stepper.batches):
+                    end_epoch(run, epoch[k], test_x, test_y, options.checkpoint_seconds)
+                    epoch[k], position[k] = epoch[k] + 1, 0
+                    if epoch[k] < settings.epochs:
+                        stepper.begin_epoch(run.batches())
+                if epoch[k] == settings.epochs:
+                    finished.append(k)
+                    continue
+                stepper.step(position[k])
+                counted_step(run)
+                position[k] += 1
+        for k in finished:
+            active.remove(k)
+            with _on(steppers[k].stream):
+                trained = finish_run(runs[k], data, members[k].mask, pool_x, test_x, test_y,
+                                     sharing=len(runs))
+            yield k, trained
+
+
+def _stepper(run: ModelRun, pool_x: torch.Tensor, pool_y: torch.Tensor, index: torch.Tensor,
+             device: torch.device, compile_model: bool) -> EagerSteps:
+    """How `run` takes its steps: replayed as CUDA graphs where it can (`jobs.steps.captures`),
+    else eagerly (with the compiled forward pass, for non-private training that asks for it)."""
+    clipper = PerSampleClipper(run.model, run.settings.max_grad_norm) if run.private else None
+    compiled = compile_model and not run.private
+    if captures(run, device, compiled):
+        return CapturedSteps(run, pool_x, pool_y, index, clipper)
+    forward = torch.compile(run.model, dynamic=True) if compiled else None
+    return EagerSteps(run, pool_x, pool_y, index, clipper, forward)
+
+
+def _on(stream: Optional[torch.cuda.Stream]):
+    return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
 
 
 def train_model(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, seed: int,
                 device: torch.device, checkpoint: Optional[Checkpoint] = None,
                 noise_cache: Optional[NoiseCache] = None,
-                compile_model: bool = False,
-                canaries: Optional[CanarySet] = None) -> TrainedModel:
-    """Train on the pool records in `mask`, resuming from `checkpoint` when one exists.
-
-    `compile_model` runs non-private training's forward pass through `torch.compile` (dynamic
-    shapes); it changes rounding, not the mechanism, so it is not part of the model's key.  DP
-    training stays eager: the per-sample engine needs the gradient at every layer's output,
-    which a compiled graph does not expose.
-    """
-    run = start_run(settings, mask, data.input_shape, data.num_classes, seed, device, checkpoint,
-                    noise_cache, canaries)
-    model = run.model
-    forward = torch.compile(model, dynamic=True) if compile_model and not run.private else model
-    rows_x, rows_y = training_rows(data, mask, canaries)
-    train_x, train_y = torch.as_tensor(rows_x).to(device), torch.as_tensor(rows_y).to(device)
-    test_x, test_y = held_out_tensors(data, device)
-    clipper = PerSampleClipper(model, settings.max_grad_norm) if run.private else None
-    for epoch in range(run.start_epoch, settings.epochs):
-        model.train()
-        for batch in run.batches(device):
-            if run.private:
-                _clipped_sum(forward, clipper, train_x[batch], train_y[batch], settings.precision)
-                private_update(run)
-            else:
-                _mean_gradient(forward, run.optimizer, train_x[batch], train_y[batch],
-                               settings.precision)
-                plain_update(run, len(batch))
-            counted_step(run)
-        end_epoch(run, epoch, test_x, test_y, device)
-    return finish_run(run, data, mask, test_x, test_y, device)
+                canaries: Optional[CanarySet] = None,
+                options: TrainOptions = TrainOptions()) -> TrainedModel:
+    """Train one model on the pool records in `mask` (`train_runs`), resuming from
+    `checkpoint` when one exists."""
+    return next(train_runs(settings, data, [Member(mask, seed, checkpoint, canaries)], device,
+                           noise_cache, options))[1]
 
 
 def _save_checkpoint(run: ModelRun, epoch: int) -> None:
     state = {
         "epoch": epoch,
         "steps": run.steps,
-        "best_test_accuracy": run.best,
+        "best_test_accuracy": float(run.best),
         "resumed_from": list(run.resumed_from),
         "model": run.model.state_dict(),
         "optimizer": run.optimizer.state_dict(),

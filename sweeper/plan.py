@@ -22,7 +22,7 @@ from jobs.datasets import ArrayDataset
 from jobs.models import MEMBERSHIP_MECHANISM
 from jobs.policies import POLICIES
 from jobs.queries import QUERIES
-from jobs.training import TrainSettings
+from jobs.training import TrainOptions, TrainSettings
 from sweeper.bounds import epsilon_for_precision
 from sweeper.config.schema import STAND_IN_POOL, SweepConfig, sampling_rates
 from sweeper.formats import format_epsilon
@@ -327,6 +327,12 @@ def canary_design(cfg: SweepConfig, data_for, shadow_offset: int) -> Optional[Ca
         gradient_count=settings.canary_gradient_count if GRADIENT_CANARIES in kinds else 0,
         gradient_norm=float(settings.canary_gradient_norm) if GRADIENT_CANARIES in kinds else 0.0,
         seed=settings.canary_seed)
+
+
+def train_options_of(cfg: SweepConfig) -> TrainOptions:
+    """How the sweep's training tasks train (`jobs.training.TrainOptions`): nothing of it is in
+    a model's key."""
+    return TrainOptions(compile=cfg.train.compile, checkpoint_seconds=cfg.train.checkpoint_seconds)
 
 
 def models_per_task(cfg: SweepConfig) -> int:

@@ -42,7 +42,8 @@ from sweeper.failures import TRANSIENT_EXCEPTIONS, Failure, cell_label, classify
 from sweeper.listeners import (FigureDrawer, Listeners, NotLanded, RowWriter, SweepEnd,
                                TrackingListener)
 from sweeper.plan import (AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan,
-                          group_label, group_resources, models_per_task, training_groups)
+                          group_label, group_resources, models_per_task, train_options_of,
+                          training_groups)
 from sweeper.probes import store_endpoint_problem, tracking_server_problem
 from sweeper.ray_start import auth_hint, ray_session
 from sweeper.sweep_data import sweep_data
@@ -163,10 +164,11 @@ def prepare(cfg: SweepConfig, validated: bool = False,
     plan = build_plan(cfg)
     store = ArtifactStore(cfg.store.root)
     config = OmegaConf.to_container(OmegaConf.structured(cfg))
+    earlier_keys: list[str] = []
     if claimed is not None:
         claimed.enter_context(claim.held(store, cfg.name, cfg.store.wait))
-        claim.require_same_sweep(store, cfg.name, [c.key for c in plan.cells],
-                                 redact_tree(config), cfg.store.replace)
+        earlier_keys = claim.require_same_sweep(store, cfg.name, [c.key for c in plan.cells],
+                                                redact_tree(config), cfg.store.replace)
     if store.local_root is not None:
         swept = sweep_stale_parts(store.local_root)
         if swept:
@@ -183,7 +185,8 @@ def prepare(cfg: SweepConfig, validated: bool = False,
                 len(needed) - len(todo_models))
     tracking_uri = cfg.tracking.uri or default_tracking_uri(store.local_root)
     manifest = {"name": cfg.name, "sweep_key": plan.key, "cells": [c.key for c in plan.cells],
-                "tracking_uri": redact(tracking_uri), "config": redact_tree(config)}
+                "earlier_keys": earlier_keys, "tracking_uri": redact(tracking_uri),
+                "config": redact_tree(config)}
     return Sweep(cfg=cfg, plan=plan, store=store, data_dir=data_dir, todo_cells=todo_cells,
                  todo_models=todo_models,
                  corrupt={key for key, state in states.items() if state == "corrupt"},
@@ -199,8 +202,8 @@ def sinks(sweep: Sweep) -> Listeners:
     """
     return Listeners([RowWriter(sweep.store, sweep.cfg.name, sweep.manifest),
                       FigureDrawer(sweep.cfg, sweep.store),
-                      TrackingListener(sweep.cfg, sweep.plan.key, sweep.store, sweep.tracking_uri,
-                                       sweep.config)])
+                      TrackingListener(sweep.cfg, sweep.plan.key, sweep.manifest["earlier_keys"],
+                                       sweep.store, sweep.tracking_uri, sweep.config)])
 
 
 def execute(sweep: Sweep, listeners: Listeners,
@@ -378,7 +381,7 @@ def submit_training(plan: SweepPlan, todo_models: list[ModelSpec], data_ref, roo
                    "num_gpus": group_resources(train_options["num_gpus"], len(group),
                                                largest.get("GPU", 0.0))}
         args = (data_ref, root, cfg.train.device, max(1, int(options["num_cpus"])),
-                cfg.train.compile)
+                train_options_of(cfg))
         if len(group) == 1:
             training[group[0].key] = single.options(name=group_label(group), **options).remote(
                 group[0], *args)

@@ -9,6 +9,7 @@ artifacts, which are safe to write twice.
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import Any, Optional
 
@@ -27,14 +28,14 @@ from jobs.pdtp import pdtp_table
 from jobs.policies import POLICIES, CalibrationSettings, apply_policy, calibrated_thresholds
 from jobs.queries import PDTP_QUERY, answer
 from jobs.stacked import Member, train_models
-from jobs.training import TrainedModel, draw_mask, resolve_device, train_model
+from jobs.training import TrainedModel, TrainOptions, draw_mask, resolve_device, train_model
 from sweeper.cells import cell_row, pdtp_row
 from sweeper.plan import AttackSpec, Cell, ModelSpec, QuerySpec
 from sweeper.store import ArtifactStore
 
 
 def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str,
-               num_threads: int, compile_model: bool = False) -> dict[str, Any]:
+               num_threads: int, options: TrainOptions = TrainOptions()) -> dict[str, Any]:
     """Train the model `spec` describes (resuming from its checkpoint) and store it.
 
     `data` is the sweep's whole pool; the model draws from its own part (`DataSpec.pool_of`).
@@ -53,8 +54,7 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
         return _store_release(store, spec, mechanism, release, mask)
     trained = train_model(spec.train, data, mask, seed=int(key[:8], 16),
                           device=resolve_device(device), checkpoint=store.checkpoint(key),
-                          noise_cache=store.noise_cache(), compile_model=compile_model,
-                          canaries=canaries)
+                          noise_cache=store.noise_cache(), canaries=canaries, options=options)
     return _store_trained(store, spec, trained, mask)
 
 
@@ -69,7 +69,8 @@ def model_canaries(spec: ModelSpec, data: ArrayDataset) -> Optional[CanarySet]:
 
 
 def train_group_task(specs: list[ModelSpec], data: ArrayDataset, store_root: str, device: str,
-                     num_threads: int, compile_model: bool = False) -> tuple[dict[str, Any], ...]:
+                     num_threads: int, options: TrainOptions = TrainOptions()
+                     ) -> tuple[dict[str, Any], ...]:
     """Train several models of one group (`sweeper.plan.training_groups`: one architecture,
     recipe and pool) in this one task (`jobs.stacked.train_models`), storing each the moment
     it is done; returns each model's metadata, in the order of `specs`.
@@ -93,16 +94,18 @@ def train_group_task(specs: list[ModelSpec], data: ArrayDataset, store_root: str
                           store.checkpoint(specs[index].key), model_canaries(specs[index], data))
                    for index in todo]
         for position, trained in train_models(first.train, pool, members, resolve_device(device),
-                                              store.noise_cache(), compile_model):
+                                              store.noise_cache(), options):
             index = todo[position]
             metas[index] = _store_trained(store, specs[index], trained, masks[index])
     return tuple(metas[index] for index in range(len(specs)))
 
 
 def _model_meta(spec: ModelSpec, **figures: Any) -> dict[str, Any]:
-    """The metadata stored with a model (or a release): who it is, what it reports, its budget."""
+    """The metadata stored with a model (or a release): who it is, what it reports, its budget,
+    and the GPUs its task was given (Ray's CUDA_VISIBLE_DEVICES; None without one)."""
     return {"key": spec.key, "role": spec.role, "label": spec.label, "sample_rate": spec.sample_rate,
-            **figures, "epsilon": spec.train.epsilon, "delta": spec.train.delta}
+            **figures, "epsilon": spec.train.epsilon, "delta": spec.train.delta,
+            "visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
 def _store_trained(store: ArtifactStore, spec: ModelSpec, trained: TrainedModel,

@@ -54,6 +54,7 @@ def build_tiny_config(root):
     cfg.dataset.eval_records = 120
     cfg.train.epochs = 1
     cfg.train.batch_size = 64
+    cfg.train.checkpoint_seconds = 0.0  # every epoch: the fault tests kill between epochs
     cfg.shadow.count = 2
     cfg.grid.epsilon = [4.0, math.inf]
     cfg.grid.delta = [1e-5]
@@ -98,6 +99,7 @@ def tiny_overrides(store_root: str, name: str = "tiny", **overrides) -> list[str
         # The quickstart sizes pools by dataset.members; these set the pool's size instead.
         "name": name, "dataset.members": "null", "dataset.pool_size": 240, "dataset.test_size": 200,
         "dataset.eval_records": 120, "train.epochs": 1, "train.batch_size": 64,
+        "train.checkpoint_seconds": 0,
         "shadow.count": 2, "grid.epsilon": "[4,.inf]", "grid.delta": "[1e-5]",
         "grid.p": "[0.3,0.7]", "grid.attack": "[lira_online,lira_offline,loss,shokri,always_member]",
         "grid.trial": "[0]", "store.root": f"'{store_root}'", "cluster.include_dashboard": "false",

@@ -19,6 +19,7 @@ from scipy.stats import chi2
 from torch import nn
 
 import jobs.randomness as randomness
+import jobs.steps as steps
 import jobs.training as training
 from jobs.clipping import PerSampleClipper, check_supported
 from jobs.datasets import load_dataset
@@ -137,7 +138,7 @@ def test_closed_form_under_bf16_keeps_norms_and_sums_in_fp32():
     clipper = PerSampleClipper(model, 1.0)
     full = clipper.clip_and_sum_cross_entropy(x, y)
     full_sums = [p.grad.clone() for p in model.parameters()]
-    half = clipper.clip_and_sum_cross_entropy(x, y, training.autocast("bf16", CPU))
+    half = clipper.clip_and_sum_cross_entropy(x, y, steps.autocast("bf16", CPU))
     assert half.dtype == torch.float32 and not torch.equal(half, full)
     torch.testing.assert_close(half, full, rtol=0.03, atol=0)
     for parameter, expected in zip(model.parameters(), full_sums):
@@ -184,13 +185,13 @@ PATHS = {
 def test_each_per_layer_path_equals_opacus(path):
     """Each way a layer's clipped sum is taken, alone in front of a linear head, against
     Opacus's per-sample reference — and it is the path the sizes above say it is."""
-    from jobs.clipping import RULES, _Seen
+    from jobs.layer_rules import RULES, Seen
 
     make, shape, features, keeps = PATHS[path]
     torch.manual_seed(1)
     layer = make()
     x = torch.randn(9, *shape)
-    seen = _Seen(layer, x)
+    seen = Seen(layer, x)
     parameters = sum(p.numel() for p in layer.parameters())
     assert RULES[type(layer)].keeps_samples(seen, layer(x).detach(), parameters) is keeps
     _assert_matches_opacus(_Head(layer, features), x, torch.randint(0, 5, (9,)))
@@ -249,7 +250,7 @@ def test_layer_outputs_are_not_held_after_the_forward_pass():
 @pytest.mark.parametrize("kernel, stride, padding", [(3, 1, 1), (4, 2, 0), (8, 2, 2), ((3, 2), (1, 2), (2, 0))])
 def test_fast_unfold_is_torch_unfold(kernel, stride, padding):
     """The Gram form's strided-view unfold against torch's own im2col (`F.unfold`)."""
-    from jobs.clipping import _Conv2dRule
+    from jobs.layer_rules import _Conv2dRule
 
     conv = nn.Conv2d(3, 4, kernel, stride=stride, padding=padding)
     x = torch.randn(5, 3, 11, 9)
@@ -280,8 +281,8 @@ def test_noise_has_standard_deviation_sigma_times_c():
     sigma, clip, expected_batch = 1.3, 0.7, 37
     rng = randomness.TrainingRng(seed=5, device=CPU)
     empty_x, empty_y = torch.zeros(0, 1, 28, 28), torch.zeros(0, dtype=torch.long)
-    training._clipped_sum(model, PerSampleClipper(model, clip), empty_x, empty_y)
-    training.noisy_step(model, optimizer, sigma * clip, expected_batch, rng)
+    steps.clipped_sum(model, PerSampleClipper(model, clip), empty_x, empty_y)
+    steps.noisy_step(model, optimizer, sigma * clip, expected_batch, rng)
     noise = torch.cat([((b - p.detach()) * expected_batch).flatten()
                        for b, p in zip(before, model.parameters())]).double().numpy()
     n = noise.size
@@ -300,7 +301,7 @@ def test_poisson_batches_follow_opacus_schedule():
     counts = np.zeros(1000)
     epochs = 50
     for _ in range(epochs):
-        for batch in randomness.epoch_batches(rng, 1000, 128, schedule, CPU):
+        for batch in randomness.epoch_batches(rng, 1000, 128, schedule):
             counts[batch.numpy()] += 1
     draws = epochs * schedule.steps_per_epoch  # each record's count is Binomial(400, 1/8)
     assert abs(counts.mean() - draws / 8) < 5 * math.sqrt(draws / 8 * 7 / 8 / 1000)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import jobs.clipping as clipping
+import jobs.steps as steps
 import jobs.training as training
 from sweeper.plan import build_plan
 from sweeper.sweep_data import sweep_data
@@ -59,8 +60,8 @@ def test_the_correct_engine_is_never_flagged(compose_config, tmp_path):
 
 
 def test_half_the_noise_is_flagged(compose_config, tmp_path, monkeypatch):
-    real = training.noisy_step
-    monkeypatch.setattr(training, "noisy_step",
+    real = steps.noisy_step
+    monkeypatch.setattr(steps, "noisy_step",
                         lambda model, optimizer, std, batch, rng: real(model, optimizer, std / 2,
                                                                        batch, rng))
     (row,) = run_in_process(compose_config, tmp_path, DETECTOR)

@@ -15,6 +15,7 @@ import pytest
 import torch
 from torch import nn
 
+import jobs.steps as steps
 import jobs.training as training
 import sweeper.tasks as tasks
 from jobs.datasets import load_dataset
@@ -99,7 +100,7 @@ def test_stacked_clipped_sums_equal_opacus_per_model(digits):
     picked = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True)
     valid = (torch.arange(picked.shape[1]) < torch.tensor(sizes)[:, None]).float()
     inputs, grads = stack.gradients(x_all[picked], y_all[picked], valid,
-                                    training.autocast("fp32", CPU))
+                                    steps.autocast("fp32", CPU))
     _, _, norms = clipped_sums(inputs, grads, [True] * 3, 1.0)
     clip = float(norms[valid > 0].median())  # between the records' norms: some are clipped
     weight_sums, bias_sums, norms = clipped_sums(inputs, grads, [True] * 3, clip)
@@ -262,7 +263,7 @@ def test_the_command_line_refuses_a_bad_k_naming_the_field(value, tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-def test_auto_k_is_one_on_a_cpu_and_sixteen_for_linear_stacks_on_a_gpu():
+def test_auto_k_is_one_on_a_cpu_sixteen_stacked_and_four_interleaved_on_a_gpu():
     from sweeper.plan import models_per_task
 
     cfg = SweepConfig()
@@ -272,7 +273,7 @@ def test_auto_k_is_one_on_a_cpu_and_sixteen_for_linear_stacks_on_a_gpu():
     cfg.resources.train.num_gpus = 0.25
     assert models_per_task(cfg) == 16
     cfg.model.name = "mnist_cnn"
-    assert models_per_task(cfg) == 1  # not stacked: a group would only serialise it
+    assert models_per_task(cfg) == 4  # interleaved, each model on its own CUDA stream
     cfg.train.models_per_task = 3
     assert models_per_task(cfg) == 3
 
@@ -289,7 +290,7 @@ def test_bf16_forward_keeps_norms_and_clipped_sums_in_fp32():
     sums = {}
     for precision in ("fp32", "bf16"):
         clipper = PerSampleClipper(model, 1.0)
-        with clipper.watch(), training.autocast(precision, CPU):
+        with clipper.watch(), steps.autocast(precision, CPU):
             logits = model(x)
         assert logits.dtype == (torch.bfloat16 if precision == "bf16" else torch.float32)
         norms = clipper.clip_and_sum(nn.functional.cross_entropy(logits.float(), y, reduction="sum"))

@@ -84,6 +84,48 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(digits, tmp_path, monk
     np.testing.assert_allclose(resumed.pool_logits, whole.pool_logits, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("epsilon", [2.0, math.inf])
+def test_padded_batches_train_the_model_unpadded_batches_train(digits, monkeypatch, epsilon):
+    """What a GPU replays as CUDA graphs (`jobs.steps.PaddedSteps`: each batch padded with
+    rows of weight 0 to a multiple of 32, fixed buffers) run eagerly on the CPU: the same
+    model as exactly the drawn batches, to float summation order — for DP-SGD and for
+    non-private training (the mean over the batch's real records)."""
+    from jobs.steps import BUCKET, PaddedSteps
+
+    mask = draw_mask(len(digits.pool_y), 0.5, seed=1, complement=False)
+    plain = train_model(settings(epsilon), digits, mask, seed=3, device=CPU)
+    real, padded_sizes = training._stepper, []
+
+    def padded(run, pool_x, pool_y, index, device, compiled):
+        stepper = PaddedSteps(run, pool_x, pool_y, index, real(run, pool_x, pool_y, index,
+                                                                device, compiled).clipper)
+        original = stepper._padded_step
+        stepper._padded_step = lambda size: (padded_sizes.append(size), original(size))
+        return stepper
+
+    monkeypatch.setattr(training, "_stepper", padded)
+    padded_model = train_model(settings(epsilon), digits, mask, seed=3, device=CPU)
+    assert padded_sizes and all(size % BUCKET == 0 for size in padded_sizes)
+    assert padded_model.steps == plain.steps
+    for name, tensor in plain.state_dict.items():
+        torch.testing.assert_close(padded_model.state_dict[name], tensor, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("seconds, saved", [(0.0, [1, 2, 3]), (3600.0, [])])
+def test_checkpoints_are_saved_at_epochs_ends_once_checkpoint_seconds_have_passed(
+        digits, tmp_path, monkeypatch, seconds, saved):
+    from sweeper.store import ArtifactStore
+
+    real_save, epochs = training._save_checkpoint, []
+    monkeypatch.setattr(training, "_save_checkpoint",
+                        lambda run, epoch: (epochs.append(epoch), real_save(run, epoch)))
+    mask = draw_mask(len(digits.pool_y), 0.5, seed=1, complement=False)
+    train_model(settings(2.0, epochs=3), digits, mask, seed=3, device=CPU,
+                checkpoint=ArtifactStore(tmp_path).checkpoint("model"),
+                options=training.TrainOptions(checkpoint_seconds=seconds))
+    assert epochs == saved
+
+
 def test_small_epsilons_are_reached_with_the_wider_rdp_orders():
     # Opacus converts RDP at order α to ε = RDP + (ln(1/δ) − ln α)/(α − 1) + ln((α − 1)/α); with
     # its orders (≤ 63) the last two terms alone are (11.513 − 4.143)/62 − 0.016 ≈ 0.103 at

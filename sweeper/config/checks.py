@@ -188,13 +188,16 @@ def check_grid(cfg: SweepConfig, check: Check) -> None:
 
 def check_train(cfg: SweepConfig, check: Check) -> None:
     """`train`: the DP-SGD recipe, accountant, K models per task, precision and device."""
-    from jobs.training import PRECISIONS
+    from jobs.steps import PRECISIONS
 
     train = cfg.train
     check(train.epochs >= 1, f"train.epochs={train.epochs}: must be ≥ 1")
     check(train.batch_size >= 1, f"train.batch_size={train.batch_size}: must be ≥ 1")
     check(train.eval_every >= 0, f"train.eval_every={train.eval_every}: must be ≥ 0 (0: the last "
                                  "epoch only)")
+    check(train.checkpoint_seconds >= 0 and math.isfinite(train.checkpoint_seconds),
+          f"train.checkpoint_seconds={train.checkpoint_seconds}: must be ≥ 0 and finite (0: "
+          "every epoch)")
     check(train.lr > 0 and math.isfinite(train.lr), f"train.lr={train.lr}: must be > 0 and finite")
     check(0 <= train.momentum < 1, f"train.momentum={train.momentum}: must be in [0, 1)")
     check(train.max_grad_norm > 0 and math.isfinite(train.max_grad_norm),

@@ -94,6 +94,10 @@ class TrainConfig:
     # torch.compile the training step's forward pass (one model per task: it turns stacking off).
     # Off: on this CPU it does not pay (README).  Not part of the model's key.
     compile: bool = False
+    # A model's training state is saved at an epoch's end once this many seconds have passed
+    # since the last save (0: every epoch), so a killed worker loses at most that much training
+    # or one epoch.  Not part of the model's key.
+    checkpoint_seconds: float = 30.0
     # fp32, or bf16: forward passes under bfloat16 autocast; per-sample norms, clipped sums and
     # the optimizer stay in fp32.  It changes the model, so it is part of the model's key.
     precision: str = "fp32"

@@ -1,0 +1,335 @@
+"""Each layer type's per-sample rule: its records' squared gradient norms and its clipped
+gradient sum, by book-keeping or from per-record gradients (`jobs.clipping` says which and why).
+
+`RULES` maps a layer class to its rule; `check_supported` names the layers no rule covers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+#: Largest number of floats one chunk of a per-sample computation may hold (≈ 64 MB):
+#: convolutions are processed a slice of the batch at a time below it.
+CHUNK_FLOATS = 1 << 24
+#: The same on a GPU (1 GB), and the most per-record gradients a convolution keeps there.
+GPU_CHUNK_FLOATS = 1 << 28
+
+
+
+@dataclass
+class Seen:
+    """What one layer saw in the forward pass: its input (detached; the same storage autograd
+    saves for the layer's backward, so holding it costs nothing until then)."""
+
+    module: nn.Module
+    input: torch.Tensor
+
+
+#: One layer's per-record gradients: (parameter, (B, *parameter.shape)) for each trainable one.
+Samples = list[tuple[nn.Parameter, torch.Tensor]]
+
+
+class _Rule:
+    """Per-sample squared gradient norms and the clipped gradient sum of one layer type, by
+    book-keeping (`norms` then `accumulate`, from the input and the output gradient) or from the
+    per-record gradients (`per_sample`), whichever `keeps_samples` finds smaller."""
+
+    def norms(self, seen: Seen, grad: torch.Tensor) -> torch.Tensor:  # (B,)
+        raise NotImplementedError
+
+    def accumulate(self, seen: Seen, grad: torch.Tensor, factors: torch.Tensor) -> None:
+        """Write Σ_i factors_i·∇ℓ_i into each trainable parameter's `.grad`."""
+        raise NotImplementedError
+
+    def per_sample(self, seen: Seen, grad: torch.Tensor) -> Samples:
+        """Each record's gradient of each trainable parameter."""
+        raise NotImplementedError
+
+    def keeps_samples(self, seen: Seen, grad: torch.Tensor, parameters: int) -> bool:
+        """Whether the layer's per-record gradients (B × its `parameters` trainable floats) are
+        no larger than what book-keeping holds until the clip factors are known (its output
+        gradient and its input).  Both sides grow with B: the choice is the same at every B."""
+        return grad.shape[0] * parameters <= grad.numel() + seen.input.numel()
+
+
+def squared_norms(samples: Samples, batch: int, device: torch.device) -> torch.Tensor:
+    total = torch.zeros(batch, device=device, dtype=torch.float32)
+    for _, per_record in samples:
+        total += per_record.float().pow(2).reshape(batch, -1).sum(1)
+    return total
+
+
+def _sequence(tensor: torch.Tensor) -> torch.Tensor:
+    """(B, …, F) as (B, T, F): every middle axis is a position the weights are shared over."""
+    return tensor.reshape(tensor.shape[0], -1, tensor.shape[-1])
+
+
+def set_grad(parameter: Optional[nn.Parameter], value: torch.Tensor) -> None:
+    if parameter is not None and parameter.requires_grad:
+        parameter.grad = value if value.shape == parameter.shape and value.dtype == parameter.dtype \
+            else value.reshape(parameter.shape).to(parameter.dtype)
+
+
+def _trainable(parameter: Optional[nn.Parameter]) -> bool:
+    return parameter is not None and parameter.requires_grad
+
+
+class _LinearRule(_Rule):
+    def norms(self, seen: Seen, grad: torch.Tensor) -> torch.Tensor:
+        module: nn.Linear = seen.module
+        a, g = seen.input, grad
+        if a.dim() == 2:  # one position: the ghost norm is exact and costs B·(in + out)
+            g_sq = torch.linalg.vecdot(g, g)
+            if not _trainable(module.weight):
+                return g_sq
+            a_sq = torch.linalg.vecdot(a, a)
+            if _trainable(module.bias):  # ‖g‖²·‖a‖² + ‖g‖² = ‖g‖²·(‖a‖² + 1)
+                a_sq.add_(1.0)
+            return g_sq.mul_(a_sq)
+        total = torch.zeros(a.shape[0], device=a.device, dtype=torch.float32)
+        # A sequence short enough for book-keeping (T·(in + out) < in·out, see `keeps_samples`)
+        # has T² < in·out, so the Gram form is the cheaper one.
+        a, g = _sequence(a).float(), _sequence(g).float()
+        if _trainable(module.weight):
+            total += (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
+        if _trainable(module.bias):
+            total += g.sum(1).pow(2).sum(1)
+        return total
+
+    def accumulate(self, seen: Seen, grad: torch.Tensor, factors: torch.Tensor) -> None:
+        module: nn.Linear = seen.module
+        # (B·T, in) and (B·T, out): one position a record (a vector input) is a plain 2-D matrix.
+        a = seen.input if seen.input.dim() == 2 else seen.input.reshape(-1, seen.input.shape[-1])
+        weighted = (grad * factors.view((-1,) + (1,) * (grad.dim() - 1))).reshape(-1, grad.shape[-1])
+        set_grad(module.weight, weighted.T @ a)
+        set_grad(module.bias, weighted.sum(0))
+
+    def per_sample(self, seen: Seen, grad: torch.Tensor) -> Samples:
+        module: nn.Linear = seen.module
+        a, g = _sequence(seen.input), _sequence(grad)
+        samples = []
+        if _trainable(module.weight):
+            samples.append((module.weight, torch.bmm(g.transpose(1, 2), a)))  # (B, out, in)
+        if _trainable(module.bias):
+            samples.append((module.bias, g.sum(1)))
+        return samples
+
+
+class _Conv2dRule(_Rule):
+    """Norms either from L×L Gram matrices of the unfolded input and the output gradient (the
+    ghost form, for small feature maps) or from each record's weight gradient, computed for a
+    slice of the batch at once as one convolution with one group per record (measured faster
+    on a CPU than unfold + batched matmul for every conv of the shipped models)."""
+
+    @staticmethod
+    def _ghost(module: nn.Conv2d, positions: int) -> bool:
+        fan_in = module.in_channels * math.prod(module.kernel_size)
+        return positions * (module.out_channels + fan_in) < module.out_channels * fan_in
+
+    @staticmethod
+    def _unfold(module: nn.Conv2d, a: torch.Tensor) -> torch.Tensor:
+        """(b, C_in·kh·kw, L): each output position's receptive field as a column, in
+        `F.unfold`'s order.  Without dilation, as strided views and one copy: 1.5–3× faster on
+        a CPU than `F.unfold`, whose im2col loops over the batch."""
+        if module.dilation != (1, 1):
+            return F.unfold(a, module.kernel_size, dilation=module.dilation,
+                            padding=module.padding, stride=module.stride)
+        (kh, kw), (sh, sw), (ph, pw) = module.kernel_size, module.stride, module.padding
+        windows = F.pad(a, (pw, pw, ph, ph)).unfold(2, kh, sh).unfold(3, kw, sw)
+        b, c, rows, cols = windows.shape[:4]  # (b, C, H_out, W_out, kh, kw)
+        return windows.permute(0, 1, 4, 5, 2, 3).reshape(b, c * kh * kw, rows * cols)
+
+    @classmethod
+    def _gram_norms(cls, module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        u = cls._unfold(module, a).float()  # (b, C_in·kh·kw, L)
+        return (torch.bmm(u.transpose(1, 2), u) * torch.bmm(g.transpose(1, 2), g)).sum((1, 2))
+
+    @staticmethod
+    def _grouped_weights(module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """(b, C_out, C_in, kh, kw): each record's weight gradient, from (b, C_in, H, W) inputs
+        and (b, C_out, H_out, W_out) output gradients, as one convolution with a group a record."""
+        records = a.shape[0]
+        per_record = torch.nn.grad.conv2d_weight(
+            a.reshape(1, -1, *a.shape[2:]),
+            (records * module.out_channels, module.in_channels, *module.kernel_size),
+            g.reshape(1, -1, *g.shape[2:]), stride=module.stride, padding=module.padding,
+            dilation=module.dilation, groups=records)
+        return per_record.reshape(records, *module.weight.shape)
+
+    @classmethod
+    def _unfolded_weights(cls, module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """The same as `_grouped_weights`, as a batched matmul of each record's output gradient
+        (C_out, L) and its unfolded input (C_in·kh·kw, L)."""
+        records = a.shape[0]
+        return torch.bmm(g.reshape(records, module.out_channels, -1),
+                         cls._unfold(module, a).transpose(1, 2)).reshape(records, *module.weight.shape)
+
+    @classmethod
+    def _weights(cls, module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """Each record's weight gradient: grouped convolution on a CPU, the faster of the two
+        ways for this layer's shape on a GPU (`_fastest`)."""
+        if a.is_cuda and _fastest(module, a, g) == "unfold":
+            return cls._unfolded_weights(module, a, g)
+        return cls._grouped_weights(module, a, g)
+
+    @staticmethod
+    def _slice(grad: torch.Tensor, floats_per_record: int) -> int:
+        """Records per slice so that one slice's work stays under `CHUNK_FLOATS` (on a GPU
+        `GPU_CHUNK_FLOATS`): a small layer's batch in one slice (`mnist_cnn`'s first
+        convolution: 24 MB; five slices of it made a CPU step 4 % slower), a large one's in
+        slices of at most 64 MB."""
+        return max(1, (GPU_CHUNK_FLOATS if grad.is_cuda else CHUNK_FLOATS) // floats_per_record)
+
+    def keeps_samples(self, seen: Seen, grad: torch.Tensor, parameters: int) -> bool:
+        """On a CPU, by size (`_Rule.keeps_samples`); on a GPU, whenever they fit in
+        `GPU_CHUNK_FLOATS` (see the module's docstring)."""
+        if grad.is_cuda:
+            return grad.shape[0] * parameters <= GPU_CHUNK_FLOATS
+        return super().keeps_samples(seen, grad, parameters)
+
+    def norms(self, seen: Seen, grad: torch.Tensor) -> torch.Tensor:
+        module: nn.Conv2d = seen.module
+        batch = grad.shape[0]
+        g = grad.reshape(batch, module.out_channels, -1)  # (B, C_out, L)
+        positions = g.shape[2]
+        fan_in = module.in_channels * math.prod(module.kernel_size)
+        ghost = self._ghost(module, positions)
+        per_record = fan_in * positions + (positions * positions if ghost
+                                           else module.out_channels * fan_in)
+        step = self._slice(grad, per_record)
+        total = torch.zeros(batch, device=grad.device, dtype=torch.float32)
+        if _trainable(module.weight):
+            for start in range(0, batch, step):
+                a, gc = seen.input[start:start + step], grad[start:start + step]
+                total[start:start + step] += (
+                    self._gram_norms(module, a, gc.reshape(len(gc), module.out_channels, -1).float())
+                    if ghost else
+                    self._weights(module, a, gc).reshape(len(gc), -1).float().pow(2).sum(1))
+        if _trainable(module.bias):
+            total += g.float().sum(2).pow(2).sum(1)
+        return total
+
+    def accumulate(self, seen: Seen, grad: torch.Tensor, factors: torch.Tensor) -> None:
+        module: nn.Conv2d = seen.module
+        weighted = grad * factors.to(grad.dtype).view(-1, 1, 1, 1)
+        if _trainable(module.weight):  # the plain weight gradient of the re-weighted outputs
+            set_grad(module.weight, torch.nn.grad.conv2d_weight(
+                seen.input, module.weight.shape, weighted, stride=module.stride,
+                padding=module.padding, dilation=module.dilation, groups=module.groups))
+        set_grad(module.bias, weighted.sum((0, 2, 3)))
+
+    def per_sample(self, seen: Seen, grad: torch.Tensor) -> Samples:
+        module: nn.Conv2d = seen.module
+        samples = []
+        if _trainable(module.weight):
+            fan_in = module.in_channels * math.prod(module.kernel_size)
+            step = self._slice(grad, fan_in * math.prod(grad.shape[2:]) + module.weight.numel())
+            if step >= grad.shape[0]:  # one slice: no copy into a gathering tensor
+                weights = self._weights(module, seen.input, grad)
+            else:
+                weights = grad.new_empty(grad.shape[0], *module.weight.shape)
+                for start in range(0, grad.shape[0], step):
+                    weights[start:start + step] = self._weights(
+                        module, seen.input[start:start + step], grad[start:start + step])
+            samples.append((module.weight, weights))
+        if _trainable(module.bias):
+            samples.append((module.bias, grad.sum((2, 3))))
+        return samples
+
+
+#: The faster per-record method of each convolution shape met on a GPU in this process, by
+#: (device, layer geometry, input shape); measured once, at the shape's first (eager) step.
+_FASTEST_METHOD: dict[tuple, str] = {}
+
+
+def _fastest(module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> str:
+    """"grouped" or "unfold": whichever took less time over three runs each on these inputs.
+    Both compute the same per-record gradients (to float rounding): the choice changes speed,
+    not the mechanism.  Inside a CUDA graph's capture nothing can be timed: an unmeasured shape
+    takes "unfold", never the slowest by much in the shapes measured."""
+    key = (a.device.index, module.in_channels, module.out_channels, module.kernel_size,
+           module.stride, module.padding, module.dilation, tuple(a.shape[1:]))
+    if key not in _FASTEST_METHOD:
+        if torch.cuda.is_current_stream_capturing():
+            return "unfold"
+        seconds = {}
+        for method, take in (("grouped", _Conv2dRule._grouped_weights),
+                             ("unfold", _Conv2dRule._unfolded_weights)):
+            take(module, a, g)  # warm-up: kernel choice and workspace outside the timing
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(3):
+                take(module, a, g)
+            end.record()
+            end.synchronize()
+            seconds[method] = start.elapsed_time(end)
+        _FASTEST_METHOD[key] = min(seconds, key=seconds.get)
+    return _FASTEST_METHOD[key]
+
+
+class _NormRule(_Rule):
+    """GroupNorm and LayerNorm: the affine weight's gradient is Σ g·x̂ over the positions."""
+
+    @staticmethod
+    def _normalized(module: nn.Module, a: torch.Tensor) -> torch.Tensor:
+        if isinstance(module, nn.GroupNorm):
+            return F.group_norm(a, module.num_groups, eps=module.eps)
+        return F.layer_norm(a, module.normalized_shape, eps=module.eps)
+
+    @staticmethod
+    def _per_record(module: nn.Module, values: torch.Tensor) -> torch.Tensor:
+        """Sum a (B, …) tensor over the positions the affine parameters are shared across."""
+        if isinstance(module, nn.GroupNorm):  # (B, C, *spatial) → (B, C)
+            return values.reshape(values.shape[0], values.shape[1], -1).sum(2)
+        shape = module.normalized_shape  # (B, *, *normalized_shape) → (B, *normalized_shape)
+        return values.reshape(values.shape[0], -1, *shape).sum(1)
+
+    def per_sample(self, seen: Seen, grad: torch.Tensor) -> Samples:
+        module = seen.module
+        samples = []
+        if _trainable(module.weight):
+            samples.append((module.weight, self._per_record(module, grad * self._normalized(module, seen.input))))
+        if _trainable(module.bias):
+            samples.append((module.bias, self._per_record(module, grad)))
+        return samples
+
+    def keeps_samples(self, seen: Seen, grad: torch.Tensor, parameters: int) -> bool:
+        return True  # one float per channel and record: never larger than the output gradient
+
+
+#: The layer types the engine can clip, by class.  A model with trainable parameters anywhere
+#: else is refused (`check_supported`), never silently clipped wrong.
+RULES: dict[type, _Rule] = {
+    nn.Linear: _LinearRule(),
+    nn.Conv2d: _Conv2dRule(),
+    nn.GroupNorm: _NormRule(),
+    nn.LayerNorm: _NormRule(),
+}
+
+
+def rule_for(module: nn.Module) -> Optional[_Rule]:
+    return RULES.get(type(module))
+
+
+def check_supported(model: nn.Module) -> list[str]:
+    """Why the engine cannot clip `model` (empty when it can): one line per offending layer."""
+    problems = []
+    for name, module in model.named_modules():
+        own = [p for p in module.parameters(recurse=False) if p.requires_grad]
+        if not own:
+            continue
+        if rule_for(module) is None:
+            supported = ", ".join(cls.__name__ for cls in RULES)
+            problems.append(f"layer {name or '(root)'} ({type(module).__name__}) has trainable "
+                            f"parameters but no per-sample rule (supported: {supported})")
+        elif isinstance(module, nn.Conv2d) and (module.groups != 1 or module.padding_mode != "zeros"
+                                                or isinstance(module.padding, str)):
+            problems.append(f"layer {name} (Conv2d): only groups=1, zero padding given as numbers "
+                            "are supported")
+    return problems

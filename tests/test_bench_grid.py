@@ -1,0 +1,32 @@
+"""`python -m bench.grid` at its reduced size: the command CI keeps working (its figures are
+the machine's, so only their presence and their arithmetic are checked)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_grid_benchmark_runs_reduced_and_reports_every_packing():
+    done = subprocess.run([sys.executable, "-m", "bench.grid", "--reduced", "--experiment",
+                           "mnist_lira", "--packings", "1x1,1x2"], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert "plan: 455 models of mnist_cnn, 1 epochs of batch 32, pool 640 records" in out
+    for mode in ("plain", "DP eager", "DP as trained"):
+        assert re.search(rf"^\s+{mode}\s+[\d.]+ ms\s+[\d.]+×$", out, re.M), mode
+    rows = re.findall(r"^\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+(\S+)\s+\S+$", out, re.M)
+    packings = [(int(k), int(n), int(models)) for k, n, _, models, *_ in rows]
+    # the small and the shadow-sized model alone, two processes, and the shipped K = 4 on a GPU
+    assert packings == [(1, 1, 1), (1, 1, 1), (1, 2, 2), (4, 1, 4)]
+    assert all(float(seconds) > 0 for *_, seconds, _, _ in rows)
+    planned = re.search(r"pool 640 records, (\d+) steps in all", out)
+    grid = re.search(r"the grid's training \(455 models, (\d+) steps\): ([\d.]+) min at the "
+                     r"shipped K = 4, N = 1; ([\d.]+) min at the best measured", out)
+    assert planned and grid and grid.group(1) == planned.group(1)
+    assert 0 < float(grid.group(3)) <= float(grid.group(2))  # the best is at most the shipped
