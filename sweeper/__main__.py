@@ -7,8 +7,10 @@ Before anything runs, the preflight (`sweeper.preflight`) composes the configura
 all of it: a refused one prints one `error:` message naming every problem (the field, the value
 given, what is allowed) and exits with code 2, before Ray starts and before anything is written.
 A plain run (one job, no Hydra options) then runs that same composition directly: Hydra composes
-once.  Whatever Hydra itself must handle (--multirun, --help, --cfg, other config trees,
-`hydra.*` overrides) goes through Hydra's own entry point, checked by the preflight first.
+once.  A `--multirun` is run here too, job by job, every job checked before the first starts (Hydra's
+launcher would write a `multirun/` folder into the working folder, every override in clear).
+Whatever Hydra itself must handle (--help, --cfg, other config trees, `hydra.*` overrides) goes
+through Hydra's own entry point, checked by the preflight first.
 
 A successful command ends with `exit_now`: nothing is lost (see its docstring), and the seconds
 the interpreter spends tearing down torch, Ray and pandas at exit are not spent.
@@ -30,13 +32,14 @@ from omegaconf import DictConfig
 from jobs.datasets import DatasetUnavailable
 from sweeper import VERSION_TEXT, interrupts
 from sweeper.config import ConfigError, SweepConfig, register_schema, to_sweep_config
-from sweeper.credentials import hide_secret_values, scrub
+from sweeper.credentials import hide_secret_values, scrub, scrub_override
 from sweeper.hydra_adapter import mask_launcher_echo, parse_command_line
 from sweeper.preflight import (CONF_DIR, CONFIG_NAME, check_command_line, command_line, composed,
-                              needs_hydra)
+                              option_problems, own_jobs)
 from sweeper.summary import print_summary
 
 register_schema()  # before `main` composes: conf/config.yaml names the schema
+logger = logging.getLogger(__name__)
 
 
 # An absolute path: imported as `sweeper.__main__` (the `sweeper` console script), a relative one
@@ -87,22 +90,34 @@ def crash_report(error: BaseException) -> str:
 
 
 def run_directly(argv: list[str]) -> Optional[int]:
-    """Compose, check and run a plain command line with one composition; the exit code, or None
-    when the command line needs Hydra's own entry point (see `needs_hydra`)."""
+    """Compose, check and run the command line's jobs (one, or each of a `--multirun`, every
+    job checked before the first starts), each with one composition: the exit code (the worst
+    job's), or None when the command line needs Hydra's own entry point (see `own_jobs`)."""
     from hydra.core.utils import configure_log
 
     if "--version" in argv:
         return None
     args = parse_command_line(argv)
-    if needs_hydra(args):
-        return None
     try:
-        cfg, hydra_cfg = composed(args.overrides)
+        jobs = own_jobs(args)
+        if jobs is None:
+            return None
+        refused = check_command_line(argv) if len(jobs) > 1 else []
+        if refused:
+            raise ConfigError(refused)
+        code = 0
+        for number, job in enumerate(jobs, 1):
+            cfg, hydra_cfg = composed(job)
+            if number == 1:
+                configure_log(hydra_cfg.job_logging, hydra_cfg.verbose)  # as Hydra's launcher would
+            if len(jobs) > 1:
+                logger.info("job %d of %d: %s", number, len(jobs),
+                            " ".join(scrub_override(o) for o in job))
+            code = max(code, run(cfg, validated=True))
+        return code
     except ConfigError as refused:
         print(f"error: {hide_secret_values(str(refused))}", file=sys.stderr)
         return 2
-    configure_log(hydra_cfg.job_logging, hydra_cfg.verbose)  # as Hydra's launcher would
-    return run(cfg, validated=True)
 
 
 def exit_now(code: int = 0) -> None:
@@ -143,6 +158,10 @@ def cli(argv: Optional[list[str]] = None) -> None:
     if "--version" in argv:
         print(VERSION_TEXT)
         return
+    refused = option_problems(argv)
+    if refused:
+        print(hide_secret_values("error: " + "\n       ".join(refused)), file=sys.stderr)
+        sys.exit(2)
     interrupts.install()
     try:
         sys.argv = [sys.argv[0], *command_line(argv)]

@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import socket
+import stat
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -112,7 +113,7 @@ def held(store: ArtifactStore, name: str, wait: bool = False) -> Iterator[None]:
 def _locked(path: Path, name: str, where: str, wait: bool):
     """The lock file at `path`, open and locked by this process."""
     while True:
-        handle = open(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), "r+b", buffering=0)
+        handle = open(_open_lock(path, name), "r+b", buffering=0)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as busy:
@@ -138,6 +139,28 @@ def _locked(path: Path, name: str, where: str, wait: bool):
         handle.close()  # the holder removed it as we waited: lock the file now at the path
 
 
+def _open_lock(path: Path, name: str) -> int:
+    """The lock file's descriptor, created if absent; never through a symbolic link and never
+    anything but a regular file (`Refused` otherwise): what a link points at would be written
+    over with the holder's line, any file the sweep's user can write."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as error:
+        if error.errno not in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.EACCES):
+            raise
+        what = ("a symbolic link" if path.is_symlink() else "a folder" if path.is_dir()
+                else "not a regular file" if path.exists() else "not writable")
+        raise Refused([f"sweep {name!r}: its lock file {path} is {what}, not the lock this "
+                       "program makes: something else put it there. Remove it once you know "
+                       "what it is, or name this run differently (name=...)"]) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or a device opened for writing
+        os.close(fd)
+        raise Refused([f"sweep {name!r}: its lock file {path} is not a regular file, not the "
+                       "lock this program makes: something else put it there. Remove it once "
+                       "you know what it is, or name this run differently (name=...)"])
+    return fd
+
+
 def _write(handle, text: str, path: Path) -> None:
     try:
         handle.seek(0)
@@ -151,19 +174,24 @@ def _write(handle, text: str, path: Path) -> None:
 
 
 def require_same_sweep(store: ArtifactStore, name: str, cells: list[str], config: dict[str, Any],
-                       replace: bool) -> None:
+                       replace: bool) -> list[str]:
     """Refuse (`Refused`) a run that would drop cells `sweeps/<name>/sweep.json` holds (another
     grid, or settings that key every cell anew), unless `replace`; then say what is replaced.
-    A run that holds every cell of the last one and more (an attack, a p added) grows the sweep."""
+    A run that holds every cell of the last one and more (an attack, a p added) grows the sweep.
+
+    Returns the plan keys the sweep had before it grew, oldest first ([] for a new or a replaced
+    sweep): its MLflow run, found by one of them, is the grown sweep's too."""
     try:
         manifest = store.read_manifest(name)
     except (FileNotFoundError, ManifestError):  # a new name, or a manifest the run rewrites
-        return
+        return []
     held_cells, now = set(manifest["cells"]), set(cells)
     if held_cells <= now:
+        earlier = list(manifest.get("earlier_keys", []))
         if held_cells != now:
             logger.info("sweep '%s' grows from %d to %d cells", name, len(held_cells), len(now))
-        return
+            earlier.append(manifest["sweep_key"])
+        return earlier
     changed = differences(manifest.get("config"), config)
     what = (f"settings that differ: {'; '.join(changed[:6])}" + (" …" if len(changed) > 6 else "")
             if changed else "the same settings, but cells keyed differently (sweeper's artifact "
@@ -172,7 +200,7 @@ def require_same_sweep(store: ArtifactStore, name: str, cells: list[str], config
     if replace:
         logger.warning("sweep '%s': replacing its results, %d of its %d cells dropped (%s), as "
                        "--replace asks", name, dropped, len(held_cells), what)
-        return
+        return []
     raise Refused([
         f"sweep {name!r} in {store.uri} already holds the results of another grid or settings "
         f"({what}; {dropped} of its {len(held_cells)} cells are not in this run): give this run "

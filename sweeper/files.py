@@ -26,6 +26,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from sweeper.errors import error_chain
+
 
 class CorruptArtifact(ValueError):
     """A stored file whose bytes do not match the checksum written with them."""
@@ -52,10 +54,9 @@ class DiskFull(OSError):
 def disk_full(error: BaseException) -> Optional[str]:
     """The path of a disk-full error anywhere in `error`'s chain ("?" when it names none), or
     None when the disk is not what failed."""
-    while error is not None:
-        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-            return str(error.filename or "?")
-        error = error.__cause__ or error.__context__
+    for link in error_chain(error):
+        if isinstance(link, OSError) and link.errno == errno.ENOSPC:
+            return str(link.filename or "?")
     return None
 
 

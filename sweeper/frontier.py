@@ -215,9 +215,9 @@ def _parser(prog: str = "python -m sweeper.frontier") -> argparse.ArgumentParser
                         help="one line per trial (every cell), not the pooled summary")
     parser.add_argument("--attack", action="append", default=[], metavar="NAME",
                         help="only this attack (repeat for several; default: all)")
-    parser.add_argument("--epsilon", action="append", default=[], type=parse_epsilon,
-                        metavar="ε", help="only this ε (inf or ∞ for none; repeat for several)")
-    parser.add_argument("--p", action="append", default=[], type=float, metavar="P",
+    parser.add_argument("--epsilon", action="append", default=[], metavar="ε",
+                        help="only this ε (inf or ∞ for none; repeat for several)")
+    parser.add_argument("--p", action="append", default=[], metavar="P",
                         help="only this sampling probability p (repeat for several)")
     parser.add_argument("--json", action="store_true",
                         help="print the rows as JSON records (the filtered cells, one per trial)")
@@ -263,6 +263,36 @@ def parse_epsilon(text: str) -> float:
     return math.inf if text.strip().lower() in ("inf", "∞", "+inf") else float(text)
 
 
+def parsed_filters(epsilons: Sequence[str], ps: Sequence[str]
+                   ) -> tuple[list[float], list[float], list[str]]:
+    """The --epsilon and --p values as numbers, and a problem for each that is none (all of
+    them, so one run of the command names every bad value)."""
+    problems: list[str] = []
+
+    def numbers(option: str, texts: Sequence[str], parse, what: str) -> list[float]:
+        values = []
+        for text in texts:
+            try:
+                value = parse(text)
+            except ValueError:
+                value = math.nan
+            if math.isnan(value):
+                problems.append(f"{option} {text}: {what}")
+            else:
+                values.append(value)
+        return values
+
+    return (numbers("--epsilon", epsilons, parse_epsilon, "not a number (inf or ∞ for none)"),
+            numbers("--p", ps, float, "not a number"), problems)
+
+
+def store_root_problem(root: str) -> Optional[str]:
+    """Why a local store root is no store (a file where its folder would be), or None."""
+    if "://" not in root and Path(root).expanduser().exists() and not Path(root).expanduser().is_dir():
+        return f"{root}: is a file, not a store's folder (store.root)"
+    return None
+
+
 def violation_warning(frame: pd.DataFrame) -> Optional[str]:
     """The warning for cells whose data prove the guarantee wrong, or None: a sweep's last lines
     and the frontier command both print it."""
@@ -280,21 +310,26 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
     if any(outputs):  # before the table: a file that cannot be written is known now
         print("error: " + "; ".join(problem for problem in outputs if problem), file=sys.stderr)
         return EXIT_REFUSED
+    epsilons, ps, problems = parsed_filters(args.epsilon, args.p)
     try:
         root, name = sweep_location(args.experiment, args.store_root, args.run_dir)
+        where = store_root_problem(root)
+        if where:
+            raise ValueError(where)
         store, results = open_sweep(root, name)
     except FileNotFoundError as error:
-        print(f"error: {error}. Run `python -m sweeper` first, or pass --run-dir.", file=sys.stderr)
+        print("error: " + "; ".join([*problems, f"{error}. Run `python -m sweeper` first, or pass "
+                                     "--run-dir."]), file=sys.stderr)
         return EXIT_REFUSED
     except (ManifestError, ValueError, OSError) as error:  # a bad name, an unreachable store
-        print(f"error: {one_line(error)}", file=sys.stderr)
+        print("error: " + "; ".join([*problems, one_line(error)]), file=sys.stderr)
         return EXIT_REFUSED
     frame, coverage = sort_frontier(results.frame), results.coverage
-    problems = filter_problems(frame, args.attack, args.epsilon, args.p)
+    problems += filter_problems(frame, args.attack, epsilons, ps)
     if problems:
         print(f"error: {'; '.join(problems)}", file=sys.stderr)
         return EXIT_REFUSED
-    rows = select(frame, args.attack, args.epsilon, args.p)
+    rows = select(frame, args.attack, epsilons, ps)
     notes = sys.stderr if args.json else sys.stdout
     if args.json:
         print(json.dumps(jsonable(rows.to_dict("records")), indent=1))  # ∞ as "inf", NaN null

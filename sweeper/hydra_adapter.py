@@ -13,6 +13,8 @@ typed: `mask_launcher_echo` masks what is secret in them.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import logging
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -21,16 +23,29 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 
 
+def _parser() -> argparse.ArgumentParser:
+    parser = get_args_parser()
+    parser.prog = "sweeper"  # not __main__.py, what `python -m sweeper` would show
+    return parser
+
+
+def option_names() -> list[str]:
+    """Every option Hydra's command line takes (`--multirun`, `-m`, `--cfg` …)."""
+    return sorted(get_args_parser()._option_string_actions)
+
+
 def parse_command_line(argv: list[str]) -> argparse.Namespace:
     """Hydra's reading of `argv` (options first, then overrides), as `@hydra.main` reads it:
     `.overrides`, `.multirun`, `.cfg`, `.help`, `.config_name` …; exits 2 on a bad option."""
-    return get_args_parser().parse_args(argv)
+    return _parser().parse_args(argv)
 
 
 def overrides_anywhere(argv: list[str]) -> list[str]:
     """The overrides of `argv`, whose options may stand between or after them (Hydra's own
-    parser refuses `grid.p=[0.5] --cfg job`); exits 2 on what is not Hydra's command line."""
-    return list(get_args_parser().parse_intermixed_args(argv).overrides)
+    parser refuses `grid.p=[0.5] --cfg job`); exits 2, silently, on what is not Hydra's
+    command line (the caller's `parse_command_line` then says why, once)."""
+    with contextlib.redirect_stderr(io.StringIO()):
+        return list(_parser().parse_intermixed_args(argv).overrides)
 
 
 def sweep_jobs(overrides: list[str]) -> tuple[list[Override], list[list[str]]]:

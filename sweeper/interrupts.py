@@ -29,6 +29,8 @@ import threading
 import traceback
 from typing import Callable, Iterator, Optional
 
+from sweeper.errors import error_chain
+
 #: The line a stopped sweep ends with.
 RESUME_LINE = "interrupted: rerun the same command to resume"
 
@@ -71,18 +73,6 @@ def run_abort_hooks() -> None:
             hook()
 
 
-def _chain(error: BaseException) -> Iterator[BaseException]:
-    """`error` and the errors it came from (its causes and contexts), each once."""
-    pending, seen = [error], set()
-    while pending:
-        link = pending.pop()
-        if link is None or id(link) in seen:
-            continue
-        seen.add(id(link))
-        yield link
-        pending += [link.__cause__, link.__context__]
-
-
 def raise_swallowed(error: BaseException, handling: Optional[BaseException] = None) -> None:
     """Raise again the `Interrupted` that a library turned into `error`, if any.
 
@@ -92,7 +82,7 @@ def raise_swallowed(error: BaseException, handling: Optional[BaseException] = No
     `MlflowException`).  Args: `error`, what the guard caught; `handling`, the exception being
     handled when the guarded call began (a clean-up after Ctrl-C), which is not raised again.
     """
-    for link in _chain(error):
+    for link in error_chain(error):
         if isinstance(link, Interrupted) and link is not handling:
             release_unwound(error)
             raise link
@@ -107,7 +97,7 @@ def release_unwound(error: BaseException) -> None:
     after Ctrl-C (ending MLflow's runs KILLED) would wait on that lock, 20 s a write, and fail.
     Frames still running (the caller's) are left as they are.
     """
-    for link in _chain(error):
+    for link in error_chain(error):
         traceback.clear_frames(link.__traceback__)
 
 

@@ -230,10 +230,10 @@ class TrackingListener(Listener):
     stamp of the last whole logging (`tracking_stamp`) says there is nothing to log: then a
     sweep that computed nothing never imports MLflow."""
 
-    def __init__(self, cfg: SweepConfig, sweep_key: str, store: ArtifactStore, uri: str,
-                 config: dict[str, Any]) -> None:
-        self.cfg, self.sweep_key, self.store, self.uri, self.config = (cfg, sweep_key, store,
-                                                                       uri, config)
+    def __init__(self, cfg: SweepConfig, sweep_key: str, earlier_keys: list[str],
+                 store: ArtifactStore, uri: str, config: dict[str, Any]) -> None:
+        self.cfg, self.sweep_key, self.earlier_keys = cfg, sweep_key, earlier_keys
+        self.store, self.uri, self.config = store, uri, config
         self._background: Optional[Executor] = None
         self._importing: Optional[Future] = None
         self._ready: Optional[Future] = None  # the tracker (or None: unavailable), once opened
@@ -243,7 +243,7 @@ class TrackingListener(Listener):
         return open_tracker(self.uri, self.cfg.tracking.experiment, self.cfg.name, self.sweep_key,
                             config_params(self.config),
                             mlflow_artifact_location(self.store, self.uri),
-                            self.store.read_scores_table)
+                            self.store.read_scores_table, self.earlier_keys)
 
     def on_start_up(self, background: Executor) -> None:
         self._background = background

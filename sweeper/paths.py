@@ -126,6 +126,40 @@ TRACKING_SCHEMES = ("file", "sqlite", "postgresql", "mysql", "mssql", "http", "h
                     "databricks")
 
 
+#: Each database's SQLAlchemy drivers MLflow can use, with the module each imports.
+DATABASE_DRIVERS = {
+    "postgresql": {"psycopg2": "psycopg2", "psycopg": "psycopg", "pg8000": "pg8000"},
+    "mysql": {"pymysql": "pymysql", "mysqldb": "MySQLdb", "mysqlconnector": "mysql.connector"},
+    "mssql": {"pyodbc": "pyodbc", "pymssql": "pymssql"},
+}
+
+
+def _driver_problem(field: str, uri: str, scheme: str) -> Optional[str]:
+    """Why SQLAlchemy could not open the database `uri` names for want of its driver, or None.
+    A bare `postgresql://` means SQLAlchemy's default driver (psycopg 3 since SQLAlchemy 2.1),
+    which MLflow would find missing only after the whole sweep ran; the drivers installed here
+    are named instead."""
+    import importlib.util
+
+    database, _, driver = scheme.partition("+")
+    drivers = DATABASE_DRIVERS.get(database)
+    if drivers is None:
+        return None
+    from sqlalchemy.engine import make_url
+
+    try:
+        driver = driver or make_url(uri).get_dialect().driver
+    except Exception:  # noqa: BLE001 - an address SQLAlchemy cannot read: MLflow says why
+        return None
+    if importlib.util.find_spec(drivers.get(driver, driver).split(".")[0]) is not None:
+        return None
+    installed = [f"{database}+{name}://" for name, module in drivers.items()
+                 if importlib.util.find_spec(module.split(".")[0]) is not None]
+    return (f"{field}: {scheme}:// is opened with the database driver {driver!r}, which is not "
+            f"installed; " + (f"name an installed one: {', '.join(installed)}" if installed else
+                              f"install one of {sorted(drivers)}"))
+
+
 def tracking_location_problem(field: str, uri: str) -> Optional[str]:
     """Why MLflow could not track to `uri`, found without asking MLflow, or None: a scheme no
     tracking store takes (`foo://x`), a control character, or a local folder (`file://`, a bare
@@ -151,7 +185,7 @@ def tracking_location_problem(field: str, uri: str) -> Optional[str]:
             return (f"{field}={uri!r}: MLflow needs a database file, e.g. "
                     "sqlite:////ABSOLUTE/PATH/mlflow.db")
         return folder_problem(field, uri, os.path.dirname(os.path.abspath(database)))
-    return None
+    return _driver_problem(field, uri, scheme)
 
 
 def file_problem(field: str, given: str) -> Optional[str]:

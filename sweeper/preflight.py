@@ -24,7 +24,7 @@ from omegaconf.errors import (ConfigAttributeError, ConfigKeyError, ConfigTypeEr
 
 from sweeper.config import ConfigError, SweepConfig, did_you_mean, register_schema, to_sweep_config
 from sweeper.credentials import scrub, scrub_override
-from sweeper.hydra_adapter import overrides_anywhere, parse_command_line, sweep_jobs
+from sweeper.hydra_adapter import option_names, overrides_anywhere, parse_command_line, sweep_jobs
 from sweeper.paths import option_problem
 from sweeper.scale import scaled
 from sweeper.validation import validate
@@ -35,6 +35,24 @@ CONFIG_NAME = "config"
 
 #: sweeper's own flags, spelled as the overrides they stand for (Hydra's parser knows no others).
 FLAGS = {"--replace": "store.replace=true", "--wait": "store.wait=true"}
+
+
+def option_problems(argv: list[str]) -> list[str]:
+    """The words of `argv` that look like options and are none: a typo (`--wiat`), a value
+    given to one of sweeper's flags (`--replace=yes`).  Each named with what there is; checked
+    before Hydra's parser, which would call every override after it "unrecognized"."""
+    known = [*FLAGS, *option_names()]
+    problems = []
+    for word in argv:
+        name, equals, _ = word.partition("=")
+        if not word.startswith("-") or word == "-":
+            continue
+        if name in FLAGS and equals:
+            problems.append(f"{word}: {name} takes no value; write {name} alone")
+        elif name not in known:
+            problems.append(f"{word}: no such option{did_you_mean(name, known)} (sweeper's own "
+                            f"are {' and '.join(FLAGS)}; sweeper --help lists Hydra's)")
+    return problems
 
 
 def command_line(argv: list[str]) -> list[str]:
@@ -65,11 +83,26 @@ def _with_default_experiment(argv: list[str]) -> list[str]:
     return argv if names_one else [*argv, "+experiment=quickstart"]
 
 
-def needs_hydra(args: Any) -> bool:
-    """Anything but one job of this config tree with plain overrides: Hydra's launcher runs it."""
+def own_jobs(args: Any) -> Optional[list[list[str]]]:
+    """The jobs this program runs itself, each as its overrides: the one job of a plain command
+    line, or every job of a `--multirun` (Hydra's basic sweeper's cross product of lists and
+    ranges); None for what Hydra's own entry point runs (help, --cfg, other config trees,
+    `hydra.*` overrides).  A `--multirun` never goes to Hydra's launcher, which would write
+    `multirun/<date>/<time>/multirun.yaml` and a folder per job into the working folder, every
+    override in clear.  Raises ConfigError for a sweep only Hydra's sweeper expands (glob,
+    interval): no file of its is wanted."""
     keys = {o.lstrip("+~").split("=", 1)[0].split(".", 1)[0].split("/", 1)[0] for o in args.overrides}
-    return bool(args.multirun or _only_prints(args) or args.config_path or args.config_dir
-                or args.config_name or "hydra" in keys)
+    if (_only_prints(args) or args.config_path or args.config_dir or args.config_name
+            or "hydra" in keys):
+        return None
+    if not args.multirun:
+        return [list(args.overrides)]
+    try:
+        _, jobs = sweep_jobs(args.overrides)
+    except Exception as error:  # noqa: BLE001 - Hydra's parse errors and sweeps it cannot split
+        raise ConfigError([f"--multirun: its sweep cannot be expanded ahead ({scrub(str(error))}); "
+                           "list the values (key=a,b or key=range(1,4))"]) from None
+    return [list(job) for job in jobs]
 
 
 def preflight(overrides: list[str], config_name: str = CONFIG_NAME) -> SweepConfig:
@@ -89,7 +122,7 @@ def composed(overrides: list[str], config_name: str = CONFIG_NAME) -> tuple[Swee
     its logging), so that a plain run composes once."""
     overrides = _with_default_experiment(yaml_specials(overrides))
     problems = (_path_problems(overrides, config_name) + _number_problems(overrides)
-                + _output_subdir_problems(overrides))
+                + _boolean_problems(overrides) + _output_subdir_problems(overrides))
     if any(problem.startswith("--config-name") for problem in problems):
         raise ConfigError(problems)
     overrides = [o for o in overrides if _option_override(o) is None or not _group_escapes(o)]
@@ -233,6 +266,29 @@ def _number_problems(overrides: list[str]) -> list[str]:
                 problems.append(f"{scrub_override(override)}: {literal} underflows a 64-bit float "
                                 "(smallest ~4.9e-324) and would be read as 0; write 0 if zero is "
                                 "meant")
+    return problems
+
+
+def _schema_type(full_key: str) -> Any:
+    """The schema's type at a dotted key ('train.secure_noise'), or None when it has none."""
+    node: Any = SweepConfig
+    for part in full_key.split("."):
+        if not (dataclasses.is_dataclass(node) and part in _fields(node)):
+            return None
+        node = _fields(node)[part]
+    return node
+
+
+def _boolean_problems(overrides: list[str]) -> list[str]:
+    """A boolean setting given anything but true or false: OmegaConf reads 2, yes or on as true,
+    so `train.secure_noise=2` would run a whole sweep on a value nobody meant."""
+    problems = []
+    for override in overrides:
+        key, _, value = override.lstrip("+").partition("=")
+        if override.startswith("~") or not value or _schema_type(key) is not bool:
+            continue
+        if value.strip().lower() not in ("true", "false"):
+            problems.append(f"{scrub_override(override)}: {key} takes true or false")
     return problems
 
 

@@ -18,7 +18,8 @@ from sweeper import VERSION_TEXT
 from sweeper.console import Progress, shown
 from sweeper.store import ArtifactStore
 from sweeper.credentials import redact, scrub, tracking_uri_problem
-from sweeper.paths import name_problem
+from sweeper.errors import error_chain
+from sweeper.paths import name_problem, tracking_location_problem
 from sweeper.probes import tracking_server_problem
 from sweeper.results import load_results, sort_frontier
 from sweeper.run_records import config_params, summary_metrics
@@ -58,14 +59,16 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
     manifest = store.read_manifest(experiment)
     config = manifest["config"]
     uri = tracking_uri or config["tracking"]["uri"] or default_tracking_uri(store.local_root)
-    problem = tracking_uri_problem(uri, "MLFLOW_TRACKING_URI")  # the only source left unchecked
+    field = "--tracking-uri" if tracking_uri else "tracking.uri"
+    problem = (tracking_uri_problem(uri, "MLFLOW_TRACKING_URI")  # the only source left unchecked
+               or tracking_location_problem(field, uri))  # never better on a second try
     if problem:
         raise Refused(problem)
     if not tracking_uri:
         _require_server(uri, "tracking.uri")
     tracker = SweepTracker(uri, config["tracking"]["experiment"], experiment, manifest["sweep_key"],
                            config_params(config), mlflow_artifact_location(store, uri),
-                           store.read_scores_table)
+                           store.read_scores_table, manifest.get("earlier_keys", ()))
     results = sort_frontier(load_results(store, experiment).frame)
     with Progress(len(results), "cells synced", "cell", progress) as bar:
         for row in results.to_dict("records"):
@@ -127,6 +130,11 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.sy
             logger.error("%s; nothing was logged, run this again once it is back.", error)
             return 1
         except Exception as error:  # noqa: BLE001 - the server is down still: say so, exit 1
+            if any(isinstance(link, ImportError) for link in error_chain(error)):  # not an outage
+                logger.error("%s", scrub(f"MLflow cannot open this tracking store "
+                                         f"({type(error).__name__}: {error}); running this again "
+                                         "will not help: name a tracking URI it can open."))
+                return 2
             logger.error("%s", scrub(f"MLflow is unavailable ({type(error).__name__}: {error}); "
                                      "nothing lost, run this again once it is back."))
             return 1

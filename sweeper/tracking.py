@@ -109,13 +109,19 @@ def tracking_stamp(uri: str, experiment: str, sweep_key: str, cell_keys: Iterabl
             "database": _database_state(uri)}
 
 
+def _database_path(uri: str) -> Optional[Path]:
+    """The file of a `sqlite:///` tracking store (SQLAlchemy's form: sqlite:///relative,
+    sqlite:////absolute); None for a server."""
+    parts = urlsplit(uri)
+    return Path(unquote(parts.path[1:])) if parts.scheme == "sqlite" else None
+
+
 def _database_state(uri: str) -> Optional[list[int]]:
     """[size, mtime in ns] of a `sqlite:///` tracking store's file ([] when it is absent); None for
     a server, whose state the stamp cannot see."""
-    parts = urlsplit(uri)
-    if parts.scheme != "sqlite":
+    path = _database_path(uri)
+    if path is None:
         return None
-    path = Path(unquote(parts.path[1:]))  # SQLAlchemy's form: sqlite:///relative, sqlite:////absolute
     try:
         state = path.stat()
     except OSError:
@@ -126,14 +132,53 @@ def _database_state(uri: str) -> Optional[list[int]]:
 def _database_identity(uri: str) -> Optional[tuple[int, int]]:
     """(device, inode) of a `sqlite:///` tracking store's file, () when it is absent; None for
     a server.  A file deleted (or replaced) under a running sweep changes it."""
-    parts = urlsplit(uri)
-    if parts.scheme != "sqlite":
+    path = _database_path(uri)
+    if path is None:
         return None
     try:
-        state = Path(unquote(parts.path[1:])).stat()
+        state = path.stat()
     except OSError:
         return ()
     return state.st_dev, state.st_ino
+
+
+def relocate_artifacts(uri: str, artifact_location: Optional[str]) -> None:
+    """Point a copied or moved store's MLflow runs at its own artifact folder.
+
+    MLflow keeps an experiment's artifact folder, and each run's, as absolute URIs in its
+    database.  A store's own SQLite database (the default, `<store.root>/mlflow.db`) copied or
+    moved with the store still names the old store's `mlartifacts/`: every run of the copy would
+    write its figures into the original (onto another disk, or a store given away).  So when the
+    database lives in the store whose artifact folder is `artifact_location`, every experiment
+    whose artifacts are another store's `mlartifacts` folder is rewritten to this one, with its
+    runs: the copy is self-contained.  Databases elsewhere (a shared file, a server) are left as
+    they are."""
+    import sqlite3
+
+    database = _database_path(uri)
+    here = urlsplit(artifact_location or "")
+    if database is None or here.scheme != "file" or not database.is_file():
+        return
+    folder = Path(unquote(here.path))
+    if database.resolve().parent != folder.parent.resolve():
+        return
+    with contextlib.closing(sqlite3.connect(database, timeout=30)) as db, db:
+        try:
+            rows = db.execute("SELECT experiment_id, artifact_location FROM experiments").fetchall()
+        except sqlite3.DatabaseError:  # not (yet) MLflow's: nothing to relocate
+            return
+        for experiment_id, old in rows:
+            parts = urlsplit(old or "")
+            if (parts.scheme != "file" or old == artifact_location
+                    or Path(unquote(parts.path)).name != folder.name):
+                continue
+            logger.warning("the store was copied or moved from %s: its MLflow runs keep their "
+                           "artifacts in %s from now on", redact(old), folder)
+            db.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
+                       (artifact_location, experiment_id))
+            db.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) WHERE "
+                       "experiment_id = ? AND substr(artifact_uri, 1, ?) = ?",
+                       (artifact_location, len(old) + 1, experiment_id, len(old), old))
 
 
 def tracking_link(uri: str, url: Optional[str] = None) -> str:
@@ -185,7 +230,8 @@ class SweepTracker:
 
     def __init__(self, uri: str, experiment: str, sweep_name: str, sweep_key: str,
                  params: dict[str, Any], artifact_location: Optional[str],
-                 read_scores: Optional[Callable[[str], Any]] = None):
+                 read_scores: Optional[Callable[[str], Any]] = None,
+                 earlier_keys: Iterable[str] = ()):
         from mlflow import MlflowClient
 
         # MLflow prints "View run … at: URL" and "View experiment at: URL" for every run it
@@ -197,6 +243,7 @@ class SweepTracker:
         one_line_records(library, scrub)  # nor its tracebacks (`_logger.exception`), secrets masked
         self.uri, self.sweep_name, self.read_scores = uri, sweep_name, read_scores
         self.opened_ms = _now_ms()
+        relocate_artifacts(uri, artifact_location)
         self.client = MlflowClient(tracking_uri=uri)
         self.failure: Optional[str] = None  # why tracking stopped, once it has
         self.missed_cells: set[str] = set()
@@ -211,9 +258,7 @@ class SweepTracker:
         for tag, value in ((EXPERIMENT_KIND_TAG, EXPERIMENT_KIND), (NOTE_TAG, EXPERIMENT_DESCRIPTION)):
             if found is None or found.tags.get(tag) is None:  # an older sweep's experiment, too
                 self.client.set_experiment_tag(self.experiment_id, tag, value)
-        existing = self.client.search_runs(
-            [self.experiment_id], filter_string=f"tags.`{SWEEP_KEY_TAG}` = '{sweep_key}'",
-            max_results=1)
+        existing = self._sweep_run(sweep_key, earlier_keys)
         tags = source_tags()
         if existing:
             self.run_id = existing[0].info.run_id
@@ -222,7 +267,7 @@ class SweepTracker:
             self.duration_before_ms = self._duration_before(existing[0])
             self.client.update_run(self.run_id, status="RUNNING")
             tags.update({DURATION_BEFORE_TAG: str(self.duration_before_ms),
-                         OPENED_TAG: str(self.opened_ms)})
+                         OPENED_TAG: str(self.opened_ms), SWEEP_KEY_TAG: sweep_key})
             for key, value in tags.items():  # who ran it last, from which commit
                 self.client.set_tag(self.run_id, key, value)
         else:
@@ -239,6 +284,18 @@ class SweepTracker:
                 self.client.log_inputs(self.run_id, datasets=[dataset_input(params)])
             self.logged_cells = set()
         self.database = _database_identity(uri)  # the SQLite file MLflow opened, if one
+
+    def _sweep_run(self, sweep_key: str, earlier_keys: Iterable[str]) -> list:
+        """The sweep's run: the one of its plan key, else (a grown sweep) the newest of the keys
+        it had before, which is then the grown sweep's, with the cells it logged: one run per
+        sweep and per cell across growth."""
+        for key in (sweep_key, *reversed(list(earlier_keys))):
+            found = self.client.search_runs(
+                [self.experiment_id], filter_string=f"tags.`{SWEEP_KEY_TAG}` = '{key}'",
+                max_results=1)
+            if found:
+                return found
+        return []
 
     def _logged_cell_keys(self) -> set[str]:
         """Cells with a FINISHED run.  A run left unfinished (the sweep interrupted or the server
@@ -443,11 +500,12 @@ class SweepTracker:
 
 def open_tracker(uri: str, experiment: str, sweep_name: str, sweep_key: str,
                  params: dict[str, Any], artifact_location: Optional[str],
-                 read_scores: Optional[Callable[[str], Any]] = None) -> Optional[SweepTracker]:
+                 read_scores: Optional[Callable[[str], Any]] = None,
+                 earlier_keys: Iterable[str] = ()) -> Optional[SweepTracker]:
     """A tracker, or None with a warning when the tracking store cannot be reached."""
     try:
         return SweepTracker(uri, experiment, sweep_name, sweep_key, params, artifact_location,
-                            read_scores)
+                            read_scores, earlier_keys)
     except Exception as error:  # noqa: BLE001 - any tracking failure must not stop the sweep
         logger.warning("MLflow tracking at %s is unavailable (%s); results still land in Parquet, "
                        "but no runs are logged. Once it is back, run `python -m sweeper.sync "

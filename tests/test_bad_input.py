@@ -206,6 +206,19 @@ CASES = [
      ["tracking.uri='file:///proc/mlruns'", "/proc is not writable"]),
     ("tracking_sqlite_under_proc", ["tracking.uri=sqlite:////proc/x.db"],
      ["tracking.uri='sqlite:////proc/x.db'", "/proc is not writable"]),
+    # Issue 30.6-8: refused late (a 7 TiB MemoryError after Ray started), or not at all.
+    ("canaries_beyond_the_first_layer", ["+experiment=dpsgd_audit",
+                                         "attack.canary_gradient_count=1000000000000"],
+     ["attack.canary_gradient_count=1000000000000", "tanh_mlp64's first layer, which has 50176"]),
+    ("canaries_beyond_the_first_layer_by_little", ["+experiment=dpsgd_audit",
+                                                   "attack.canary_gradient_count=100000"],
+     ["attack.canary_gradient_count=100000", "which has 50176"]),
+    ("boolean_given_a_number", ["train.secure_noise=2", "train.compile=yes"],
+     ["train.secure_noise=2: train.secure_noise takes true or false",
+      "train.compile=yes: train.compile takes true or false"]),
+    ("postgresql_without_its_default_driver", ["tracking.uri=postgresql://127.0.0.1:5432/mlflow"],
+     ["tracking.uri: postgresql:// is opened with the database driver 'psycopg'",
+      "postgresql+psycopg2://"]),
     ("runtime_env_uri_with_password",
      ["+cluster.runtime_env.env_vars.DB_URL='postgresql://app:hunter2@db:5432/x'"],
      ["cluster.runtime_env.env_vars.DB_URL", "its value holds a password", "secret store"]),
@@ -383,6 +396,22 @@ def test_command_never_echoes_credentials(tmp_path):
     assert "error:" in result.stderr and "MLFLOW_TRACKING_PASSWORD" in result.stderr
     assert "hunter2" not in result.stderr + result.stdout
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_multirun_writes_nothing_outside_its_store_and_no_override_on_disk(tmp_path):
+    """Issue 30.5: Hydra's launcher wrote multirun/<date>/<time>/multirun.yaml and a folder per
+    job into the working folder, every override in clear.  Both jobs here
+    pass the preflight and are refused by their sweep (no CIFAR-10 files), each through
+    sweeper's own job loop."""
+    data = tmp_path / "no_data"
+    result = run_sweeper("--multirun", "+experiment=cifar10_lira", "resources.train.num_gpus=0",
+                         "grid.p=[0.1],[0.2]", f"dataset.data_dir={data}",
+                         f"store.root={tmp_path / 'runs'}",
+                         "+cluster.runtime_env.env_vars.GREETING=hunter2", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.count("Dataset 'cifar10' is not available") == 2  # each job, by itself
+    assert "job 1 of 2" in result.stdout and "job 2 of 2" in result.stdout
+    assert not (tmp_path / "multirun").exists() and sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_command_checks_every_job_of_a_multirun_before_the_first(tmp_path):
@@ -622,6 +651,34 @@ def test_frontier_checks_its_output_files_before_the_table(tmp_path):
                            "--csv", "/proc/x.csv", "--plot", "/proc/x.png", cwd=tmp_path)
     clean_refusal(result, ["--csv='/proc/x.csv'", "--plot='/proc/x.png'", "/proc is not writable"])
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--replace=yes"], ["--replace=yes: --replace takes no value; write --replace alone"]),
+    (["--wiat"], ["--wiat: no such option; did you mean '--wait'?"]),
+    (["--replace=1", "--wiat", "--cfgg"],
+     ["--replace=1: --replace takes no value", "--wiat: no such option",
+      "--cfgg: no such option; did you mean '--cfg'?"]),
+])
+def test_a_mistyped_option_is_named_once_among_the_options_there_are(argv, said, tmp_path):
+    """Issue 30.9: the usage and the error printed twice, the program called `__main__.py`, no
+    word of --replace or --wait, and every override after the option "unrecognized"."""
+    result = run_sweeper(*argv, f"store.root={tmp_path / 'runs'}", cwd=tmp_path)
+    clean_refusal(result, said)
+    assert "usage:" not in result.stderr and "__main__" not in result.stderr
+    assert "store.root" not in result.stderr  # an override is never called an option
+    assert "sweeper's own are --replace and --wait" in result.stderr or len(said) == 1
+    assert not (tmp_path / "runs").exists()
+
+
+def test_frontier_says_a_store_root_that_is_a_file_is_one(tmp_path):
+    """Issue 30.10: `--store-root <a file>` printed a raw `[Errno 20]` (every bad filter named
+    at once: tests/test_frontier_view.py)."""
+    (tmp_path / "afile").write_text("not a store\n")
+    result, _ = run_module("sweeper.frontier", "--store-root", str(tmp_path / "afile"), cwd=tmp_path)
+    clean_refusal(result, [f"{tmp_path / 'afile'}: is a file, not a store's folder"])
+    assert "Errno" not in result.stderr
+
 
 
 def test_requests_no_node_can_meet_are_refused_before_submitting(ray_local):

@@ -88,3 +88,14 @@ def test_help_reads_as_written():
     text = _parser().format_help()
     assert "%%" not in text and "95 %" in text
     assert ".pdf" in text and ".svg" in text and "PNG path" not in text
+
+
+def test_every_bad_filter_is_named_at_once(sweep, capsys):
+    """Issue 30.10: `--epsilon abc` stopped the command in argparse, naming it alone."""
+    code, lines, err = frontier(capsys, sweep, "--attack", "nosuch", "--epsilon", "abc",
+                                "--p", "2", "--epsilon", "∞")
+    assert code == EXIT_REFUSED and not lines and err.count("error:") == 1
+    for said in ("--epsilon abc: not a number (inf or ∞ for none)",
+                 "--attack nosuch: the sweep has none (it has lira_online, loss)",
+                 "--p 2: the sweep has none (it has 0.2, 0.5)"):
+        assert said in err, err

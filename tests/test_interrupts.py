@@ -79,3 +79,52 @@ def test_a_signal_during_the_exit_handlers_ends_the_command_with_the_resume_line
     assert done.stdout.splitlines()[0] == "sweep done"
     assert done.returncode == 143, (done.returncode, done.stderr)
     assert done.stderr.rstrip().splitlines()[-1] == RESUME_LINE and "Traceback" not in done.stderr
+
+
+def _self_caused() -> RuntimeError:
+    """An error raised `from` itself, as Ray raises its dashboard-port error."""
+    try:
+        raise RuntimeError("Failed to bind the dashboard port")
+    except RuntimeError as error:
+        error.__cause__ = error
+        return error
+
+
+def _ends_within(call, seconds: float = 10.0) -> None:
+    import threading
+
+    done = threading.Event()
+
+    def target():
+        call()
+        done.set()
+
+    threading.Thread(target=target, daemon=True).start()
+    assert done.wait(seconds), f"{call} still walking a chain after {seconds} s"
+
+
+def test_every_walk_of_an_error_chain_ends_on_a_chain_that_points_at_itself():
+    """Issue 30.1: a self-caused error spun `disk_full` at 100 % CPU for ever; each walk of a
+    chain (the disk-full test, the guards that find an interrupt and free unwound frames) ends,
+    and still finds what stands further down a looping chain."""
+    import errno as errnos
+
+    from sweeper.errors import error_chain
+    from sweeper.files import disk_full
+    from sweeper.interrupts import Interrupted, raise_swallowed, release_unwound
+
+    looping = _self_caused()
+    _ends_within(lambda: list(error_chain(looping)))
+    _ends_within(lambda: disk_full(looping))
+    _ends_within(lambda: raise_swallowed(looping))
+    _ends_within(lambda: release_unwound(looping))
+    assert disk_full(looping) is None
+
+    full = OSError(errnos.ENOSPC, "No space left on device", "/store/x")
+    looping.__context__ = full
+    full.__context__ = looping  # a loop through two errors
+    assert disk_full(looping) == "/store/x"
+    stop = Interrupted(15)
+    full.__cause__ = stop
+    with pytest.raises(Interrupted):
+        raise_swallowed(looping)

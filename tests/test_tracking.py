@@ -243,6 +243,33 @@ def check_score_summaries(uri: str, experiment: str, results: pd.DataFrame, stor
         assert logged == pytest.approx(expected, rel=1e-9, abs=1e-9), row["attack"]
 
 
+def test_a_grown_sweep_keeps_its_one_run_and_logs_each_cell_once(ray_local, make_tiny_config,
+                                                                 tmp_path):
+    """Issue 30.11: another attack on the same name made a second sweep run and logged the
+    finished cells again under it.  Grown twice (an attack, then a p), then synced: one run
+    for the sweep, carrying the last plan's key, and one run per cell."""
+    cfg = make_tiny_config(tmp_path)
+    cfg.grid.epsilon, cfg.grid.p, cfg.grid.attack = [math.inf], [0.3], ["loss"]
+    grown = [{}, {"attack": ["loss", "always_member"]}, {"p": [0.3, 0.7]}]
+    for change in grown:
+        for axis, values in change.items():
+            setattr(cfg.grid, axis, values)
+        result = run_sweep(cfg, progress=False)
+        assert not result.failures
+    report = sync(cfg.store.root, cfg.name)
+    assert report.logged == 0
+    client = MlflowClient(tracking_uri=result.tracking_uri)
+    experiment = client.get_experiment_by_name(cfg.tracking.experiment)
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    sweep_runs = [r for r in runs if SWEEP_KEY_TAG in r.data.tags]
+    cell_keys = [r.data.tags[CELL_KEY_TAG] for r in runs if PARENT_TAG in r.data.tags]
+    manifest = json.loads((Path(cfg.store.root) / "sweeps" / cfg.name / "sweep.json").read_text())
+    assert len(sweep_runs) == 1
+    assert sweep_runs[0].data.tags[SWEEP_KEY_TAG] == manifest["sweep_key"]
+    assert len(manifest["earlier_keys"]) == 2
+    assert sorted(cell_keys) == sorted(manifest["cells"]) and len(cell_keys) == 4
+
+
 def test_each_cell_run_carries_its_score_quantiles(tracked_sweep):
     result, _, _, experiment, _, _ = tracked_sweep
     check_score_summaries(result.tracking_uri, experiment.name, result.results,

@@ -100,10 +100,19 @@ def _check_canaries(cfg: SweepConfig, check: Check) -> None:
         model = build_model(cfg.model.name, tuple(cfg.dataset.input_shape), cfg.dataset.num_classes)
     except (RuntimeError, ValueError, TypeError):
         return  # the model-fits-records check names that problem
-    check(first_linear(model) is not None,
+    layer = first_linear(model)
+    check(layer is not None,
           f"{name}: gradient canaries live in the first layer's weights, which must be linear over "
           f"the flattened input; model.name={cfg.model.name!r} is not (use tanh_mlp64, "
           "logistic_regression or relu_mlp256x2)")
+    # Each canary is one weight of that layer: more than it has could never be planted (and their
+    # masks alone would take memory in proportion), so the count is refused before any data loads.
+    check(layer is None or attack.canary_gradient_count <= layer.weight.numel(),
+          f"attack.canary_gradient_count={attack.canary_gradient_count}: each gradient canary is a "
+          f"weight of {cfg.model.name}'s first layer, which has "
+          f"{layer.weight.numel() if layer is not None else 0} on records of shape "
+          f"{list(cfg.dataset.input_shape)} (fewer still are free: those of input features no "
+          "record touches)")
 
 
 def check_policies_and_metrics(cfg: SweepConfig, check: Check) -> None:

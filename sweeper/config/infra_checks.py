@@ -186,7 +186,9 @@ def check_tracking(cfg: SweepConfig, check: Check) -> None:
     check(problem is None, problem or "")
     if tracking.uri is None:  # MLflow's own variable, when set, is the tracking URI: same rules
         from_environment = os.environ.get("MLFLOW_TRACKING_URI")
-        problem = from_environment and tracking_uri_problem(from_environment, "MLFLOW_TRACKING_URI")
+        problem = from_environment and (
+            tracking_uri_problem(from_environment, "MLFLOW_TRACKING_URI")
+            or tracking_location_problem("MLFLOW_TRACKING_URI", from_environment))
         check(not problem, f"{problem} (the environment variable; tracking.uri is null)")
         return
     check(tracking.uri.strip() != "",

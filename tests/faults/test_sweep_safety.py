@@ -202,6 +202,74 @@ def test_lock_refuses_a_second_process_takes_over_a_dead_ones_and_waits(landed, 
     assert not (Path(cfg.store.root) / "sweeps" / cfg.name / ".lock").exists()
 
 
+@pytest.mark.parametrize("planted", ["symlink", "folder", "fifo"])
+def test_a_lock_that_is_not_a_regular_file_is_refused_and_nothing_written_through(tmp_path,
+                                                                                  planted):
+    # Issue 30.3: `.lock` → any file was "taken over" and the file replaced with the holder line.
+    store = ArtifactStore(tmp_path / "store")
+    lock = tmp_path / "store" / "sweeps" / "victim" / ".lock"
+    lock.parent.mkdir(parents=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    if planted == "symlink":
+        lock.symlink_to(victim)
+    elif planted == "folder":
+        lock.mkdir()
+    else:
+        os.mkfifo(lock)
+    with pytest.raises(Refused) as refused:
+        with held(store, "victim"):
+            pass
+    message = str(refused.value)
+    assert str(lock) in message and "not the lock this program makes" in message
+    assert {"symlink": "a symbolic link", "folder": "a folder", "fifo": "not a regular file"}[
+        planted] in message
+    assert victim.read_text() == "precious\n"
+    assert lock.is_symlink() if planted == "symlink" else lock.exists()  # left for a person
+
+
+def test_a_copied_store_keeps_its_mlflow_artifacts_to_itself(tmp_path):
+    # Issue 30.4: mlflow.db names its artifact folder by absolute path, so every run of a copied
+    # store wrote its figures into the original.
+    from sweeper.tracking import SweepTracker, default_tracking_uri, mlflow_artifact_location
+
+    figure = tmp_path / "figure.txt"
+    figure.write_text("a figure\n")
+    original = tmp_path / "original"
+    store = ArtifactStore(original)
+    uri = default_tracking_uri(store.local_root)
+    first = SweepTracker(uri, "sweeper", "copied", "key", {}, mlflow_artifact_location(store, uri))
+    first.client.log_artifact(first.run_id, str(figure))
+    first.terminate(failed=False)
+    copy = tmp_path / "copy"
+    shutil.copytree(original, copy)
+    before = sorted(p.relative_to(original) for p in original.rglob("*") if "mlartifacts" in p.parts)
+
+    # A sweep on the copy is another process (MLflow keeps each run's artifact folder for the
+    # process's life).
+    code = textwrap.dedent(f"""
+        from sweeper.store import ArtifactStore
+        from sweeper.tracking import SweepTracker, default_tracking_uri, mlflow_artifact_location
+        store = ArtifactStore({str(copy)!r})
+        uri = default_tracking_uri(store.local_root)
+        second = SweepTracker(uri, "sweeper", "copied", "key", {{}}, mlflow_artifact_location(store, uri))
+        second.client.log_artifact(second.run_id, {str(figure)!r}, "again")
+        second.terminate(failed=False)
+        print(second.run_id, second.client.get_run(second.run_id).info.artifact_uri)
+        print(sorted(item.path for item in second.client.list_artifacts(second.run_id)))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_line, listed = done.stdout.strip().splitlines()[-2:]
+    run_id, artifact_uri = run_line.split()
+    assert run_id == first.run_id  # the same sweep's run, in the copy
+    assert artifact_uri.startswith((copy / "mlartifacts").as_uri())
+    assert listed == "['again', 'figure.txt']"
+    after = sorted(p.relative_to(original) for p in original.rglob("*") if "mlartifacts" in p.parts)
+    assert after == before  # nothing written into the original
+
+
 def together(*commands, cwd) -> list[subprocess.CompletedProcess]:
     """`python -m sweeper ARGS` for each (args, env), run side by side; their results in order."""
     started = [(args, subprocess.Popen([sys.executable, "-m", "sweeper", *args], cwd=cwd,
