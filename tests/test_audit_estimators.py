@@ -402,3 +402,120 @@ def test_importing_the_package_stays_numpy_only():
             "print(sorted(m for m in ('scipy', 'opacus', 'torch', 'jobs') if m in sys.modules))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------- one run, f-DP
+
+
+def gaussian_sigma(eps, delta):
+    """The Gaussian mechanism's σ (sensitivity 1) that is exactly (ε, δ)-DP, from Balle & Wang's
+    analytic formula δ(ε) = Φ(1/(2σ) − εσ) − e^ε·Φ(−1/(2σ) − εσ): the σ jax_privacy takes from
+    `dp_accounting.get_sigma_gaussian` (δ falls as σ grows)."""
+    def gap(sigma):
+        return (norm.cdf(1 / (2 * sigma) - eps * sigma)
+                - math.exp(eps) * norm.cdf(-1 / (2 * sigma) - eps * sigma) - delta)
+    high = 1.0
+    while gap(high) > 0:
+        high *= 2
+    return brentq(gap, 1e-9, high, xtol=1e-14, rtol=1e-14)
+
+
+def jax_one_run_fdp_epsilon(m, guesses, correct, alpha, delta):
+    """jax_privacy `_epsilon_one_run_fdp` from eps_lo = 0, as it writes the recursion."""
+    def objective(eps):
+        inverse = lambda x: norm.cdf(norm.ppf(x) - 1 / gaussian_sigma(eps, delta))  # noqa: E731
+        r, h = alpha * correct / m, alpha * (guesses - correct) / m
+        for i in range(correct - 1, -1, -1):
+            h_new = max(h, inverse(r))
+            if h == h_new:
+                break
+            r, h = min(r + (i / (guesses - i)) * (h_new - h), 1.0), h_new
+        return r + h - guesses / m
+    if objective(0.0) <= 0:
+        return 0.0
+    low, high = 0.0, 1.0
+    while objective(high) > 0:
+        low, high = high, 2 * high
+    return brentq(objective, low, high, xtol=1e-9)
+
+
+@pytest.mark.parametrize("m,guesses,correct,delta", [
+    (1000, 100, 90, 1e-5), (20_000, 1000, 900, 1e-6), (2000, 200, 150, 1e-5),
+    (10_000, 1000, 700, 1e-5), (400, 40, 40, 1e-3), (5000, 2500, 1800, 1e-6)])
+def test_one_run_fdp_is_jax_privacys_rule(m, guesses, correct, delta):
+    from sweeper.bounds.one_run_fdp import epsilon_one_run_fdp
+
+    expected = jax_one_run_fdp_epsilon(m, guesses, correct, 0.05, delta)
+    assert expected > 0
+    assert epsilon_one_run_fdp(correct, guesses, m, delta=delta, alpha=0.05) == pytest.approx(
+        expected, abs=2e-6)
+
+
+def jax_pareto(points):
+    """jax_privacy `_pareto_frontier`: drop the points their neighbours dominate, until none."""
+    index = np.arange(len(points))
+    while len(index) > 2:
+        step = np.diff(points[index], axis=0)
+        dominated = step[:-1, 1] * step[1:, 0] - step[1:, 1] * step[:-1, 0] <= 0
+        if not dominated.any():
+            break
+        index = index[np.r_[True, ~dominated, True]]
+    return index
+
+
+def jax_auditor_one_run_fdp(inside, outside, alpha, delta, epsilon_at):
+    """jax_privacy `CanaryScoreAuditor.epsilon_one_run_fdp` (Bonferroni over its frontier's
+    thresholds, search by decreasing precision bound), with `epsilon_at(m, guesses, correct,
+    level, δ)` the core rule under test."""
+    thresholds = np.concatenate((np.union1d(inside, outside), [np.inf]))
+    fn = np.searchsorted(np.sort(inside), thresholds, "left")
+    tn = np.searchsorted(np.sort(outside), thresholds, "left")
+    keep = jax_pareto(np.stack([fn, tn], axis=1))
+    fn, tn = fn[keep], tn[keep]
+    level = alpha / len(fn)
+    tp, fp = fn[-1] - fn, tn[-1] - tn
+    total = tp + fp
+    bound = 1 - np.where(fp < total, beta.ppf(1 - level, fp + 1, total - fp), 1.0)
+    best, best_q = 0.0, 0.5
+    for index in np.argsort(-bound):
+        if total[index] == 0 or tp[index] / total[index] <= best_q:
+            continue
+        found = epsilon_at(fn[-1] + tn[-1], int(total[index]), int(tp[index]), level, delta)
+        if found > best:
+            best, best_q = found, expit(found)
+    return best
+
+
+@pytest.mark.parametrize("shift,published", [(1, 2.164749), (2, 4.7218075), (4, 9.133752)])
+def test_one_run_fdp_gives_jax_privacys_published_values(shift, published):
+    """jax_privacy's test: 10 000 canaries in and 10 000 out at the normal quantiles
+    Φ⁻¹((i + ½)/n), those in shifted by 1, 2, 4; α = 0.05, δ = 1e-6."""
+    from sweeper.bounds.one_run_fdp import epsilon_one_run_fdp
+
+    n = 10_000
+    outside = norm.ppf((np.arange(n) + 0.5) / n)
+
+    def ours(m, guesses, correct, level, delta):
+        return float(epsilon_one_run_fdp(correct, guesses, m, delta=delta, alpha=level))
+
+    found = jax_auditor_one_run_fdp(outside + shift, outside, 0.05, 1e-6, ours)
+    assert found == pytest.approx(published, abs=2e-6)
+
+
+def test_one_run_fdp_proves_more_than_steinke_from_the_same_guesses_and_says_where_it_cannot():
+    """Issue 29: 1.25–2× Steinke et al.'s ε from the same guesses at the sweep's δ; NaN at
+    p ≠ 1/2 (the derivation's) and at δ = 0 (μ-GDP is no ε-DP); a rule that never claims more
+    than the mechanism: the (ε, δ) curve's own μ is the claim it tests."""
+    from sweeper.bounds.one_run_fdp import epsilon_one_run_fdp, gaussian_dp_mu_of
+
+    for m, guesses, correct in [(2000, 200, 190), (20_000, 2000, 1700), (2000, 100, 100)]:
+        steinke = epsilon_one_run(correct, guesses, m, delta=1e-5, alpha=0.05)
+        fdp = epsilon_one_run_fdp(correct, guesses, m, delta=1e-5, alpha=0.05)
+        assert 1.2 * steinke < fdp
+    assert math.isnan(epsilon_one_run_fdp(90, 100, 1000, delta=1e-5, p=0.2))
+    assert math.isnan(epsilon_one_run_fdp(90, 100, 1000, delta=0.0))
+    assert epsilon_one_run_fdp(0, 100, 1000, delta=1e-5) == 0.0
+    for eps, delta in [(1.0, 1e-5), (4.0, 1e-6), (0.3, 1e-3)]:
+        mu = gaussian_dp_mu_of(eps, delta)
+        assert mu == pytest.approx(1 / gaussian_sigma(eps, delta), rel=1e-8)
+        assert epsilon_of_gaussian_dp(mu, delta) == pytest.approx(eps, abs=1e-8)

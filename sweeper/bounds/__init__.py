@@ -16,6 +16,8 @@ importing them pulls in NumPy only (figures: `sweeper.bounds.plots`; command lin
 * `audit`    which ε an observed attack proves (precision, rates, and the canary audits:
              Clopper–Pearson, Gaussian DP, one run), and the bound against mechanisms of exactly
              known privacy (`tightest_bound`);
+* `one_run_fdp`  the f-DP audit in one run (Mahloujifar, Melis & Chaudhuri 2025): what one-run
+             guesses prove read through the Gaussian trade-off curve;
 * `profile`  DP-SGD's whole privacy profile δ(ε′) and the least bound over it (`bound_profile`).
 
 Conventions, for every function:
@@ -30,13 +32,14 @@ Conventions, for every function:
 """
 
 # Each family module declares its public names once (its `__all__`); this package's are theirs.
-from sweeper.bounds import audit, earlier, planning, profile, thudi
+from sweeper.bounds import audit, earlier, one_run_fdp, planning, profile, thudi
 from sweeper.bounds._checks import BOUND_FORMS
 from sweeper.bounds.audit import *  # noqa: F401,F403
 from sweeper.bounds.earlier import *  # noqa: F401,F403
+from sweeper.bounds.one_run_fdp import *  # noqa: F401,F403
 from sweeper.bounds.planning import *  # noqa: F401,F403
 from sweeper.bounds.profile import *  # noqa: F401,F403
 from sweeper.bounds.thudi import *  # noqa: F401,F403
 
 __all__ = ["BOUND_FORMS", *thudi.__all__, *planning.__all__, *earlier.__all__, *audit.__all__,
-           *profile.__all__]
+           *one_run_fdp.__all__, *profile.__all__]

@@ -71,3 +71,24 @@ def check_form(value: Any) -> str:
         raise ValueError(f"form must be one of {', '.join(map(repr, BOUND_FORMS))}; "
                          f"got form={value!r}")
     return value
+
+
+def check_counts(name: str, value: ArrayLike) -> np.ndarray:
+    """`value` as a float array of non-negative integers, or ValueError naming the argument."""
+    array = check(name, value, 0.0, math.inf)
+    bad = np.isinf(array) | (array != np.floor(array))
+    if np.any(bad):
+        raise ValueError(f"{name} must be a non-negative integer (a count); "
+                         f"got {name}={array[bad].flat[0]:g}")
+    return array
+
+
+def check_at_most(name: str, small: np.ndarray, limit_name: str, limit: np.ndarray) -> None:
+    bad = small > limit
+    if np.any(bad):
+        raise ValueError(f"{name} must not exceed {limit_name}; got {name}={small[bad].flat[0]:g} "
+                         f"> {limit_name}={limit[bad].flat[0]:g}")
+
+
+def check_level(alpha: ArrayLike) -> np.ndarray:
+    return check("alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)

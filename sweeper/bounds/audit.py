@@ -29,8 +29,9 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from sweeper.bounds._checks import (ArrayLike, Result, check, check_delta, check_form,
-                                    check_prob, check_rate, is_scalar, out)
+from sweeper.bounds._checks import (ArrayLike, Result, check, check_at_most, check_counts,
+                                    check_delta, check_form, check_level, check_prob, check_rate,
+                                    is_scalar, out)
 from sweeper.bounds.thudi import precision_bound
 
 __all__ = ["epsilon_from_precision", "epsilon_from_rates", "tightest_bound",
@@ -133,29 +134,8 @@ def tightest_bound(mechanism: PrivacyProfile, p: ArrayLike, tpr: ArrayLike,
 # --------------------------------------------------------------------------- canary audits
 
 
-def _counts(name: str, value: ArrayLike) -> np.ndarray:
-    """`value` as a float array of non-negative integers, or ValueError naming the argument."""
-    array = check(name, value, 0.0, math.inf)
-    bad = np.isinf(array) | (array != np.floor(array))
-    if np.any(bad):
-        raise ValueError(f"{name} must be a non-negative integer (a count); "
-                         f"got {name}={array[bad].flat[0]:g}")
-    return array
-
-
-def _at_most(name: str, small: np.ndarray, limit_name: str, limit: np.ndarray) -> None:
-    bad = small > limit
-    if np.any(bad):
-        raise ValueError(f"{name} must not exceed {limit_name}; got {name}={small[bad].flat[0]:g} "
-                         f"> {limit_name}={limit[bad].flat[0]:g}")
-
-
-def _level(alpha: ArrayLike) -> np.ndarray:
-    return check("alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
-
-
 def _searched(thresholds: ArrayLike) -> np.ndarray:
-    searched = _counts("thresholds", thresholds)
+    searched = check_counts("thresholds", thresholds)
     if np.any(searched < 1):
         raise ValueError("thresholds must be at least 1 (the thresholds searched); "
                          f"got thresholds={searched[searched < 1].flat[0]:g}")
@@ -171,12 +151,12 @@ def _rate_ends(tp, fp, positives, negatives, delta, alpha, thresholds) -> tuple[
     """
     from jobs.metrics import clopper_pearson_lower, clopper_pearson_upper
 
-    tp, fp = _counts("tp", tp), _counts("fp", fp)
-    positives, negatives = _counts("positives", positives), _counts("negatives", negatives)
+    tp, fp = check_counts("tp", tp), check_counts("fp", fp)
+    positives, negatives = check_counts("positives", positives), check_counts("negatives", negatives)
     tp, fp, positives, negatives, d, level, searched = np.broadcast_arrays(
-        tp, fp, positives, negatives, check_delta(delta), _level(alpha), _searched(thresholds))
-    _at_most("tp", tp, "positives", positives)
-    _at_most("fp", fp, "negatives", negatives)
+        tp, fp, positives, negatives, check_delta(delta), check_level(alpha), _searched(thresholds))
+    check_at_most("tp", tp, "positives", positives)
+    check_at_most("fp", fp, "negatives", negatives)
     each = level / (2.0 * searched)
     low = np.vectorize(lambda k, n, a: clopper_pearson_lower(int(k), int(n), float(a)),
                        otypes=[float])(tp, positives, each)
@@ -343,12 +323,13 @@ def epsilon_one_run(correct: ArrayLike, guesses: ArrayLike, canaries: ArrayLike,
     δ-term's proof is for p = 1/2 only, so δ > 0 at p ≠ 1/2 gives NaN.  0 without guesses.
     """
     scalar = is_scalar(correct, guesses, canaries, delta, alpha, p)
-    v, r, m = _counts("correct", correct), _counts("guesses", guesses), _counts("canaries", canaries)
+    v, r, m = (check_counts("correct", correct), check_counts("guesses", guesses),
+               check_counts("canaries", canaries))
     v, r, m, d, level, prior = np.broadcast_arrays(
-        v, r, m, check_delta(delta), _level(alpha),
+        v, r, m, check_delta(delta), check_level(alpha),
         check("p", p, 0.0, 1.0, low_open=True, high_open=True))
-    _at_most("correct", v, "guesses", r)
-    _at_most("guesses", r, "canaries", m)
+    check_at_most("correct", v, "guesses", r)
+    check_at_most("guesses", r, "canaries", m)
     return out(np.vectorize(_one_run_epsilon, otypes=[float])(v, r, m, d, level, prior), scalar)
 
 
@@ -366,7 +347,7 @@ def one_run_guesses(scores: ArrayLike, included: ArrayLike, k_plus: int,
                          f"{s.size} scores")
     if member.dtype != bool and not np.all((member == 0) | (member == 1)):
         raise ValueError("included must be booleans (or 0/1): True = the canary was trained on")
-    plus, minus = int(_counts("k_plus", k_plus)), int(_counts("k_minus", k_minus))
+    plus, minus = int(check_counts("k_plus", k_plus)), int(check_counts("k_minus", k_minus))
     if plus + minus > s.size:
         raise ValueError(f"k_plus + k_minus must not exceed the canaries; got {plus} + {minus} "
                          f"> {s.size}")
@@ -399,7 +380,7 @@ def best_one_run_epsilon(scores: ArrayLike, included: ArrayLike, *, delta: float
         raise ValueError("ks must name at least one number of guesses")
     if p != 0.5 and any(minus for _, minus in pairs):
         raise ValueError(f"k_minus must be 0 at p != 0.5 (guesses all \"in\"); got p={p:g}")
-    level = float(_level(alpha)) / len(pairs)
+    level = float(check_level(alpha)) / len(pairs)
     found = [float(epsilon_one_run(*one_run_guesses(scores, included, plus, minus), m,
                                    delta=delta, alpha=level, p=p)) for plus, minus in pairs]
     return math.nan if any(math.isnan(e) for e in found) else max(found)

@@ -17,7 +17,8 @@ import warnings
 import numpy as np
 
 from sweeper.bounds._checks import ArrayLike, Result, check, check_prob, out
-from sweeper.bounds.audit import PrivacyProfile, _counts, tightest_bound
+from sweeper.bounds._checks import check_counts
+from sweeper.bounds.audit import PrivacyProfile, tightest_bound
 
 __all__ = ["dpsgd_privacy_profile", "bound_profile"]
 
@@ -95,7 +96,7 @@ def dpsgd_privacy_profile(noise_multiplier: float, sample_rate: float, steps: in
     sigma = float(check("noise_multiplier", noise_multiplier, 0.0, math.inf, low_open=True,
                         high_open=True))
     q = float(check("sample_rate", sample_rate, 0.0, 1.0, low_open=True))
-    count = _counts("steps", steps)
+    count = check_counts("steps", steps)
     if count < 1:
         raise ValueError(f"steps must be at least 1; got steps={float(count):g}")
     eps_err = float(check("eps_error", eps_error, 0.0, 1.0, low_open=True))
