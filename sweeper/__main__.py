@@ -110,7 +110,7 @@ def run_directly(argv: list[str]) -> Optional[int]:
             cfg, hydra_cfg = composed(job)
             if number == 1:
                 configure_log(hydra_cfg.job_logging, hydra_cfg.verbose)  # as Hydra's launcher would
-            if len(jobs) > 1:
+            if args.multirun:
                 logger.info("job %d of %d: %s", number, len(jobs),
                             " ".join(scrub_override(o) for o in job))
             code = max(code, run(cfg, validated=True))

@@ -50,14 +50,23 @@ class DiskFull(OSError):
     def __str__(self) -> str:
         return f"disk full at {self.filename}"
 
+    def __reduce__(self):  # raised in a Ray task, it reaches the driver whole: "disk full at …"
+        return type(self), (self.filename,)
+
 
 def disk_full(error: BaseException) -> Optional[str]:
-    """The path of a disk-full error anywhere in `error`'s chain ("?" when it names none), or
-    None when the disk is not what failed."""
+    """Where the disk was found full, from a disk-full error anywhere in `error`'s chain: its
+    path, or (an error that names none: SQLite's "database or disk is full", a library's bare
+    ENOSPC) what the error says; None when the disk is not what failed."""
+    unnamed = None
     for link in error_chain(error):
-        if isinstance(link, OSError) and link.errno == errno.ENOSPC:
-            return str(link.filename or "?")
-    return None
+        if isinstance(link, OSError) and link.errno == errno.ENOSPC and link.filename:
+            return str(link.filename)
+        said = str(link).strip().splitlines()
+        if unnamed is None and said and ((isinstance(link, OSError) and link.errno == errno.ENOSPC)
+                                         or "disk is full" in said[0] or "No space left" in said[0]):
+            unnamed = said[0]
+    return None if unnamed is None else f"an unnamed file ({unnamed})"
 
 
 def atomic_write_bytes(path: Path, data: bytes, mode: Optional[int] = None) -> None:

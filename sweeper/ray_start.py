@@ -16,7 +16,8 @@ the Ray dashboard", "What is confined, and what is not".)
   connect to GCS" in practice for ever; the address is probed first, until
   `cluster.connect_timeout_s`, and refused if it never answers (exit 2, nothing written).
 * **Two local Rays**: the second would meet the first's fixed ports, the dashboard's
-  (`free_dashboard_port` takes another) and its agent's 52365 (`dynamic_agent_port`).
+  (`dashboard_port`: Ray's own retries, or another free port) and its agent's 52365
+  (`dynamic_agent_port`).
 * **Secrets**: `cluster.runtime_env.env_vars` reach a local Ray's workers through the environment
   its processes inherit (`environment`), never through Ray's runtime environment, whose agent
   writes them into a log every user can read.
@@ -270,6 +271,23 @@ def _end(code: int, message: str) -> None:
         os._exit(code)
 
 
+#: Ray's own dashboard port, `cluster.dashboard_port`'s default.
+DEFAULT_DASHBOARD_PORT = 8265
+
+
+def dashboard_port(host: str, port: int, include_dashboard: bool) -> Optional[int]:
+    """What `ray.init` is given for `cluster.dashboard_port`.
+
+    Ray's default port (and any port without a dashboard: Ray starts its API server all the
+    same) goes as None, which makes the dashboard try 8265 and the next 50 ports itself: two
+    sweeps starting Ray at the same moment both see 8265 free, and with it given explicitly
+    the loser's dashboard failed to bind, with no port to retry and no raylet.  Another port
+    is the user's choice, taken when free (`free_dashboard_port`)."""
+    if not include_dashboard or port == DEFAULT_DASHBOARD_PORT:
+        return None
+    return free_dashboard_port(host, port)
+
+
 def free_dashboard_port(host: str, port: int) -> int:
     """`port` when it can be bound on `host`, else 0 (Ray then picks a free one), with a warning:
     two sweeps at once on one machine is normal use, and the second must not die on Ray's
@@ -429,14 +447,24 @@ def ray_session(cfg: SweepConfig) -> Iterator[Optional[str]]:
             # Ray's runtime environment, so out of its agent's log and its dashboard.
             variables = (runtime_env or {}).pop("env_vars", {})
             with environment(variables), dynamic_agent_port(), interrupts.kept_from_ray():
-                context = ray.init(
-                    address="local", num_cpus=cfg.cluster.num_cpus, runtime_env=runtime_env or None,
-                    include_dashboard=cfg.cluster.include_dashboard,
-                    dashboard_host=cfg.cluster.dashboard_host,
-                    dashboard_port=free_dashboard_port(cfg.cluster.dashboard_host,
-                                                       cfg.cluster.dashboard_port)
-                    if cfg.cluster.include_dashboard else cfg.cluster.dashboard_port,
-                    logging_level=logging.WARNING, job_config=job)
+                try:
+                    context = ray.init(
+                        address="local", num_cpus=cfg.cluster.num_cpus,
+                        runtime_env=runtime_env or None,
+                        include_dashboard=cfg.cluster.include_dashboard,
+                        dashboard_host=cfg.cluster.dashboard_host,
+                        dashboard_port=dashboard_port(cfg.cluster.dashboard_host,
+                                                      cfg.cluster.dashboard_port,
+                                                      cfg.cluster.include_dashboard),
+                        logging_level=logging.WARNING, job_config=job)
+                except Exception as error:  # noqa: BLE001 - Ray raises a bare Exception here
+                    if "dashboard" not in str(error).lower():
+                        raise
+                    raise ConfigError([
+                        f"cluster.dashboard_port={cfg.cluster.dashboard_port}: Ray's dashboard "
+                        "could not start there (another process took the port as this sweep "
+                        "started?); rerun, or set cluster.dashboard_port=0 for any free port, "
+                        "or cluster.include_dashboard=false"]) from None
             adopt()
         else:
             timeout = cfg.cluster.connect_timeout_s

@@ -239,8 +239,10 @@ class SweepTracker:
         # prints where its results are once, at the end.
         os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
         library = logging.getLogger("mlflow")  # set up by the import above
-        library.setLevel(logging.WARNING)  # not its schema-migration chatter
-        one_line_records(library, scrub)  # nor its tracebacks (`_logger.exception`), secrets masked
+        # Silent while the store opens: a failure there (a full disk under its database) is said
+        # once, by whoever opened it (`open_tracker`'s warning, sync's error), not also by MLflow.
+        library.setLevel(logging.CRITICAL)
+        one_line_records(library, scrub)  # its tracebacks (`_logger.exception`), secrets masked
         self.uri, self.sweep_name, self.read_scores = uri, sweep_name, read_scores
         self.opened_ms = _now_ms()
         relocate_artifacts(uri, artifact_location)
@@ -284,6 +286,7 @@ class SweepTracker:
                 self.client.log_inputs(self.run_id, datasets=[dataset_input(params)])
             self.logged_cells = set()
         self.database = _database_identity(uri)  # the SQLite file MLflow opened, if one
+        library.setLevel(logging.WARNING)  # from now on its warnings, not its chatter
 
     def _sweep_run(self, sweep_key: str, earlier_keys: Iterable[str]) -> list:
         """The sweep's run: the one of its plan key, else (a grown sweep) the newest of the keys

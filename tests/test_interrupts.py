@@ -128,3 +128,36 @@ def test_every_walk_of_an_error_chain_ends_on_a_chain_that_points_at_itself():
     full.__cause__ = stop
     with pytest.raises(Interrupted):
         raise_swallowed(looping)
+
+
+def test_a_full_disk_that_names_no_file_is_said_with_what_it_said():
+    """Issue 30.10: "error: disk full at ?".  SQLite's error names no file, and a library's bare
+    ENOSPC none either: what the error said stands in for the path."""
+    import errno as errnos
+    import sqlite3
+
+    from sweeper.files import DiskFull, disk_full
+
+    bare = OSError(errnos.ENOSPC, "No space left on device")
+    assert disk_full(bare) == "an unnamed file ([Errno 28] No space left on device)"
+    try:
+        try:
+            raise sqlite3.OperationalError("database or disk is full")
+        except sqlite3.OperationalError as error:
+            raise RuntimeError("(sqlite3.OperationalError) database or disk is full") from error
+    except RuntimeError as wrapped:
+        assert disk_full(wrapped) == ("an unnamed file ((sqlite3.OperationalError) database or "
+                                      "disk is full)")
+    assert disk_full(DiskFull("/store/x")) == "/store/x"
+    assert disk_full(ValueError("no")) is None
+
+
+def test_a_full_disk_met_in_a_ray_task_reaches_the_driver_with_its_path():
+    """A DiskFull pickled across Ray came back as "UnserializableException" (its __init__ takes
+    one argument, not OSError's three)."""
+    import pickle
+
+    from sweeper.files import DiskFull
+
+    back = pickle.loads(pickle.dumps(DiskFull("/store/models/m/model.pt")))
+    assert isinstance(back, DiskFull) and str(back) == "disk full at /store/models/m/model.pt"

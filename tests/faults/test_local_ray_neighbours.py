@@ -19,6 +19,8 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 #: Ray's fixed port for the dashboard agent's HTTP server (`ray start --dashboard-agent-listen-port`).
@@ -84,3 +86,37 @@ def test_env_vars_reach_tasks_not_ray_logs_and_taken_ports_are_avoided(procs):
     agent_log = (session / "logs" / "dashboard_agent.log").read_text(errors="replace")
     assert f"Failed to bind to port {RAY_AGENT_PORT}" not in agent_log
     assert "HTTP service will be disabled" not in agent_log
+
+
+RACE_CHILD = """
+import sys
+import ray
+import sweeper.ray_start as ray_start
+from sweeper.config import SweepConfig
+
+# Another sweep took the port between this one's probe and its Ray's bind: the probe said free.
+ray_start.free_dashboard_port = lambda host, port: port
+cfg = SweepConfig()
+cfg.cluster.num_cpus = 1
+cfg.cluster.include_dashboard = sys.argv[1] == "true"
+with ray_start.ray_session(cfg) as url:
+    print("up", url, ray.get(ray.remote(lambda: 7).remote()))
+"""
+
+
+@pytest.mark.parametrize("dashboard", ["true", "false"])
+def test_a_sweep_whose_default_dashboard_port_is_taken_as_it_starts_still_starts(dashboard):
+    """Issue 30.2: two sweeps starting Ray at the same moment both found 8265 free; the loser's
+    dashboard could not bind it and no raylet started.  On Ray's default port the dashboard now
+    tries the next ports itself; without a dashboard nothing is said of its port at all."""
+    with held(8265):
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env.pop("RAY_ADDRESS", None)
+        child = subprocess.run([sys.executable, "-c", RACE_CHILD, dashboard], env=env,
+                               capture_output=True, text=True, timeout=180, cwd=REPO)
+    assert child.returncode == 0, child.stderr[-3000:]
+    (line,) = [line for line in child.stdout.splitlines() if line.startswith("up ")]
+    url = line.split()[1]
+    assert line.endswith(" 7") and (url == "None" if dashboard == "false" else
+                                    not url.endswith(":8265"))
+    assert "Failed" not in child.stderr and "occupied" not in child.stderr, child.stderr[-3000:]

@@ -285,7 +285,7 @@ def together(*commands, cwd) -> list[subprocess.CompletedProcess]:
 
 def test_command_line_refusals(landed, make_tiny_overrides, tmp_path, procs):
     """Each refused before Ray starts, exit 2, in its own words: the lock held by another process
-    (through Hydra's --multirun launcher, whose job echo must not show a runtime_env value), a
+    (through --multirun, whose job line must not show a runtime_env value), a
     secret interpolated into the name and the experiment, Ray's token auth turned off, Hydra's
     clear-text .hydra folder."""
     cfg, _ = landed
@@ -302,7 +302,7 @@ def test_command_line_refusals(landed, make_tiny_overrides, tmp_path, procs):
         ([*make_tiny_overrides(store, name="subdir"), "hydra.output_subdir=.hydra",
           f"+cluster.runtime_env.env_vars.GREETING={SECRET}x"], {}), cwd=tmp_path)
     assert locked.returncode == 2 and f"pid {holder.pid}" in locked.stderr, locked.stderr[-2000:]
-    assert "#0 :" in locked.stdout + locked.stderr
+    assert "job 1 of 1: " in locked.stdout + locked.stderr
     assert SECRET not in locked.stdout + locked.stderr
     assert secret.returncode == 2, secret.stderr[-2000:]
     assert "name: holds the value of the secret environment variable SWEEPER_TEST_SECRET_TOKEN" \
