@@ -10,7 +10,8 @@ a claim at confidence 1 − alpha; the one-run audit searches its own guess coun
 Contract: `audit_epsilons(scores, members, p, δ, alpha)` gives the columns; `valid_audits`
 which of them are proofs for the cell; `violations(...)` which valid ones prove the claimed ε
 wrong at `violation_alpha`.  Only an estimator valid for the mechanism and the observations may
-flag: one run always; Clopper–Pearson only for gradient canaries (independent observations);
+flag: one run (Steinke et al.'s, and its f-DP reading) always; Clopper–Pearson only for gradient
+canaries (independent observations);
 Gaussian DP only for those, and only where training is exactly a Gaussian mechanism (q = 1).
 """
 
@@ -18,12 +19,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
 from jobs.metrics import quantile_thresholds
 from sweeper.bounds import (best_one_run_epsilon, bound_profile, epsilon_clopper_pearson,
-                            epsilon_gaussian_dp)
+                            epsilon_gaussian_dp, epsilon_one_run_fdp, family_audit,
+                            noise_ruled_out)
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,11 @@ class Training:
         return self.is_dpsgd and self.sample_rate == 1.0
 
 
+#: The audit columns, each named in `violation_reason` without its `epsilon_` (audit_cp …).
+AUDIT_COLUMNS = ("epsilon_audit_cp", "epsilon_audit_gdp", "epsilon_audit_one_run",
+                 "epsilon_audit_one_run_fdp", "epsilon_audit_family")
+
+
 def threshold_counts(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(TP, FP) of "member iff score ≥ t" at each top-quantile threshold t (NaN never accepted)."""
     scores = np.asarray(scores, dtype=np.float64)
@@ -56,14 +64,14 @@ def threshold_counts(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarra
 
 
 def audit_epsilons(scores: np.ndarray, members: np.ndarray, *, p: float, delta: float,
-                   alpha: float) -> dict[str, float]:
+                   alpha: float, family: Optional["Training"] = None) -> dict[str, float]:
     """The ε each audit proves with confidence 1 − alpha (NaN where it cannot speak: no
-    members or non-members; the Gaussian-DP one at δ = 0, where μ-GDP proves no finite ε)."""
+    members or non-members; the Gaussian-DP one at δ = 0, where μ-GDP proves no finite ε; the
+    family audit without `family`, the DP-SGD training whose family it tests)."""
     members = np.asarray(members, dtype=bool)
     positives, negatives = int(members.sum()), int((~members).sum())
     if positives == 0 or negatives == 0 or len(scores) == 0:
-        return {"epsilon_audit_cp": math.nan, "epsilon_audit_gdp": math.nan,
-                "epsilon_audit_one_run": math.nan}
+        return dict.fromkeys(AUDIT_COLUMNS, math.nan)
     tp, fp = threshold_counts(scores, members)
     searched = max(1, len(tp))
     cp = np.asarray(epsilon_clopper_pearson(tp, fp, positives, negatives, delta=delta,
@@ -72,8 +80,36 @@ def audit_epsilons(scores: np.ndarray, members: np.ndarray, *, p: float, delta: 
                                           thresholds=searched)) if delta > 0 else np.nan)
     # At p ≠ 1/2 with δ > 0 the one-run δ-term is unproven: NaN (sweeper.bounds.epsilon_one_run).
     one_run = best_one_run_epsilon(scores, members, delta=delta, alpha=alpha, p=p)
+    # The f-DP reading of the same guesses (NaN at p ≠ 1/2 and at δ = 0).
+    one_run_fdp = best_one_run_epsilon(scores, members, delta=delta, alpha=alpha, p=p,
+                                       rule=epsilon_one_run_fdp)
     return {"epsilon_audit_cp": _best(cp), "epsilon_audit_gdp": _best(gdp),
-            "epsilon_audit_one_run": float(one_run)}
+            "epsilon_audit_one_run": float(one_run), "epsilon_audit_one_run_fdp": one_run_fdp,
+            "epsilon_audit_family": family_claim(tp, fp, positives, negatives, family, delta,
+                                                 alpha)}
+
+
+def family_claim(tp: np.ndarray, fp: np.ndarray, positives: int, negatives: int,
+                 training: Optional["Training"], delta: float, alpha: float) -> float:
+    """`sweeper.bounds.family_audit` for a DP-SGD training (NaN for anything else)."""
+    if training is None or not training.is_dpsgd or delta <= 0:
+        return math.nan
+    return family_audit(tp, fp, positives, negatives, noise_multiplier=training.noise_multiplier,
+                        sample_rate=training.sample_rate, steps=training.steps, delta=delta,
+                        alpha=alpha)
+
+
+def claimed_noise_ruled_out(scores: np.ndarray, members: np.ndarray,
+                            training: Optional["Training"], alpha: float) -> bool:
+    """Whether the canaries rule out the noise a DP-SGD training claims, at `alpha`
+    (`sweeper.bounds.noise_ruled_out`)."""
+    if training is None or not training.is_dpsgd:
+        return False
+    members = np.asarray(members, dtype=bool)
+    tp, fp = threshold_counts(scores, members)
+    return noise_ruled_out(tp, fp, int(members.sum()), int((~members).sum()),
+                           noise_multiplier=training.noise_multiplier,
+                           sample_rate=training.sample_rate, steps=training.steps, alpha=alpha)
 
 
 def _best(values) -> float:
@@ -93,15 +129,18 @@ def profile_bound(training: Training, p: float, tpr: float, form: str) -> float:
 def valid_audits(training: Training, independent: bool) -> tuple[str, ...]:
     """The audit columns that are proofs for this cell.
 
-    One run (Steinke et al.) always: it is proven for many canaries of one training.  Clopper–
+    One run (Steinke et al., and Mahloujifar et al.'s f-DP reading of the same guesses) always:
+    each is proven for many canaries of one training.  Clopper–
     Pearson and Gaussian DP count each observation as an independent trial, which holds for
     gradient canaries (`independent`: each its own weight, its own noise and its own Poisson
     draws) and not for records or input canaries of one model, where they are estimates; the
     Gaussian-DP one moreover only where training is exactly a Gaussian mechanism (q = 1).
     """
-    names = ["epsilon_audit_one_run"]
+    names = ["epsilon_audit_one_run", "epsilon_audit_one_run_fdp"]
     if independent:
         names.append("epsilon_audit_cp")
+        if training.is_dpsgd:
+            names.append("epsilon_audit_family")
         if training.gaussian:
             names.append("epsilon_audit_gdp")
     return tuple(names)
@@ -116,6 +155,5 @@ def best_valid(proven: dict[str, float], valid: tuple[str, ...]) -> float:
 def violations(proven: dict[str, float], epsilon: float, valid: tuple[str, ...]) -> list[str]:
     """Which valid audits (`audit_epsilons` at the violation level) prove the claimed ε wrong,
     named as `violation_reason` names them (audit_cp, audit_gdp, audit_one_run)."""
-    return [name.replace("epsilon_", "") for name in ("epsilon_audit_cp", "epsilon_audit_gdp",
-                                                      "epsilon_audit_one_run")
+    return [name.replace("epsilon_", "") for name in AUDIT_COLUMNS
             if name in valid and proven[name] > epsilon]

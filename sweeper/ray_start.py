@@ -276,13 +276,11 @@ DEFAULT_DASHBOARD_PORT = 8265
 
 
 def dashboard_port(host: str, port: int, include_dashboard: bool) -> Optional[int]:
-    """What `ray.init` is given for `cluster.dashboard_port`.
-
-    Ray's default port (and any port without a dashboard: Ray starts its API server all the
-    same) goes as None, which makes the dashboard try 8265 and the next 50 ports itself: two
-    sweeps starting Ray at the same moment both see 8265 free, and with it given explicitly
-    the loser's dashboard failed to bind, with no port to retry and no raylet.  Another port
-    is the user's choice, taken when free (`free_dashboard_port`)."""
+    """What `ray.init` is given for `cluster.dashboard_port`: None for Ray's default port (and
+    for any port without a dashboard, whose API server Ray starts all the same), so that the
+    dashboard tries 8265 and the next 50 ports itself (two sweeps starting at once both saw 8265
+    free; given explicitly, the loser's dashboard could not bind it and no raylet started);
+    another port is the user's choice, taken when free (`free_dashboard_port`)."""
     if not include_dashboard or port == DEFAULT_DASHBOARD_PORT:
         return None
     return free_dashboard_port(host, port)

@@ -185,8 +185,7 @@ def prepare(cfg: SweepConfig, validated: bool = False,
                 len(needed) - len(todo_models))
     tracking_uri = cfg.tracking.uri or default_tracking_uri(store.local_root)
     manifest = {"name": cfg.name, "sweep_key": plan.key, "cells": [c.key for c in plan.cells],
-                "earlier_keys": earlier_keys, "tracking_uri": redact(tracking_uri),
-                "config": redact_tree(config)}
+                "earlier_keys": earlier_keys, "tracking_uri": redact(tracking_uri), "config": redact_tree(config)}
     return Sweep(cfg=cfg, plan=plan, store=store, data_dir=data_dir, todo_cells=todo_cells,
                  todo_models=todo_models,
                  corrupt={key for key, state in states.items() if state == "corrupt"},
@@ -380,8 +379,7 @@ def submit_training(plan: SweepPlan, todo_models: list[ModelSpec], data_ref, roo
                                                largest.get("CPU", 0.0)),
                    "num_gpus": group_resources(train_options["num_gpus"], len(group),
                                                largest.get("GPU", 0.0))}
-        args = (data_ref, root, cfg.train.device, max(1, int(options["num_cpus"])),
-                train_options_of(cfg))
+        args = (data_ref, root, cfg.train.device, max(1, int(options["num_cpus"])), train_options_of(cfg))
         if len(group) == 1:
             training[group[0].key] = single.options(name=group_label(group), **options).remote(
                 group[0], *args)

@@ -115,12 +115,20 @@ CELL_COLUMNS: tuple[Column, ...] = (
     Column("epsilon_audit_one_run", F64, "Steinke et al.'s one-run ε at δ, best of 6 guess counts "
                                          "(Bonferroni): confidence 1 - audit_alpha; NaN at "
                                          "p != 1/2 with δ > 0"),
+    Column("epsilon_audit_one_run_fdp", F64, "Mahloujifar et al.'s f-DP reading of the same "
+                                             "one-run guesses at δ: confidence 1 - audit_alpha; "
+                                             "NaN at p ≠ 1/2 and at δ = 0"),
+    Column("epsilon_audit_family", F64, "ε at δ of the least noise the canaries rule out for "
+                                        "DP-SGD at the training's q and steps (gradient canaries "
+                                        "only): confidence 1 - audit_alpha at any q"),
     Column("epsilon_proven_audit", F64, "the largest ε the audits valid for this cell prove at "
                                         "level violation_alpha (the violation test)"),
     Column("violation", BOOL, "the data prove training was not (ε, δ)-DP: a bug, never noise"),
     Column("violation_reason", STR, "which tests fired, joined by '+': precision, rates, "
-                                    "audit_cp, audit_gdp, audit_one_run (where valid), profile "
-                                    "(precision above bound_profile); '' none"),
+                                    "audit_cp, audit_gdp, audit_one_run, audit_one_run_fdp, "
+                                    "audit_family (where valid), profile (precision above "
+                                    "bound_profile), "
+                                    "accounting (epsilon_spent above ε); '' none"),
     Column("tpr_exact", F64, "exact TPR of a mechanism of known privacy (bound_check); NaN else"),
     Column("precision_exact", F64, "exact precision of that mechanism's threshold attack; NaN else"),
     Column("bound_tight", F64, "least bound over that mechanism's privacy profile; NaN else"),

@@ -43,11 +43,12 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import pandas as pd
 
 from sweeper.console import one_line_records
+from sweeper.mlflow_db import database_identity, database_state, relocate_artifacts
 from sweeper.credentials import redact, scrub
 from sweeper.interrupts import deferred, raise_swallowed, release_unwound
 from sweeper.run_records import cell_metrics, cell_run_name, dataset_input, score_quantiles, source_tags
@@ -106,79 +107,7 @@ def tracking_stamp(uri: str, experiment: str, sweep_key: str, cell_keys: Iterabl
     where = hashlib.sha256(f"{uri}\n{experiment}".encode()).hexdigest()  # no credentials kept
     cells = hashlib.sha256("\n".join(sorted(cell_keys)).encode()).hexdigest()
     return {"tracking": where, "sweep_key": sweep_key, "cells": cells, "figures": figures_key,
-            "database": _database_state(uri)}
-
-
-def _database_path(uri: str) -> Optional[Path]:
-    """The file of a `sqlite:///` tracking store (SQLAlchemy's form: sqlite:///relative,
-    sqlite:////absolute); None for a server."""
-    parts = urlsplit(uri)
-    return Path(unquote(parts.path[1:])) if parts.scheme == "sqlite" else None
-
-
-def _database_state(uri: str) -> Optional[list[int]]:
-    """[size, mtime in ns] of a `sqlite:///` tracking store's file ([] when it is absent); None for
-    a server, whose state the stamp cannot see."""
-    path = _database_path(uri)
-    if path is None:
-        return None
-    try:
-        state = path.stat()
-    except OSError:
-        return []
-    return [state.st_size, state.st_mtime_ns]
-
-
-def _database_identity(uri: str) -> Optional[tuple[int, int]]:
-    """(device, inode) of a `sqlite:///` tracking store's file, () when it is absent; None for
-    a server.  A file deleted (or replaced) under a running sweep changes it."""
-    path = _database_path(uri)
-    if path is None:
-        return None
-    try:
-        state = path.stat()
-    except OSError:
-        return ()
-    return state.st_dev, state.st_ino
-
-
-def relocate_artifacts(uri: str, artifact_location: Optional[str]) -> None:
-    """Point a copied or moved store's MLflow runs at its own artifact folder.
-
-    MLflow keeps an experiment's artifact folder, and each run's, as absolute URIs in its
-    database.  A store's own SQLite database (the default, `<store.root>/mlflow.db`) copied or
-    moved with the store still names the old store's `mlartifacts/`: every run of the copy would
-    write its figures into the original (onto another disk, or a store given away).  So when the
-    database lives in the store whose artifact folder is `artifact_location`, every experiment
-    whose artifacts are another store's `mlartifacts` folder is rewritten to this one, with its
-    runs: the copy is self-contained.  Databases elsewhere (a shared file, a server) are left as
-    they are."""
-    import sqlite3
-
-    database = _database_path(uri)
-    here = urlsplit(artifact_location or "")
-    if database is None or here.scheme != "file" or not database.is_file():
-        return
-    folder = Path(unquote(here.path))
-    if database.resolve().parent != folder.parent.resolve():
-        return
-    with contextlib.closing(sqlite3.connect(database, timeout=30)) as db, db:
-        try:
-            rows = db.execute("SELECT experiment_id, artifact_location FROM experiments").fetchall()
-        except sqlite3.DatabaseError:  # not (yet) MLflow's: nothing to relocate
-            return
-        for experiment_id, old in rows:
-            parts = urlsplit(old or "")
-            if (parts.scheme != "file" or old == artifact_location
-                    or Path(unquote(parts.path)).name != folder.name):
-                continue
-            logger.warning("the store was copied or moved from %s: its MLflow runs keep their "
-                           "artifacts in %s from now on", redact(old), folder)
-            db.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
-                       (artifact_location, experiment_id))
-            db.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) WHERE "
-                       "experiment_id = ? AND substr(artifact_uri, 1, ?) = ?",
-                       (artifact_location, len(old) + 1, experiment_id, len(old), old))
+            "database": database_state(uri)}
 
 
 def tracking_link(uri: str, url: Optional[str] = None) -> str:
@@ -285,7 +214,7 @@ class SweepTracker:
             if any(key.startswith("dataset.") for key in params):
                 self.client.log_inputs(self.run_id, datasets=[dataset_input(params)])
             self.logged_cells = set()
-        self.database = _database_identity(uri)  # the SQLite file MLflow opened, if one
+        self.database = database_identity(uri)  # the SQLite file MLflow opened, if one
         library.setLevel(logging.WARNING)  # from now on its warnings, not its chatter
 
     def _sweep_run(self, sweep_key: str, earlier_keys: Iterable[str]) -> list:
@@ -485,7 +414,7 @@ class SweepTracker:
         """Close the sweep's run (`terminate`); a warning of what was not logged when tracking
         went down."""
         self.terminate(failed)
-        if self.failure is None and _database_identity(self.uri) != self.database:
+        if self.failure is None and database_identity(self.uri) != self.database:
             # SQLite writes on through a deleted file's open handle without an error: what was
             # logged went nowhere anyone can open.
             self.failure = "its database file was deleted or replaced while the sweep ran"

@@ -91,6 +91,30 @@ def test_an_accountant_given_half_the_sampling_rate_is_flagged(compose_config, t
     monkeypatch.setattr(training, "calibrate_noise", half_rate)
     (row,) = run_in_process(compose_config, tmp_path, DETECTOR)
     assert row["violation"] and "audit" in row["violation_reason"]
+    assert "accounting" in row["violation_reason"] and row["epsilon_spent"] > 2.5
+
+
+def test_an_accountant_given_half_the_sampling_rate_is_flagged_at_the_rates_people_train_with(
+        compose_config, tmp_path, monkeypatch):
+    """Issue 29.1: at q ≈ 0.1 (batch 30 of ≈ 300) no audit proved the q/2 accountant wrong,
+    though the row's own `epsilon_spent` said so; the accounting check reads it."""
+    real = training.calibrate_noise
+    monkeypatch.setattr(training, "calibrate_noise",
+                        lambda settings, rate, cache=None: real(settings, rate / 2, None))
+    (row,) = run_in_process(compose_config, tmp_path, [*DETECTOR, "train.batch_size=30",
+                                                       "train.epochs=4"])
+    assert row["dp_sample_rate"] < 0.2
+    assert row["violation"] and "accounting" in row["violation_reason"]
+    assert row["epsilon_spent"] > 2.5  # the claim is ε = 2
+
+
+def test_a_training_within_its_budget_is_never_an_accounting_violation():
+    from sweeper.cells import overspent
+
+    assert not overspent({"epsilon_spent": 2.0 * (1 + 1e-7)}, 2.0)
+    assert overspent({"epsilon_spent": 2.0 * (1 + 1e-5)}, 2.0)
+    assert not overspent({"epsilon_spent": None}, 2.0)  # non-private: nothing spent to read
+    assert not overspent({"epsilon_spent": 9.0}, float("inf"))
 
 
 @pytest.mark.parametrize("override,named", [
@@ -128,14 +152,18 @@ def test_only_the_audits_valid_for_a_cell_may_flag_it():
 
     from sweeper.audits import Training, audit_epsilons, valid_audits, violations
 
-    proven = {"epsilon_audit_cp": 9.0, "epsilon_audit_gdp": 9.0, "epsilon_audit_one_run": math.nan}
+    proven = {"epsilon_audit_cp": 9.0, "epsilon_audit_gdp": 9.0, "epsilon_audit_one_run": math.nan,
+              "epsilon_audit_one_run_fdp": math.nan}
     full_batch, subsampled = Training(5.0, 1.0, 30), Training(5.0, 0.1, 300)
     assert violations(proven, 2.0, valid_audits(full_batch, True)) == ["audit_cp", "audit_gdp"]
     assert violations(proven, 2.0, valid_audits(subsampled, True)) == ["audit_cp"]
     assert violations(proven, 2.0, valid_audits(full_batch, False)) == []
     assert violations({**proven, "epsilon_audit_one_run": 3.0}, 2.0,
                       valid_audits(subsampled, False)) == ["audit_one_run"]
+    assert violations({**proven, "epsilon_audit_one_run_fdp": 3.0}, 2.0,
+                      valid_audits(subsampled, False)) == ["audit_one_run_fdp"]
     members = np.arange(400) % 2 == 0
     scores = members + np.random.default_rng(0).normal(0, 0.1, 400)  # a perfect attack
     at_prior = audit_epsilons(scores, members, p=0.1, delta=1e-5, alpha=0.05)
     assert math.isnan(at_prior["epsilon_audit_one_run"]) and at_prior["epsilon_audit_cp"] > 2
+    assert math.isnan(at_prior["epsilon_audit_one_run_fdp"])

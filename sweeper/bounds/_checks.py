@@ -92,3 +92,16 @@ def check_at_most(name: str, small: np.ndarray, limit_name: str, limit: np.ndarr
 
 def check_level(alpha: ArrayLike) -> np.ndarray:
     return check("alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
+
+
+def check_guesses(correct: ArrayLike, guesses: ArrayLike, canaries: ArrayLike, delta: ArrayLike,
+                  alpha: ArrayLike, p: ArrayLike) -> list[np.ndarray]:
+    """A one-run audit's arguments, checked and broadcast: (correct, guesses, canaries, δ,
+    alpha, p), correct ≤ guesses ≤ canaries."""
+    v, r, m = (check_counts("correct", correct), check_counts("guesses", guesses),
+               check_counts("canaries", canaries))
+    arrays = np.broadcast_arrays(v, r, m, check_delta(delta), check_level(alpha),
+                                 check("p", p, 0.0, 1.0, low_open=True, high_open=True))
+    check_at_most("correct", arrays[0], "guesses", arrays[1])
+    check_at_most("guesses", arrays[1], "canaries", arrays[2])
+    return arrays

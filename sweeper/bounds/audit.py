@@ -30,13 +30,14 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from sweeper.bounds._checks import (ArrayLike, Result, check, check_at_most, check_counts,
-                                    check_delta, check_form, check_level, check_prob, check_rate,
-                                    is_scalar, out)
+                                    check_delta, check_form, check_guesses, check_level,
+                                    check_prob, check_rate, is_scalar, out)
 from sweeper.bounds.thudi import precision_bound
 
 __all__ = ["epsilon_from_precision", "epsilon_from_rates", "tightest_bound",
            "epsilon_clopper_pearson", "gaussian_dp_mu", "epsilon_of_gaussian_dp",
-           "epsilon_gaussian_dp", "epsilon_one_run", "one_run_guesses", "best_one_run_epsilon"]
+           "epsilon_gaussian_dp", "epsilon_one_run", "one_run_guesses", "best_one_run_epsilon",
+           "one_run_ceiling"]
 
 
 def epsilon_from_precision(precision: ArrayLike, p: ArrayLike) -> Result:
@@ -323,13 +324,7 @@ def epsilon_one_run(correct: ArrayLike, guesses: ArrayLike, canaries: ArrayLike,
     δ-term's proof is for p = 1/2 only, so δ > 0 at p ≠ 1/2 gives NaN.  0 without guesses.
     """
     scalar = is_scalar(correct, guesses, canaries, delta, alpha, p)
-    v, r, m = (check_counts("correct", correct), check_counts("guesses", guesses),
-               check_counts("canaries", canaries))
-    v, r, m, d, level, prior = np.broadcast_arrays(
-        v, r, m, check_delta(delta), check_level(alpha),
-        check("p", p, 0.0, 1.0, low_open=True, high_open=True))
-    check_at_most("correct", v, "guesses", r)
-    check_at_most("guesses", r, "canaries", m)
+    v, r, m, d, level, prior = check_guesses(correct, guesses, canaries, delta, alpha, p)
     return out(np.vectorize(_one_run_epsilon, otypes=[float])(v, r, m, d, level, prior), scalar)
 
 
@@ -363,8 +358,10 @@ ONE_RUN_SHARES = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 
 def best_one_run_epsilon(scores: ArrayLike, included: ArrayLike, *, delta: float = 0.0,
                          alpha: float = 0.05, p: float = 0.5,
-                         ks: Sequence[int | tuple[int, int]] | None = None) -> float:
-    """The best `epsilon_one_run` over several numbers of guesses, with confidence ≥ 1 − alpha.
+                         ks: Sequence[int | tuple[int, int]] | None = None,
+                         rule=None) -> float:
+    """The best `epsilon_one_run` (or `rule`, which takes the same arguments: the f-DP
+    `epsilon_one_run_fdp`) over several numbers of guesses, with confidence ≥ 1 − alpha.
 
     Each entry of `ks` is k₊ ("in" guesses) or (k₊, k₋); each is tested at alpha/len(ks)
     (Bonferroni: the best of several tests is a claim only at the corrected level).  Default:
@@ -381,6 +378,20 @@ def best_one_run_epsilon(scores: ArrayLike, included: ArrayLike, *, delta: float
     if p != 0.5 and any(minus for _, minus in pairs):
         raise ValueError(f"k_minus must be 0 at p != 0.5 (guesses all \"in\"); got p={p:g}")
     level = float(check_level(alpha)) / len(pairs)
-    found = [float(epsilon_one_run(*one_run_guesses(scores, included, plus, minus), m,
-                                   delta=delta, alpha=level, p=p)) for plus, minus in pairs]
+    rule = rule or epsilon_one_run
+    found = [float(rule(*one_run_guesses(scores, included, plus, minus), m,
+                        delta=delta, alpha=level, p=p)) for plus, minus in pairs]
+    return math.nan if any(math.isnan(e) for e in found) else max(found)
+
+
+def one_run_ceiling(canaries: int, *, delta: float, alpha: float, p: float = 0.5,
+                    rule=None) -> float:
+    """What a perfect attack proves with `best_one_run_epsilon`'s guesses: every guess right,
+    at each of its guess counts, the best after Bonferroni.  An audit that proves less than ε
+    says nothing about a claim above this: "not flagged" means nothing beyond it."""
+    m = int(check_counts("canaries", canaries))
+    rule = rule or epsilon_one_run
+    totals = sorted({max(1, round(share * m)) for share in ONE_RUN_SHARES})
+    level = float(check_level(alpha)) / len(totals)
+    found = [float(rule(r, r, m, delta=delta, alpha=level, p=p)) for r in totals]
     return math.nan if any(math.isnan(e) for e in found) else max(found)

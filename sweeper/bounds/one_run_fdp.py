@@ -22,8 +22,7 @@ import math
 
 import numpy as np
 
-from sweeper.bounds._checks import (ArrayLike, Result, check, check_at_most, check_counts,
-                                    check_delta, check_level, is_scalar, out)
+from sweeper.bounds._checks import ArrayLike, Result, check, check_guesses, is_scalar, out
 
 __all__ = ["gaussian_dp_mu_of", "epsilon_one_run_fdp"]
 
@@ -93,11 +92,5 @@ def epsilon_one_run_fdp(correct: ArrayLike, guesses: ArrayLike, canaries: ArrayL
     `canaries` canaries each in the training set with probability p.  NaN at p ≠ 1/2 (the
     paper's derivation) and at δ = 0; 0 without a right guess."""
     scalar = is_scalar(correct, guesses, canaries, delta, alpha, p)
-    v, r, m = (check_counts("correct", correct), check_counts("guesses", guesses),
-               check_counts("canaries", canaries))
-    v, r, m, d, level, prior = np.broadcast_arrays(
-        v, r, m, check_delta(delta), check_level(alpha),
-        check("p", p, 0.0, 1.0, low_open=True, high_open=True))
-    check_at_most("correct", v, "guesses", r)
-    check_at_most("guesses", r, "canaries", m)
+    v, r, m, d, level, prior = check_guesses(correct, guesses, canaries, delta, alpha, p)
     return out(np.vectorize(_epsilon, otypes=[float])(v, r, m, d, level, prior), scalar)

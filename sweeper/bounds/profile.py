@@ -74,7 +74,7 @@ class _PrvProfile:
         return out(np.maximum(e, 0.0), np.ndim(tpr) == 0)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=1024)
 def _dpsgd_profile(noise_multiplier: float, sample_rate: float, steps: int, eps_error: float,
                    delta_error: float) -> PrivacyProfile:
     if sample_rate == 1.0:

@@ -24,7 +24,7 @@ import pandas as pd
 from jobs.attack_registry import GRADIENT_CANARIES
 from jobs.attacks import ATTACKS
 from sweeper.audits import Training, audit_epsilons, best_valid, profile_bound, valid_audits
-from sweeper.bounds import precision_bound
+from sweeper.bounds import epsilon_one_run_fdp, one_run_ceiling, precision_bound
 from sweeper.figures import errorbar, panel_grid, save_figure
 from sweeper.reports.loading import load_scores
 from sweeper.reports.registry import register_report
@@ -35,8 +35,10 @@ AUDIT_COLUMNS = ["attack", "policy", "epsilon", "delta", "p", "trial", "threat_m
                  "audit_alpha", "noise_multiplier", "dp_sample_rate", "steps", "epsilon_spent",
                  "tpr_floor", "bound_form", "scores_key"]
 ESTIMATORS = {"epsilon_audit_cp": "Clopper–Pearson", "epsilon_audit_gdp": "Gaussian DP",
-              "epsilon_audit_one_run": "one run"}
-MARKERS = {"epsilon_audit_cp": "o", "epsilon_audit_gdp": "s", "epsilon_audit_one_run": "^"}
+              "epsilon_audit_one_run": "one run", "epsilon_audit_one_run_fdp": "one run, f-DP",
+              "epsilon_audit_family": "DP-SGD family"}
+MARKERS = {"epsilon_audit_cp": "o", "epsilon_audit_gdp": "s", "epsilon_audit_one_run": "^",
+           "epsilon_audit_one_run_fdp": "v", "epsilon_audit_family": "D"}
 
 
 def pooled_audits(frame: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
@@ -49,13 +51,21 @@ def pooled_audits(frame: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
         first = cells.iloc[0]
         training = Training(float(first["noise_multiplier"]), float(first["dp_sample_rate"]),
                             int(first["steps"]))
+        independent = ATTACKS[key[3]].evaluates == GRADIENT_CANARIES
+        alpha = float(first["audit_alpha"])
         proven = audit_epsilons(joined["score"].to_numpy(float), joined["member"].to_numpy(bool),
-                                p=key[2], delta=key[1], alpha=float(first["audit_alpha"]))
-        valid = valid_audits(training, ATTACKS[key[3]].evaluates == GRADIENT_CANARIES)
+                                p=key[2], delta=key[1], alpha=alpha,
+                                family=training if independent else None)
+        valid = valid_audits(training, independent)
         best = best_valid(proven, valid)
+        # What a perfect attack would prove by one run's guesses on as many observations: an
+        # audit below the claim says nothing of a claim above its ceiling.
+        ceilings = {f"ceiling_{name}": one_run_ceiling(len(joined), delta=key[1], alpha=alpha,
+                                                       p=key[2], rule=rule)
+                    for name, rule in (("one_run", None), ("one_run_fdp", epsilon_one_run_fdp))}
         rows.append({**dict(zip(keys, key)), "threat_model": first["threat_model"],
                      "trials": len(cells), "observations": len(joined),
-                     "members": int(joined["member"].sum()), **proven,
+                     "members": int(joined["member"].sum()), **proven, **ceilings,
                      "valid": "+".join(name.replace("epsilon_audit_", "") for name in valid),
                      "epsilon_audit_best": best,
                      "ratio": best / key[0] if math.isfinite(key[0]) else math.nan,
