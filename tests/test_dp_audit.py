@@ -59,14 +59,25 @@ def test_the_correct_engine_is_never_flagged(compose_config, tmp_path):
     assert 0.3 < strongest <= 1.0
 
 
-def test_half_the_noise_is_flagged(compose_config, tmp_path, monkeypatch):
+#: The same detector at the rates people train with: batches of 30 of ≈ 300 records (q ≈ 0.1),
+#: 100 steps, where DP-SGD is no Gaussian mechanism (issue 29).
+SUBSAMPLED = [*DETECTOR, "train.batch_size=30", "train.epochs=10"]
+
+
+@pytest.mark.parametrize("arm", [DETECTOR, SUBSAMPLED], ids=["full batch", "subsampled"])
+def test_half_the_noise_is_flagged(compose_config, tmp_path, monkeypatch, arm):
+    """At q ≈ 0.1 only the audit in DP-SGD's family catches it on 2 000 canaries: it rules the
+    claimed noise out (measured: the family proves 3.7 against ε = 2; one run, f-DP, 2.3 at
+    the 5 % level and less at the violation test's 0.1 %)."""
     real = steps.noisy_step
     monkeypatch.setattr(steps, "noisy_step",
                         lambda model, optimizer, std, batch, rng: real(model, optimizer, std / 2,
                                                                        batch, rng))
-    (row,) = run_in_process(compose_config, tmp_path, DETECTOR)
+    (row,) = run_in_process(compose_config, tmp_path, arm)
     assert row["violation"] and "audit" in row["violation_reason"]
     assert row["epsilon_proven_audit"] > 2.0
+    if arm is SUBSAMPLED:
+        assert row["dp_sample_rate"] < 0.2 and "audit_family" in row["violation_reason"]
 
 
 def test_clipping_turned_off_is_flagged(compose_config, tmp_path, monkeypatch):

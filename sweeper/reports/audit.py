@@ -87,7 +87,7 @@ def audit_report(frame: pd.DataFrame, out_dir: Path, store_root: Path) -> list[P
 
 def _epsilon_figure(table: pd.DataFrame, out_dir: Path) -> list[Path]:
     ps = sorted(table["p"].unique(), reverse=True)
-    fig, axes = panel_grid(len(ps), width=5.2, height=4.6)
+    fig, axes = panel_grid(len(ps), width=7.6, height=4.6)
     attacks = list(dict.fromkeys(table["attack"]))
     top = float(table["epsilon"].max())
     for ax, p in zip(axes, ps):
@@ -109,7 +109,7 @@ def _epsilon_figure(table: pd.DataFrame, out_dir: Path) -> list[Path]:
                xlabel="claimed ε (the training's target)", ylabel="audit ε (lower bound)",
                xlim=(0, top * 1.05), ylim=(0, top * 1.05))
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, loc="upper left")
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the points
     fig.suptitle("Canary audits of the DP engine: a filled point above the diagonal is a DP bug\n"
                  "(hollow: an estimate, not a proof: Clopper–Pearson and Gaussian DP on records "
                  "of one model, Gaussian DP where q < 1)", fontsize=10)
