@@ -156,4 +156,4 @@ def violations(proven: dict[str, float], epsilon: float, valid: tuple[str, ...])
     """Which valid audits (`audit_epsilons` at the violation level) prove the claimed ε wrong,
     named as `violation_reason` names them (audit_cp, audit_gdp, audit_one_run)."""
     return [name.replace("epsilon_", "") for name in AUDIT_COLUMNS
-            if name in valid and proven[name] > epsilon]
+            if name in valid and proven.get(name, math.nan) > epsilon]

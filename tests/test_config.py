@@ -106,7 +106,7 @@ def test_the_grid_is_counted_as_the_planner_crosses_it():
     {"cluster__dashboard_port": 0},                           # any free port
     {"store__root": "s3://bucket/prefix"},
     {"store__root": "gs://bucket"},
-    {"tracking__uri": "postgresql://mlflow@db:5432/mlflow"},  # a user, no password
+    {"tracking__uri": "postgresql+psycopg2://mlflow@db:5432/mlflow"},  # a user, no password
     {"tracking__uri": "http://mlflow:5000"},
     {"cluster__runtime_env": {"working_dir": ".", "excludes": ["runs"],
                               "env_vars": {"OMP_NUM_THREADS": "1"}}},

@@ -23,7 +23,7 @@ EXPERIMENTS = sorted(path.stem for path in (CONF_DIR / "experiment").glob("*.yam
 #: Run on their own offline data: bound_check's records are membership bits, synthetic by
 #: nature; dpsgd_audit's gradient canaries need input features that are zero in every record
 #: (MNIST's blank border), which synthetic images do not have (mnist_subset ships offline).
-OFFLINE_ALREADY = {"bound_check", "dpsgd_audit"}
+OFFLINE_ALREADY = {"bound_check", "dpsgd_audit", "dpsgd_audit_subsampled"}
 
 
 def test_the_papers_experiments_are_all_there():
@@ -34,10 +34,11 @@ def test_the_papers_experiments_are_all_there():
 
 #: The slowest smoke runs repeat another experiment's structure at a larger shape (CIFAR-10,
 #: SVHN: mnist_lira's and mnist_fixed_bound's protocols) or on another dataset (fmnist_lira:
-#: mnist_lira's; texas100_ppv: purchase100_ppv's): `make test-slow` runs them.  Every
+#: mnist_lira's; texas100_ppv: purchase100_ppv's; dpsgd_audit_subsampled: dpsgd_audit's at
+#: q ≈ 0.1, whose detector tests/test_dp_audit.py runs): `make test-slow` runs them.  Every
 #: experiment still passes preflight in `make test` (test_bad_input).
 SLOW_EXPERIMENTS = {"cifar10_lira", "cifar10_fixed_bound", "svhn_lira", "fmnist_lira",
-                    "texas100_ppv"}
+                    "texas100_ppv", "dpsgd_audit_subsampled"}
 
 
 @pytest.mark.parametrize("experiment", [
