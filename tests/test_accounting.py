@@ -30,7 +30,8 @@ import pytest
 from scipy.signal import fftconvolve
 from scipy.stats import norm
 
-from jobs.accounting import RDP_ORDERS, _search_noise, calibrate_noise, training_steps
+from jobs.accounting import (RDP_ORDERS, _search_noise, calibrate_noise, rdp_epsilon_floor,
+                             training_steps)
 from jobs.training import TrainSettings
 
 DELTA = 1e-5
@@ -191,6 +192,36 @@ def test_calibrate_noise_refuses_gdp():
                              delta=DELTA)
     with pytest.raises(ValueError, match="gdp"):
         calibrate_noise(settings, sample_rate=0.25)
+
+
+def test_the_rdp_floor_is_opacus_conversion_at_zero_rdp_and_under_what_noise_reaches():
+    """Opacus's own RDP → (ε, δ) conversion at RDP 0 on every order is the floor; and the ε
+    Opacus spends at the largest noise its search tries (σ = 10⁶), with or without
+    subsampling, is above it: the floor never refuses an ε noise could reach."""
+    from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        largest_noise = [compute_rdp(q=q, noise_multiplier=1e6, steps=100, orders=RDP_ORDERS)
+                         for q in (1.0, 0.01)]
+        for delta in (1e-5, 1e-3):
+            at_zero, _ = get_privacy_spent(orders=RDP_ORDERS, rdp=np.zeros(len(RDP_ORDERS)),
+                                           delta=delta)
+            assert rdp_epsilon_floor(delta) == pytest.approx(float(at_zero), rel=1e-12)
+            for rdp in largest_noise:
+                reached, _ = get_privacy_spent(orders=RDP_ORDERS, rdp=rdp, delta=delta)
+                assert reached > rdp_epsilon_floor(delta)
+
+
+def test_an_epsilon_below_the_rdp_floor_is_refused_with_opacus_words():
+    """ε = 0.001 at δ = 1e-5 is below the floor (≈ 0.0014): refused with the sentence Opacus's
+    search ends with (tests/faults/test_errors_are_sorted.py reads it in a cell's record)."""
+    settings = TrainSettings(model="logistic_regression", epochs=2, batch_size=1, lr=0.1,
+                             momentum=0.0, max_grad_norm=1.0, accountant="rdp", epsilon=0.001,
+                             delta=DELTA)
+    assert settings.epsilon < rdp_epsilon_floor(DELTA)
+    with pytest.raises(ValueError, match="The privacy budget is too low"):
+        calibrate_noise(settings, sample_rate=0.5)
 
 
 @pytest.mark.parametrize("accountant", ["rdp", "prv"])

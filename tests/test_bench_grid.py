@@ -8,7 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+
+#: A benchmark's smoke run (20 s of training every packing): `make test-slow`.
+pytestmark = pytest.mark.slow
 
 
 def test_the_grid_benchmark_runs_reduced_and_reports_every_packing():

@@ -33,12 +33,15 @@ def test_the_papers_experiments_are_all_there():
 
 
 #: The slowest smoke runs repeat another experiment's structure at a larger shape (CIFAR-10,
-#: SVHN: mnist_lira's and mnist_fixed_bound's protocols) or on another dataset (fmnist_lira:
-#: mnist_lira's; texas100_ppv: purchase100_ppv's; dpsgd_audit_subsampled: dpsgd_audit's at
-#: q ≈ 0.1, whose detector tests/test_dp_audit.py runs): `make test-slow` runs them.  Every
-#: experiment still passes preflight in `make test` (test_bad_input).
+#: SVHN: mnist_lira's and mnist_fixed_bound's protocols), on another dataset (fmnist_lira:
+#: mnist_lira's; texas100_ppv: purchase100_ppv's), or what another test runs: mnist_lira's
+#: LiRA on MNIST (quickstart's attacks and data; its CNN trains in tests/test_stacked.py),
+#: adult_pdtp's PDTP (tests/test_attack_suite.py), dpsgd_audit and dpsgd_audit_subsampled (the
+#: composed experiment, run by tests/test_dp_audit.py).  `make test-slow` runs them; every experiment
+#: still passes preflight in `make test` (test_bad_input).
 SLOW_EXPERIMENTS = {"cifar10_lira", "cifar10_fixed_bound", "svhn_lira", "fmnist_lira",
-                    "texas100_ppv", "dpsgd_audit_subsampled"}
+                    "texas100_ppv", "mnist_lira", "adult_pdtp", "dpsgd_audit",
+                    "dpsgd_audit_subsampled"}
 
 
 @pytest.mark.parametrize("experiment", [

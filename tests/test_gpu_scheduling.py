@@ -11,7 +11,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
+
+#: Its own Ray with a dashboard and four trainings (30 s): `make test-slow`; the request's
+#: arithmetic (`group_resources`) is in tests/test_stacked.py, run by `make test`.
+pytestmark = pytest.mark.slow
 
 DRIVER = textwrap.dedent('''
     import json, sys

@@ -14,7 +14,7 @@ from sweeper.frontier import main as frontier_main
 from sweeper.runner import run_sweep
 from sweeper.store import ArtifactStore
 
-UNREACHABLE = 0.001  # below what RDP can certify at δ = 1e-5 (≈ ln(1e5)/2047 ≈ 0.0056)
+UNREACHABLE = 0.001  # below what RDP can certify at δ = 1e-5 (≈ 0.0014: rdp_epsilon_floor)
 
 
 @pytest.fixture(scope="module")
