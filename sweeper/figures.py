@@ -27,9 +27,11 @@ if TYPE_CHECKING:
 DODGE = 0.012
 
 
-def save_figure(fig: Figure, path: Path, layout: bool = True) -> Path:
+def save_figure(fig: Figure, path: Path, layout: bool = True,
+                metadata: dict[str, str] | None = None) -> Path:
     """Lay the figure out (unless `layout` is False: a figure that placed its own legend and
-    caption against its laid-out panels) and write it as a PNG at `path` (folders created).
+    caption against its laid-out panels) and write it as a PNG at `path` (folders created),
+    with `metadata` as the PNG's text chunks.
 
     matplotlib is imported here, not with the module: a rerun whose figures are up to date
     never loads it."""
@@ -40,8 +42,27 @@ def save_figure(fig: Figure, path: Path, layout: bool = True) -> Path:
     FigureCanvasAgg(fig)
     if layout:
         fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight")  # legends and captions outside the axes too
+    fig.savefig(path, dpi=120, bbox_inches="tight",  # legends and captions outside the axes too
+                metadata=metadata)
     return path
+
+
+def figure_labels(fig: Figure) -> list[str]:
+    """Every word a reader is given, in drawing order: the figure's title and texts, each
+    panel's title, axis labels and notes, every legend's title and entries (not the tick
+    numbers, which are the data's)."""
+    from matplotlib.text import Text
+
+    texts: list[Text] = [fig._suptitle] if fig._suptitle is not None else []
+    texts += list(fig.texts)
+    for axis in fig.axes:
+        texts += [axis.title, axis._left_title, axis._right_title, axis.xaxis.label,
+                  axis.yaxis.label, *axis.texts]
+    for legend in [*fig.legends, *(axis.get_legend() for axis in fig.axes)]:
+        if legend is not None:
+            texts += [legend.get_title(), *legend.get_texts()]
+    unique = {id(text): text for text in texts}  # the suptitle is one of fig.texts too
+    return [text.get_text() for text in unique.values() if text.get_text()]
 
 
 def colours(count: int) -> np.ndarray:
@@ -64,15 +85,26 @@ def dodge(rank: int, count: int) -> float:
 
 
 def panel_grid(count: int, width: float = 4.8, height: float = 4.2,
-               columns: int = 3) -> tuple[Figure, list[Any]]:
-    """A figure of `count` panels, at most `columns` to a row, each `width` × `height` inches."""
+               columns: int = 3, sharey: bool = False) -> tuple[Figure, list[Any]]:
+    """A figure of `count` panels, at most `columns` to a row, each `width` × `height` inches;
+    `sharey`: one y-scale for all, so panels compare at a glance."""
     from matplotlib.figure import Figure
 
     cols = min(count, columns)
     rows = math.ceil(count / cols)
     fig = Figure(figsize=(width * cols, height * rows))
-    axes = [fig.add_subplot(rows, cols, i + 1) for i in range(count)]
+    axes: list[Any] = []
+    for i in range(count):
+        axes.append(fig.add_subplot(rows, cols, i + 1, sharey=axes[0] if sharey and axes else None))
     return fig, axes
+
+
+def legend_below(fig: Figure, axis: Any, title: str, columns: int = 2) -> Legend:
+    """One legend for the figure, from `axis`'s labelled artists, below the panels: inside a
+    panel it would sit on some point or bar."""
+    handles, labels = axis.get_legend_handles_labels()
+    return fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                      ncol=columns, fontsize=7.5, frameon=False, title=title, title_fontsize=7.5)
 
 
 def errorbar(ax: Any, x: np.ndarray, y: np.ndarray, low: np.ndarray, high: np.ndarray,

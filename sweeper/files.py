@@ -162,6 +162,10 @@ class LocalFiles:
         folder = self.root / rel_dir
         return sorted(p.name for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
 
+    def folders(self, rel_dir: str) -> list[str]:
+        folder = self.root / rel_dir
+        return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
 
 class ObjectFiles:
     """Objects under a prefix of a pyarrow filesystem (S3, GCS); one PUT per file is atomic."""
@@ -206,6 +210,11 @@ class ObjectFiles:
         selector = pafs.FileSelector(self._path(rel_dir), allow_not_found=True)
         return sorted(info.base_name for info in self.fs.get_file_info(selector)
                       if info.type == pafs.FileType.File)
+
+    def folders(self, rel_dir: str) -> list[str]:
+        selector = pafs.FileSelector(self._path(rel_dir), allow_not_found=True)
+        return sorted(info.base_name for info in self.fs.get_file_info(selector)
+                      if info.type == pafs.FileType.Directory)
 
 
 class StoredCheckpoint:

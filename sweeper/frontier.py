@@ -65,11 +65,6 @@ def open_sweep(root: str, name: str) -> tuple[ArtifactStore, Results]:
     return store, load_results(store, name)
 
 
-#: Columns the table reads; a sweep without some of them (no exact mechanism, only PDTP) shows NaN.
-TABLE_COLUMNS = ["precision_exact", "bound_tight", "tpr_at_fpr_0.01", "auc", "test_accuracy",
-                 "baseline", "bound_at_tpr"]
-
-
 #: A summary row per coordinate: its trials pooled (`summarize_frontier`).
 SUMMARY_KEYS = ["dataset", "model", "attack", "policy", "epsilon", "delta", "p"]
 #: Columns a summary row averages over its trials.
@@ -102,33 +97,42 @@ def format_summary(frame: pd.DataFrame) -> str:
     summary = summarize_frontier(frame)
     if summary.empty:
         return "(no cells)" if frame.empty else _format_pdtp(pdtp_rows(frame))
-    summary = summary.reindex(columns=summary.columns.union(SUMMARY_MEANS, sort=False))
-    exact = summary["precision_exact"].notna().any()
+    flags = [f"VIOLATION ({n} of {k} trials)" if n else ""
+             for n, k in zip(summary["violations"], summary["n_trials"])]
+    text = _layout(summary, {"trials": summary["n_trials"]}, "pooled precision [95% CI]", flags)
+    pdtp = pdtp_rows(frame)
+    return text if pdtp.empty else text + "\n\n" + _format_pdtp(pdtp)
+
+
+def _layout(rows: pd.DataFrame, counted: dict[str, pd.Series], precision_label: str,
+            flags: Sequence[str]) -> str:
+    """The frontier's one layout, pooled (`format_summary`) or per trial (`format_table`): the
+    coordinates, `counted` (trials or the trial), the precision with its interval, TP and FP, the
+    baseline and the bounds, then the closed form (exact mechanisms) or the attack's other
+    measures, and the flag; pandas pads the columns, text left and numbers right."""
+    rows = rows.reindex(columns=rows.columns.union([*SUMMARY_MEANS, "policy"], sort=False))
+    exact = rows["precision_exact"].notna().any()
     shown = pd.DataFrame({
-        "attack": summary["attack"],
-        **({"policy": summary["policy"]} if summary["policy"].nunique() > 1 else {}),
-        "ε": summary["epsilon"].map(format_epsilon), "δ": summary["delta"].map("{:.0e}".format),
-        "p": summary["p"].map("{:.2f}".format), "trials": summary["n_trials"],
-        "pooled precision [95% CI]": [
+        "attack": rows["attack"],
+        **({"policy": rows["policy"]} if rows["policy"].nunique() > 1 else {}),
+        "ε": rows["epsilon"].map(format_epsilon), "δ": rows["delta"].map("{:.0e}".format),
+        "p": rows["p"].map("{:.2f}".format), **counted,
+        precision_label: [
             f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in
-            zip(summary["precision"], summary["precision_ci_low"], summary["precision_ci_high"])],
-        "TP": summary["tp"], "FP": summary["fp"]})
+            zip(rows["precision"], rows["precision_ci_low"], rows["precision_ci_high"])],
+        "TP": rows["tp"], "FP": rows["fp"]})
     averaged = (("exact", "precision_exact"), ("tightest", "bound_tight")) if exact else \
         (("TPR@1%", "tpr_at_fpr_0.01"), ("AUC", "auc"), ("test acc", "test_accuracy"))
     for label, column in (("baseline", "baseline"), ("bound", "bound"),
                           ("bound@TPR", "bound_at_tpr"), *averaged):
-        shown[label] = summary[column].map("{:.3f}".format)
-    shown["flag"] = [f"VIOLATION ({n} of {k} trials)" if n else ""
-                     for n, k in zip(summary["violations"], summary["n_trials"])]
-    for column in ("attack", "policy", "pooled precision [95% CI]", "flag"):  # text: left
+        shown[label] = rows[column].map("{:.3f}".format)
+    shown["flag"] = list(flags)
+    for column in ("attack", "policy", precision_label, "flag"):  # text: left
         if column in shown:
             width = max(len(column), *shown[column].map(len))
             shown[column] = shown[column].map(lambda text, w=width: text.ljust(w))
             shown = shown.rename(columns={column: column.ljust(width)})
-    text = "\n".join(line.rstrip() for line in
-                     shown.to_string(index=False).splitlines())
-    pdtp = pdtp_rows(frame)
-    return text if pdtp.empty else text + "\n\n" + _format_pdtp(pdtp)
+    return "\n".join(line.rstrip() for line in shown.to_string(index=False).splitlines())
 
 
 def select(frame: pd.DataFrame, attacks: Sequence[str] = (), epsilons: Sequence[float] = (),
@@ -146,34 +150,20 @@ def select(frame: pd.DataFrame, attacks: Sequence[str] = (), epsilons: Sequence[
 
 
 def format_table(frame: pd.DataFrame) -> str:
-    """A fixed-width table a person can read: one line per cell (every trial), violations
-    flagged; `format_summary` is the pooled view.
-
-    Sweeps over exact mechanisms (`bound_check`) also show the closed form: the attack's exact
-    precision and the tightest bound over the mechanism's privacy profile.
-    """
+    """One line per cell (every trial), in `format_summary`'s layout with the trial in place of
+    the trial count, each violation flagged with its reason.  Sweeps over exact mechanisms
+    (`bound_check`) also show the closed form: the attack's exact precision and the tightest
+    bound over the mechanism's privacy profile."""
     if frame.empty:
         return "(no cells)"
     measures = pdtp_rows(frame)
-    frame = frame.drop(measures.index).reindex(columns=frame.columns.union(TABLE_COLUMNS))
-    exact = frame["precision_exact"].notna().any()
-    header = (f"{'attack':<16} {'ε':>5} {'δ':>7} {'p':>5} {'trial':>5}  {'precision [95% CI]':<22} "
-              f"{'TP':>5} {'FP':>5} {'baseline':>8} {'bound':>6} {'bound@TPR':>9} "
-              + (f"{'exact':>6} {'tightest':>8} " if exact else
-                 f"{'TPR@1%':>6} {'AUC':>5} {'test acc':>8} ") + " flag")
-    lines = [header, "-" * len(header)]
-    for row in frame.to_dict("records"):
-        interval = (f"{row['precision']:.3f} [{row['precision_ci_low']:.3f}, "
-                    f"{row['precision_ci_high']:.3f}]")
-        flag = f"VIOLATION ({row.get('violation_reason') or 'precision'})" if row["violation"] else ""
-        tail = (f"{row['precision_exact']:>6.3f} {row['bound_tight']:>8.3f} " if exact else
-                f"{row['tpr_at_fpr_0.01']:>6.3f} {row['auc']:>5.3f} {row['test_accuracy']:>8.3f} ")
-        lines.append(
-            f"{row['attack']:<16} {format_epsilon(row['epsilon']):>5} {row['delta']:>7.0e} {row['p']:>5.2f} "
-            f"{row['trial']:>5}  {interval:<22} {row['tp']:>5} {row['fp']:>5} {row['baseline']:>8.3f} "
-            f"{row['bound']:>6.3f} {row['bound_at_tpr']:>9.3f} " + tail + f" {flag}"
-        )
-    parts = ["\n".join(lines)] if not frame.empty else []
+    cells = frame.drop(measures.index)
+    parts = []
+    if not cells.empty:
+        reasons = cells.get("violation_reason", pd.Series("", index=cells.index)).fillna("")
+        flags = [f"VIOLATION ({reason or 'precision'})" if flagged else ""
+                 for flagged, reason in zip(cells["violation"], reasons)]
+        parts.append(_layout(cells, {"trial": cells["trial"]}, "precision [95% CI]", flags))
     if not measures.empty:
         parts.append(_format_pdtp(measures))
     return "\n\n".join(parts)
@@ -220,7 +210,8 @@ def _parser(prog: str = "python -m sweeper.frontier") -> argparse.ArgumentParser
     parser.add_argument("--p", action="append", default=[], metavar="P",
                         help="only this sampling probability p (repeat for several)")
     parser.add_argument("--json", action="store_true",
-                        help="print the rows as JSON records (the filtered cells, one per trial)")
+                        help="print the rows as JSON records (the filtered cells, one per trial); "
+                             "draws no figure unless --plot is given")
     parser.add_argument("--csv", metavar="PATH",
                         help="also write the rows as CSV to PATH (the filtered cells, one per trial)")
     parser.add_argument("--plot", metavar="PATH",
@@ -318,8 +309,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
             raise ValueError(where)
         store, results = open_sweep(root, name)
     except FileNotFoundError as error:
-        print("error: " + "; ".join([*problems, f"{error}. Run `python -m sweeper` first, or pass "
-                                     "--run-dir."]), file=sys.stderr)
+        print("error: " + "; ".join([*problems, f"{error}. {sweeps_held(root)}"]), file=sys.stderr)
         return EXIT_REFUSED
     except (ManifestError, ValueError, OSError) as error:  # a bad name, an unreachable store
         print("error: " + "; ".join([*problems, one_line(error)]), file=sys.stderr)
@@ -336,11 +326,14 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
     else:
         print(format_table(rows) if args.trials else format_summary(rows))
     if len(rows) < len(frame):
-        print(f"shown: {len(rows)} of {len(frame)} cells (--attack, --epsilon, --p)", file=notes)
+        given = [f"{option} {value}" for option, values in
+                 (("--attack", args.attack), ("--epsilon", args.epsilon), ("--p", args.p))
+                 for value in values]
+        print(f"shown: {len(rows)} of {len(frame)} cells ({', '.join(given)})", file=notes)
     if args.csv:
         rows.to_csv(args.csv, index=False)
         print(f"CSV: {args.csv}", file=notes)
-    if not args.no_plot and not frame.empty:
+    if (args.plot or not (args.no_plot or args.json)) and not frame.empty:
         from sweeper.reports import plot_frontier  # drawing code only when drawing
 
         shadows = store.read_manifest(name).get("config", {}).get("shadow", {}).get("count")
@@ -354,6 +347,17 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
         print(warning, file=sys.stderr)
     print(f"results dataset: {store.location(CELLS_DATASET)} (sweep={name})", file=notes)
     return report_coverage(coverage, args.allow_partial)
+
+
+def sweeps_held(root: str) -> str:
+    """What to do about a sweep that is not there: the sweeps the store holds, by name."""
+    try:
+        names = ArtifactStore(root).sweep_names()
+    except (OSError, ValueError):
+        names = []
+    if not names:
+        return "Run `python -m sweeper` first, or pass --store-root or --run-dir."
+    return f"This store has: {', '.join(names)} (--experiment NAME)."
 
 
 def report_coverage(coverage: Coverage, allow_partial: bool) -> int:

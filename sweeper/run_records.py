@@ -94,17 +94,26 @@ def summary_metrics(results, models_trained: Optional[int] = None,
 def dataset_input(params: dict[str, Any]):
     """The sweep's dataset as an MLflow input (the run page's Datasets column): its name
     (`synthetic` when stand-in records replaced it), a digest of its settings and, as profile,
-    the settings that size the pool (members or pool_size, eval_records, test_size)."""
+    what sizes the pool: `members` or `pool_size` as set, else the whole pool's records (the
+    stand-in's, or the dataset's), then eval_records and test_size; nothing unset (null)."""
     import json
 
     from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    from jobs.datasets import pool_records
+    from sweeper.config.schema import STAND_IN_POOL
 
     settings = {key.removeprefix("dataset."): value for key, value in params.items()
                 if key.startswith("dataset.") and key != "dataset.data_dir"}
     text = json.dumps(settings, sort_keys=True, default=str)
     name = str(settings.get("name", "dataset")) + (" (synthetic)" if settings.get("synthetic") else "")
-    profile = {key: settings.get(key) for key in ("members", "pool_size", "eval_records",
-                                                  "test_size")}
+    sized = {key: settings.get(key) for key in ("members", "pool_size")}
+    if sized["members"] is None and sized["pool_size"] is None:
+        sized["pool_size"] = STAND_IN_POOL if settings.get("synthetic") else pool_records(
+            str(settings.get("name")), int(settings.get("test_size") or 0))
+    profile = {key: value for key, value in {**sized, "eval_records": settings.get("eval_records"),
+                                              "test_size": settings.get("test_size")}.items()
+               if value is not None}
     dataset = Dataset(name=name, digest=hashlib.sha256(text.encode()).hexdigest()[:8],
                       source_type="sweeper", source=text,
                       profile=json.dumps(profile, default=str))
@@ -152,7 +161,105 @@ def config_params(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def cell_run_name(row: dict[str, Any]) -> str:
-    """A cell run's name: every coordinate but the dataset and model (the sweep's), so two
-    policies of one attack read apart in the run list."""
-    return (f"{row['attack']} {row['policy']} ε={format_epsilon(row['epsilon'])} p={row['p']:g} "
-            f"δ={row['delta']:g} trial={row['trial']}")
+    """A cell run's name: every coordinate but the dataset and model (the sweep's), what tells
+    cells apart first: MLflow's run list cuts names at about 15 characters, so ε, p and the
+    trial lead (`ε=4 p=0.3 t1 · lira_offline quantile_max δ=1e-05`)."""
+    return (f"ε={format_epsilon(row['epsilon'])} p={row['p']:g} t{row['trial']} · {row['attack']} "
+            f"{row['policy']} δ={row['delta']:g}")
+
+
+#: The sweep run's ε as a metric, the x-axis of its frontier charts: step i holds the i-th
+#: finite ε of the sweep (MLflow pairs two metrics of a run by step).
+FRONTIER_EPSILON = "frontier epsilon"
+
+
+def frontier_groups(summary: pd.DataFrame) -> list[str]:
+    """The coordinates that name one frontier chart: the attack, and the policy and δ when the
+    sweep has several (p is a line of the chart, ε its x-axis)."""
+    return ["attack", *[column for column in ("policy", "delta")
+                        if column in summary and summary[column].nunique() > 1]]
+
+
+def frontier_series(summary: pd.DataFrame) -> dict[str, list[tuple[int, float]]]:
+    """The frontier as MLflow metric series, from `summarize_frontier`'s table: for each chart
+    (`frontier_groups`) and p, `<chart> frontier/precision p <p>` (pooled over trials) and
+    `<chart> frontier/bound p <p>`, each point at the step of its ε, and `FRONTIER_EPSILON`.
+    ε = ∞ is left out: no axis holds it.  The prefix before `/` is the chart's section."""
+    finite = summary[np.isfinite(summary["epsilon"].to_numpy(float))]
+    epsilons = sorted(finite["epsilon"].unique())
+    step = {epsilon: index for index, epsilon in enumerate(epsilons)}
+    series: dict[str, list[tuple[int, float]]] = {
+        FRONTIER_EPSILON: [(index, float(epsilon)) for epsilon, index in step.items()]}
+    keys = frontier_groups(finite)
+    groups = sorted(finite.groupby(keys + ["p"], sort=True),
+                    key=lambda group: _decides(group[0][0]))  # stable: baselines last
+    for key, rows in groups:
+        *chart, p = key
+        name = frontier_chart_name(dict(zip(keys, chart)))
+        for measure in ("precision", "bound"):
+            points = [(step[e], float(v)) for e, v in zip(rows["epsilon"], rows[measure])
+                      if math.isfinite(float(v))]
+            if points:
+                series[f"{name}/{measure} p {p:g}"] = sorted(points)
+    return series
+
+
+def _decides(attack: str) -> bool:
+    """Whether `attack` decides without scoring (the always-member baseline): its chart last."""
+    from jobs.attacks import ATTACKS
+
+    return attack in ATTACKS and ATTACKS[attack].decides
+
+
+def frontier_chart_name(coordinates: dict[str, Any]) -> str:
+    """`lira_offline frontier`, with the policy and δ when they tell charts apart."""
+    parts = [str(coordinates["attack"])]
+    if "policy" in coordinates:
+        parts.append(str(coordinates["policy"]))
+    if "delta" in coordinates:
+        parts.append(f"delta {coordinates['delta']:g}")
+    return " ".join(parts) + " frontier"
+
+
+#: The cell-run columns the runs table shows (MLflow shows no metric by default), and the width
+#: of its name column (190 px cuts `ε=4 p=0.3 t1 · lira_offline`).
+TABLE_COLUMNS = ("precision", "bound", "violation", "auc", "epsilon_spent")
+RUN_NAME_WIDTH = 360
+
+
+def frontier_view(series: dict[str, list[tuple[int, float]]]) -> dict[str, Any]:
+    """MLflow's saved-view state for a sweep (its UI's "Views", shared as an experiment tag,
+    `sweeper.tracking.view_tag`): the runs table with the columns a reader compares, and the
+    chart view opening on the frontier, one line chart per attack whose x-axis is ε
+    (`FRONTIER_EPSILON`), every p's precision and bound as its lines; the per-cell bar charts
+    MLflow would draw (one bar per run, ten runs) are left out."""
+    charts: dict[str, list[str]] = {}
+    for key in series:
+        if key != FRONTIER_EPSILON:
+            charts.setdefault(key.split("/", 1)[0], []).append(key)
+    sections = [{"uuid": f"section-{index}", "name": name, "display": True, "isReordered": True,
+                 "deleted": False, "isGenerated": False}
+                for index, name in enumerate(charts)]
+    cards = [{"uuid": f"chart-{index}", "type": "LINE", "metricSectionId": f"section-{index}",
+              "deleted": False, "isGenerated": False, "metricKey": keys[0],
+              "selectedMetricKeys": keys, "xAxisKey": "metric",
+              "selectedXAxisMetricKey": FRONTIER_EPSILON, "useGlobalXaxisKey": False,
+              "useGlobalLineSmoothing": False, "lineSmoothness": 0, "scaleType": "linear",
+              "xAxisScaleType": "linear", "range": {}, "yAxisKey": "metric",
+              "yAxisExpressions": [], "ignoreOutliers": False, "runsCountToCompare": 10,
+              "displayPoints": True}
+             for index, keys in enumerate(charts.values())]
+    # MLflow gives every metric without a card one of its own: each series, ε and the cells'
+    # metrics get a card marked deleted, so only the frontier charts are drawn.
+    section_of = {key: f"section-{index}" for index, keys in enumerate(charts.values())
+                  for key in keys}
+    hidden = [{"uuid": f"hidden-{index}", "type": "BAR", "metricKey": name,
+               "metricSectionId": section_of.get(name, "section-cells"), "deleted": True,
+               "isGenerated": True}
+              for index, name in enumerate([*section_of, *CELL_METRICS, FRONTIER_EPSILON])]
+    return {"runsHiddenMode": "SHOW_ALL", "hideEmptyCharts": True, "isAccordionReordered": True,
+            "selectedColumns": [f"metrics.`{name}`" for name in TABLE_COLUMNS],
+            "columnOrder": ["attributes.`Run Name`",
+                            *(f"metrics.`{name}`" for name in TABLE_COLUMNS)],
+            "columnWidths": {"attributes.`Run Name`": RUN_NAME_WIDTH},
+            "compareRunSections": sections, "compareRunCharts": cards + hidden}

@@ -327,6 +327,11 @@ class ArtifactStore:
                                 "sweep to rewrite it")
         return manifest
 
+    def sweep_names(self) -> list[str]:
+        """The sweeps this store holds: folders under `sweeps/` with a sweep.json."""
+        return [name for name in self.files.folders("sweeps")
+                if "sweep.json" in self.files.names(f"sweeps/{name}")]
+
     def write_results_manifest(self, sweep: str, manifest: dict[str, Any]) -> None:
         self.files.write(f"sweeps/{sweep}/results.json",
                          json.dumps(manifest, indent=1, sort_keys=True).encode())

@@ -39,7 +39,7 @@ def print_summary(result) -> None:
 def _mlflow_line(result) -> str:
     """How to open the sweep's runs; never an `mlflow ui` at a store that missed runs, or is gone."""
     from sweeper.store import split_sweep_location
-    from sweeper.tracking import tracking_link
+    from sweeper.mlflow_ui import tracking_link
 
     if not result.tracking_warning:
         return tracking_link(result.tracking_uri, result.tracking_url)

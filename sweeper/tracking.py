@@ -38,12 +38,10 @@ import contextlib
 import hashlib
 import logging
 import os
-import shlex
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
-from urllib.parse import urlsplit
 
 import pandas as pd
 
@@ -51,7 +49,9 @@ from sweeper.console import one_line_records
 from sweeper.mlflow_db import database_identity, database_state, relocate_artifacts
 from sweeper.credentials import redact, scrub
 from sweeper.interrupts import deferred, raise_swallowed, release_unwound
-from sweeper.run_records import cell_metrics, cell_run_name, dataset_input, score_quantiles, source_tags
+from sweeper.mlflow_ui import experiment_url, tracking_server, view_tag, view_tag_value
+from sweeper.run_records import (cell_metrics, cell_run_name, dataset_input, frontier_series,
+                                 frontier_view, score_quantiles, source_tags)
 from sweeper.schema import COORDINATES
 
 SWEEP_KEY_TAG = "sweeper.sweep_key"
@@ -65,6 +65,11 @@ EXPERIMENT_KIND = "custom_model_development"
 SCORE_TABLE = "score_quantiles.json"
 #: The sweep's frontier, trials pooled (`sweeper.frontier.summarize_frontier`), on its run.
 FRONTIER_TABLE = "frontier_summary.json"
+#: Its first columns, what a reader scans for: which attack at which ε and p, the precision
+#: against the bound and whether it broke it; the interval, the trials and the coordinates the
+#: whole sweep shares (dataset, model, δ) follow.
+FRONTIER_TABLE_FIRST = ["attack", "epsilon", "p", "precision", "bound", "violations",
+                        "precision_ci_low", "precision_ci_high", "n_trials", "policy"]
 #: MLflow's description tag (experiments and runs): markdown the UI shows on their page.
 NOTE_TAG = "mlflow.note.content"
 EXPERIMENT_DESCRIPTION = (
@@ -73,21 +78,12 @@ EXPERIMENT_DESCRIPTION = (
     "Thudi et al.'s bound U (TMLR 2024, Thm 3.3). One parent run per sweep (its figures, its "
     "frontier table with trials pooled, its dataset); one child run per cell. A `violation` of 1 "
     "means the data prove a precision above U: a bug in training or accounting.")
-#: Where `mlflow ui` listens by default: the URL a local store's experiment opens at.
-LOCAL_UI = "http://127.0.0.1:5000"
 #: On a reopened sweep run: the time its earlier invocations held it, and when this one opened it
 #: (ms), so that an invocation killed before it closed the run still counts (`SweepTracker`).
 DURATION_BEFORE_TAG = "sweeper.duration_before_ms"
 OPENED_TAG = "sweeper.opened_ms"
 
 logger = logging.getLogger(__name__)
-
-
-def ui_command(uri: str) -> str:
-    """The `mlflow ui` command for `uri`, runnable as printed: the `mlflow` script beside this
-    interpreter (so no activated venv is needed), bound to the loopback interface only."""
-    program = Path(sys.executable).parent / "mlflow"
-    return shlex.join([str(program), "ui", "--backend-store-uri", uri, "--host", "127.0.0.1"])
 
 
 def default_tracking_uri(local_store_root: Optional[Path]) -> str:
@@ -108,29 +104,6 @@ def tracking_stamp(uri: str, experiment: str, sweep_key: str, cell_keys: Iterabl
     cells = hashlib.sha256("\n".join(sorted(cell_keys)).encode()).hexdigest()
     return {"tracking": where, "sweep_key": sweep_key, "cells": cells, "figures": figures_key,
             "database": database_state(uri)}
-
-
-def tracking_link(uri: str, url: Optional[str] = None) -> str:
-    """How to open the tracking store `uri` (credentials redacted): the server's address, or the
-    `mlflow ui` command for a local store; with the experiment's `url` (`experiment_url`) known,
-    that URL, after the command that serves it for a local store."""
-    if tracking_server(uri):
-        return url or redact(uri)
-    return f"{ui_command(uri)}  then open {url}" if url else ui_command(uri)
-
-
-def experiment_url(uri: str, experiment_id: str) -> str:
-    """The experiment's page in MLflow's UI, on the server (or, for a local store, where `mlflow
-    ui` listens), opened on its model-training view: `workflowType=machine_learning`, since MLflow
-    3's UI may otherwise show a GenAI view (traces) first."""
-    base = redact(uri).rstrip("/") if tracking_server(uri) else LOCAL_UI
-    return f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
-
-
-def tracking_server(uri: str) -> bool:
-    """Whether `uri` is a tracking server (http, https, databricks) rather than a store this
-    process opens itself (a SQLite file, a database)."""
-    return urlsplit(uri).scheme in ("http", "https", "databricks")
 
 
 def mlflow_artifact_location(store, uri: str) -> Optional[str]:
@@ -183,6 +156,7 @@ class SweepTracker:
         self._score_summaries: dict[str, Optional[pd.DataFrame]] = {}  # by scores key
         self._last_cell_end_ms = 0  # of the cells logged before this invocation
         self.orphans: dict[str, str] = {}  # cell key → its unfinished run, reused (`_log_cell`)
+        self.view: Optional[str] = None  # the sweep's saved view, once logged
         found = self.client.get_experiment_by_name(experiment)
         self.experiment_id = found.experiment_id if found else self.client.create_experiment(
             experiment, artifact_location=artifact_location)
@@ -353,11 +327,30 @@ class SweepTracker:
         from sweeper.frontier import summarize_frontier
 
         table = summarize_frontier(results)
+        first = [column for column in FRONTIER_TABLE_FIRST if column in table]
+        table = table[first + [column for column in table if column not in first]]
         if self.failure is None and not table.empty:
             rows = pd.DataFrame(jsonable(table.to_dict("records")))  # ∞ as "inf": JSON has none
             self._guarded(self._log_table, self.run_id, rows, FRONTIER_TABLE)
+            self._guarded(self._log_frontier_charts, table)
         if self.failure is not None:
             self.missed_artifacts += 1
+
+    def _log_frontier_charts(self, summary: pd.DataFrame) -> None:
+        """The frontier where MLflow's charts draw it: its series over ε on the sweep's run
+        (`frontier_series`; stamped at the run's start, so a rerun logs the same points again,
+        not new ones) and the sweep's saved view (`frontier_view`) on the experiment."""
+        from mlflow.entities import Metric
+
+        series = frontier_series(summary)
+        metrics = [Metric(name, value, self.start_ms, step)
+                   for name, points in series.items() for step, value in points]
+        for start in range(0, len(metrics), 1000):  # MLflow's batch limit
+            self.client.log_batch(self.run_id, metrics=metrics[start : start + 1000])
+        self.client.set_experiment_tag(self.experiment_id, view_tag(self.sweep_name),
+                                       view_tag_value(self.sweep_name, frontier_view(series),
+                                                      self.start_ms))
+        self.view = self.sweep_name
 
     def _log_table(self, run_id: str, data: pd.DataFrame, artifact_file: str,
                    created: bool = False) -> None:
@@ -372,8 +365,9 @@ class SweepTracker:
             self.client.log_table(run_id, data=data, artifact_file=artifact_file)
 
     def url(self) -> str:
-        """The URL of the sweep's experiment in MLflow's UI (`experiment_url`)."""
-        return experiment_url(self.uri, self.experiment_id)
+        """The URL of the sweep's experiment in MLflow's UI (`experiment_url`), on the sweep's
+        frontier once it is logged."""
+        return experiment_url(self.uri, self.experiment_id, self.view)
 
     def log_summary(self, metrics: dict[str, float]) -> None:
         """The sweep run's own metrics (see `sweeper.run_records.summary_metrics`), stamped now."""

@@ -98,7 +98,7 @@ def test_epsilon_names_in_task_and_run_names_read_the_same():
     cell = SimpleNamespace(attack="lira_online", policy="quantile_max", epsilon=math.inf,
                            delta=1e-5, p=0.5, trial=0)
     assert cell_label(cell) == "lira_online ε=∞ δ=1e-05 p=0.5 trial=0"
-    assert cell_run_name(vars(cell)) == "lira_online quantile_max ε=∞ p=0.5 δ=1e-05 trial=0"
+    assert cell_run_name(vars(cell)) == "ε=∞ p=0.5 t0 · lira_online quantile_max δ=1e-05"
     cell.epsilon = 8.0
     assert "ε=8 " in cell_label(cell) and "ε=8 " in cell_run_name(vars(cell))
 

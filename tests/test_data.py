@@ -213,7 +213,8 @@ def test_corrupted_files_are_refused_not_used(name, tmp_path, monkeypatch):
 
 
 def test_failed_download_leaves_no_partial_file(tmp_path, monkeypatch):
-    # No network here: the download fails, and the message says so.
+    # No network here: the download fails, and the message says so (no retries' back-off).
+    monkeypatch.setattr("jobs.datasets.files.DOWNLOAD_RETRIES", 0)
     monkeypatch.setattr(images, "CIFAR10_ARCHIVE",
                         RemoteFile("cifar-10-python.tar.gz", "http://127.0.0.1:9/nothing", "0" * 32))
     with pytest.raises(DatasetUnavailable, match="download from http://127.0.0.1:9/nothing failed"):
@@ -547,3 +548,37 @@ def test_the_dataset_layer_has_one_import_path():
                  "require_dataset", "RemoteFile", "md5sum", "MEMBERSHIP_POOL", "synthetic_dataset"):
         assert hasattr(datasets, name), name
     assert not (Path(datasets.__file__).parents[1] / "data.py").exists()
+
+
+def test_a_download_is_checked_against_its_pinned_md5_and_lands_whole(tmp_path, monkeypatch):
+    """Issue 32.8: downloads are pooch's.  A real HTTP server on 127.0.0.1 serves a file: with
+    its MD5 (hashlib's, by hand) it lands in data_dir; with another it is refused, and nothing
+    is left in data_dir."""
+    import hashlib
+    import http.server
+    import threading
+    from functools import partial
+
+    from jobs.datasets.files import fetch_all
+
+    monkeypatch.setattr("jobs.datasets.files.DOWNLOAD_RETRIES", 0)  # no back-off on the refusal
+    served = tmp_path / "served"
+    served.mkdir()
+    payload = bytes(range(256)) * 40
+    (served / "records.bin").write_bytes(payload)
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/records.bin"
+        right = RemoteFile("records.bin", url, hashlib.md5(payload).hexdigest())
+        (path,) = fetch_all("toy", tmp_path / "data", "toy", [right], download=True)
+        assert path == tmp_path / "data" / "toy" / "records.bin" and path.read_bytes() == payload
+        wrong = RemoteFile("records.bin", url, "0" * 32)
+        with pytest.raises(DatasetUnavailable, match=f"downloaded from {url} has the wrong checksum"):
+            fetch_all("toy", tmp_path / "other", "toy", [wrong], download=True)
+        assert not (tmp_path / "other").exists()
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -114,3 +114,18 @@ def test_bars_are_the_exact_interval_of_the_trials_pooled():
     # ε = 16 is drawn in the middle, at p itself (the others 0.012 to either side).
     assert tops[0.5] == pytest.approx((low, high))
     assert high - low > 0.3 > 0.1  # wider than the ±0.05 a mean of the trials' ends would draw
+
+
+def test_a_bound_profile_mark_never_hides_its_point():
+    """Issue 32.6: at lira_offline, p = 0.2 a profile mark at 0.776 was drawn over the point at
+    0.769.  The marks now sit under the points, beside the point they belong to."""
+    frame = cells().assign(bound_profile=lambda f: f["precision"] + 0.007)
+    lira = frontier_figure(frame).axes[0]
+    marks = [c for c in lira.collections if not isinstance(c, LineCollection)
+             and c.get_offsets().size and c.get_offsets()[0][1] > 0]
+    points = [line for line in lira.get_lines() if line.get_marker() == "o"]
+    assert marks and points
+    assert max(mark.get_zorder() for mark in marks) < min(line.get_zorder() for line in points)
+    xs = {round(float(x), 4) for mark in marks for x, _ in mark.get_offsets()}
+    dodged = {round(float(x), 4) for line in points for x in line.get_xdata()}
+    assert xs == dodged  # each mark at its point's (dodged) p

@@ -33,7 +33,8 @@ def sweep(tmp_path) -> str:
             "attack": attack, "policy": "quantile_max", "trial": trial, "precision": precision,
             "precision_ci_low": 0.0, "precision_ci_high": 1.0, "tp": tp, "fp": fp,
             "baseline": p, "bound": 0.9, "bound_at_tpr": 0.95, "tpr_at_fpr_0.01": 0.1,
-            "auc": 0.6, "test_accuracy": 0.8, "violation": violation,
+            "auc": 0.6, "test_accuracy": 0.8, "violation": violation, "tpr_floor": 0.01,
+            "bound_form": "derived",
             "violation_reason": "precision" if violation else "", "model_key": f"m{key}",
             "scores_key": f"s{key}", "cell_key": key, "schema_version": 3})
     compact(store, "view", keys)
@@ -99,3 +100,46 @@ def test_every_bad_filter_is_named_at_once(sweep, capsys):
                  "--attack nosuch: the sweep has none (it has lira_online, loss)",
                  "--p 2: the sweep has none (it has 0.2, 0.5)"):
         assert said in err, err
+
+
+def columns(header: str) -> list[str]:
+    return header.replace("[95% CI]", "[95%_CI]").replace("test acc", "test_acc").split()
+
+
+def test_trials_read_in_the_summarys_layout(sweep, capsys):
+    """Issue 32.7: `--trials` had a layout of its own; now the trial stands where the trial
+    count stands, and every other column is the summary's, in its order."""
+    _, summary, _ = frontier(capsys, sweep)
+    _, trials, _ = frontier(capsys, sweep, "--trials")
+    pooled, per_trial = columns(summary[0]), columns(trials[0])
+    assert per_trial == [{"trials": "trial", "pooled": None}.get(name, name) for name in pooled
+                         if name != "pooled"], (pooled, per_trial)
+    rows = {tuple(line.split()[:5]): line for line in trials[1:]}
+    assert "0.857 [0.000, 1.000]   6   1" in rows[("loss", "4", "1e-05", "0.50", "1")]  # as stored
+    assert "VIOLATION (precision)" in rows[("loss", "∞", "1e-05", "0.50", "0")]
+
+
+def test_shown_names_the_filters_given_and_only_those(sweep, capsys):
+    _, lines, _ = frontier(capsys, sweep, "--p", "0.2")
+    assert "shown: 2 of 6 cells (--p 0.2)" in lines
+    _, lines, _ = frontier(capsys, sweep, "--attack", "loss", "--epsilon", "inf", "--trials")
+    assert "shown: 2 of 6 cells (--attack loss, --epsilon inf)" in lines
+
+
+def test_an_unknown_sweep_lists_the_sweeps_the_store_has(sweep, capsys, tmp_path):
+    code, lines, err = frontier(capsys, sweep, "--experiment", "nosuch")
+    assert code == EXIT_REFUSED and not lines
+    assert "This store has: view (--experiment NAME)." in err and "Traceback" not in err
+    code, _, err = frontier(capsys, str(tmp_path / "empty"), "--experiment", "nosuch")
+    assert code == EXIT_REFUSED and "Run `python -m sweeper` first" in err
+
+
+def test_json_draws_no_figure_unless_a_path_is_given(sweep, capsys, tmp_path):
+    figure = tmp_path / "sweeps" / "view" / "frontier.png"
+    assert frontier_main(["--store-root", sweep, "--experiment", "view", "--json"]) == EXIT_OK
+    out, err = capsys.readouterr()
+    assert out.lstrip().startswith("[") and "plot:" not in err and not figure.exists()
+    chosen = tmp_path / "chosen.png"
+    assert frontier_main(["--store-root", sweep, "--experiment", "view", "--json",
+                          "--plot", str(chosen)]) == EXIT_OK
+    assert chosen.stat().st_size > 0 and f"plot: {chosen}" in capsys.readouterr().err

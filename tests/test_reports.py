@@ -152,7 +152,8 @@ def test_thudi_figure4_improvement_and_its_two_trial_interval(lira_frame, tmp_pa
     half = Z * sd / math.sqrt(2)
     assert cell["value"].item() == pytest.approx(0.14)
     assert cell["low"].item() == pytest.approx(0.14 - half)
-    assert cell["high"].item() == pytest.approx(0.14 + half)
+    # 0.14 + 0.508 is cut to what the mean difference can be: 1 − (0.50 + 0.52)/2 = 0.49.
+    assert half > 0.49 - 0.14 and cell["high"].item() == pytest.approx(1 - 0.51)
     for (eps, p), trials in LIRA.items():
         d = [prec - base for prec, base, _, _ in trials]
         got = per_eps[(per_eps["epsilon"] == eps) & (per_eps["p"] == p)]["value"].item()
@@ -531,3 +532,34 @@ def test_missing_score_columns_are_named(tmp_path):
     with pytest.raises(ValueError, match="PDTP table lacks column\\(s\\) pdtp_seed_mean"):
         REPORTS["pdtp"](frame, tmp_path, scores=scores,
                         pdtp_values=values.drop(columns=["pdtp_seed_mean"]))
+
+
+def test_an_improvement_interval_stays_where_precision_minus_baseline_can_be():
+    """Issue 32.6: with two trials t's ends reached −1.5…2.7.  d = 0.9 − 0.5 and 0.2 − 0.5:
+    mean 0.05, t half-width 12.706·0.495/√2 ≈ 4.45, cut to [−0.5, 1 − 0.5]."""
+    from sweeper.reports import improvement_interval
+
+    mean, low, high, n = improvement_interval([0.9, 0.2], [0.5, 0.5], [0.8, 0.1], [0.95, 0.3])
+    assert (mean, low, high, n) == pytest.approx((0.05, -0.5, 0.5, 2))
+    # Inside the range, t's interval is left whole: sd 0.02/√2, half-width 12.706·sd/√2 = 0.127.
+    mean, low, high, _ = improvement_interval([0.61, 0.63], [0.5, 0.5], [0, 0], [1, 1])
+    assert (low, high) == pytest.approx((0.12 - 12.706205 * 0.01, 0.12 + 12.706205 * 0.01))
+
+
+def test_thudi_figure4_says_what_its_bars_are_and_compares_panels(lira_frame):
+    """Issue 32.6: Fig. 4's legend said "95 % intervals" for Student t over trials; its points
+    were joined by lines; each panel had its own y-scale."""
+    from sweeper.reports.stats import IMPROVEMENT_TEXT
+    from sweeper.reports.thudi import thudi_lira_figures
+
+    two_panels = pd.concat([lira_frame, lira_frame.assign(policy="other")])
+    _, _, figure4, _ = thudi_lira_figures(two_panels)
+    (legend,) = figure4.legends
+    title = legend.get_title().get_text().replace("\n", " ")
+    assert IMPROVEMENT_TEXT in title and "Student-t" in title
+    panels = [axis for axis in figure4.axes if axis.get_lines()]
+    assert len(panels) == 2 and panels[0].get_ylim() == panels[1].get_ylim()
+    assert panels[1].get_shared_y_axes().joined(panels[0], panels[1])
+    for axis in panels:
+        points = [line for line in axis.get_lines() if line.get_marker() not in ("None", None, "")]
+        assert points and all(line.get_linestyle() == "None" for line in points)

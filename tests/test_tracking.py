@@ -24,8 +24,9 @@ from mlflow.entities import ViewType
 from sweeper.runner import run_sweep
 from sweeper.sync import sync
 from sweeper.run_records import CELL_METRICS, EPSILON_INF_VALUE, cell_metrics, score_quantiles
+from sweeper.mlflow_ui import ui_command
 from sweeper.tracking import (CELL_KEY_TAG, FRONTIER_TABLE, PARENT_TAG, SCORE_TABLE, SWEEP_KEY_TAG,
-                              SweepTracker, ui_command)
+                              SweepTracker)
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 
@@ -72,7 +73,8 @@ def test_each_cell_says_what_it_cost(tracked_sweep):
 
 def test_experiment_opens_as_model_training(tracked_sweep):
     _, _, _, experiment, _, _ = tracked_sweep
-    # MLflow 3's UI (server/js ExperimentKind) reads this tag; without it it may open as GenAI.
+    # MLflow's ExperimentKind tag: 3.17's UI picks its mode by URL or a browser switch instead
+    # (README), but an MLflow that reads the tag opens the experiment as model training.
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
 
 
@@ -148,29 +150,78 @@ def test_the_ui_opens_on_a_described_experiment_and_a_readable_sweep(tracked_swe
     assert '"pool_size": 240' in dataset.dataset.profile
     for row in result.results.to_dict("records"):
         run = cells[row["cell_key"]]
-        assert f"{row['attack']} {row['policy']} ε=" in run.info.run_name
+        eps = "∞" if math.isinf(row["epsilon"]) else f"{row['epsilon']:g}"
+        assert run.info.run_name.startswith(f"ε={eps} p={row['p']:g} t{row['trial']} · ")
+        assert f" · {row['attack']} {row['policy']} δ=" in run.info.run_name
         assert set(run.data.metrics) <= set(CELL_METRICS)
     # The frontier, trials pooled: one trial here, so each row's precision is its cell's.
     table = logged_table(client, sweep_run.info.run_id, FRONTIER_TABLE)
     assert len(table) == len(result.results)
+    assert list(table.columns[:6]) == ["attack", "epsilon", "p", "precision", "bound", "violations"]
     merged = table.merge(result.results, on=["attack", "policy", "p", "delta"],
                          suffixes=("", "_cell"))
     merged = merged[merged["epsilon"].astype(str) == merged["epsilon_cell"].map(
         lambda e: "inf" if math.isinf(e) else str(e))]
     assert len(merged) == len(table)
     assert np.allclose(merged["precision"], merged["precision_cell"], equal_nan=True)
-    url = f"#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"
+    url = (f"#/experiments/{experiment.experiment_id}/runs?viewStateShareKey=tiny"
+           "&compareRunsMode=CHART&workflowType=machine_learning")
     assert result.tracking_url == "http://127.0.0.1:5000/" + url
     print_summary(result)
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.endswith("then open http://127.0.0.1:5000/" + url)
 
 
+def test_the_frontier_is_drawn_by_mlflows_own_charts(tracked_sweep):
+    """Issue 32.3: on the sweep's run, per attack and p, the pooled precision and the bound as
+    series whose steps pair with the ε series; the experiment holds the sweep's saved view."""
+    import base64
+    import zlib
+
+    from sweeper.mlflow_ui import view_tag
+
+    result, _, client, experiment, sweep_run, _ = tracked_sweep
+    history = {name: sorted((m.step, m.value) for m in client.get_metric_history(
+        sweep_run.info.run_id, name)) for name in sweep_run.data.metrics}
+    assert history["frontier epsilon"] == [(0, 4.0)]  # ε = ∞ has no place on an axis
+    finite = result.results[result.results["epsilon"] == 4.0]
+    for row in finite.to_dict("records"):  # one trial: the pooled precision is the cell's
+        chart = f"{row['attack']} frontier"
+        assert history[f"{chart}/precision p {row['p']:g}"] == [(0, pytest.approx(row["precision"]))]
+        assert history[f"{chart}/bound p {row['p']:g}"] == [(0, pytest.approx(row["bound"]))]
+    envelope = json.loads(experiment.tags[view_tag("tiny")])
+    state = json.loads(zlib.decompress(base64.b64decode(envelope["state"].split(";", 1)[1])))
+    charted = {key for card in state["compareRunCharts"] if not card["deleted"]
+               for key in card["selectedMetricKeys"]}
+    assert charted == {name for name in history if " frontier/" in name}
+    assert len(charted) == 2 * 2 * 2  # loss and always_member × 2 p × (precision, bound)
+
+
+def test_the_dataset_profile_says_the_pool_it_drew_from_and_nothing_unset():
+    """Issue 32.4: the quickstart's profile said `pool_size: null` (no cut: the whole pool)."""
+    import json
+
+    from sweeper.run_records import dataset_input
+
+    settings = {"dataset.name": "digits", "dataset.test_size": 297, "dataset.pool_size": None,
+                "dataset.members": None, "dataset.eval_records": 100, "dataset.synthetic": False}
+    profile = json.loads(dataset_input(settings).dataset.profile)
+    assert profile == {"pool_size": 1797 - 297, "eval_records": 100, "test_size": 297}
+    stand_in = json.loads(dataset_input({**settings, "dataset.synthetic": True}).dataset.profile)
+    assert stand_in["pool_size"] == 2000  # the stand-in pool (STAND_IN_POOL)
+    cut = json.loads(dataset_input({**settings, "dataset.members": 400}).dataset.profile)
+    assert cut == {"members": 400, "eval_records": 100, "test_size": 297}
+
+
 def test_mlflow_ui_hint_works_without_an_activated_venv(tmp_path):
     uri = f"sqlite:///{tmp_path / 'a folder' / 'mlflow.db'}"
+    from mlflow.environment_variables import MLFLOW_SERVER_ENABLE_JOB_EXECUTION
+
     argv = shlex.split(ui_command(uri))
-    assert argv[1:] == ["ui", "--backend-store-uri", uri, "--host", "127.0.0.1"]
-    program = Path(argv[0])
+    # Light (issue 32.4): MLflow's own switch for its job consumers off, one uvicorn worker.
+    assert argv[:2] == ["env", f"{MLFLOW_SERVER_ENABLE_JOB_EXECUTION.name}=false"]
+    assert argv[3:] == ["ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--workers", "1"]
+    program = Path(argv[2])
     assert program.is_absolute() and os.access(program, os.X_OK)
     bare = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
     bare["PATH"] = "/usr/bin:/bin"  # no venv on it

@@ -4,16 +4,17 @@ A file is used only once verified: by its MD5 where a checksum is pinned, otherw
 is published for it anywhere we could find) by the loader's own format and shape checks.  A file
 may also already be on the machine elsewhere — a Debian package, a Python package's data — as a
 `LocalCopy` with checksums of its own; it is used when every file of the set verifies there.
-When nothing works, `DatasetUnavailable` names the dataset, the data_dir looked in, and each file
-to place there with its URL and checksum.
+Downloads are pooch's (retried, checked against the pinned MD5, never left half-written); this
+module adds the local copies and the one message: when nothing works, `DatasetUnavailable`
+names the dataset, the data_dir looked in, and each file to place there with its URL and
+checksum.
 """
 
 from __future__ import annotations
 
-import hashlib
+import logging
 import shutil
-import urllib.error
-import urllib.request
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -43,12 +44,14 @@ class LocalCopy:
     md5: Mapping[str, str] = field(default_factory=dict)  # filename -> MD5 of the copy there
 
 
-def md5sum(path: Path, chunk_size: int = 1 << 20) -> str:
-    digest = hashlib.md5()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(chunk_size), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+#: Tries of a download (pooch's `retry_if_failed`, with its back-off) before it counts as failed.
+DOWNLOAD_RETRIES = 2
+
+
+def md5sum(path: Path) -> str:
+    import pooch
+
+    return pooch.file_hash(str(path), alg="md5")
 
 
 def problem_with(path: Path, md5: str | None) -> str | None:
@@ -84,22 +87,25 @@ def fetch_all(dataset: str, data_dir: Path, folder: str, files: Sequence[RemoteF
 
 
 def _download(remote: RemoteFile, directory: Path, problem: str) -> str | None:
-    """Download `remote` into `directory`; None on success, else the problem grown by why not."""
-    path = directory / remote.filename
-    partial = path.with_name(path.name + ".part")
-    try:
-        with urllib.request.urlopen(remote.url, timeout=30) as response:  # noqa: S310
-            # Only now that the server answers: a refused download leaves no folder behind.
-            directory.mkdir(parents=True, exist_ok=True)
-            with open(partial, "wb") as out:
-                shutil.copyfileobj(response, out)
-    except (urllib.error.URLError, OSError) as error:
-        partial.unlink(missing_ok=True)
-        return problem + f" and the download from {remote.url} failed ({error})"
-    if remote.md5 is not None and md5sum(partial) != remote.md5:
-        partial.unlink(missing_ok=True)
-        return problem + f" and the file downloaded from {remote.url} has the wrong checksum"
-    partial.replace(path)
+    """Download `remote` into `directory` with pooch; None on success, else the problem grown by
+    why not.  Pooch downloads into a scratch folder first, so a refused download leaves no
+    folder behind in `data_dir`; its own log lines are kept off the task's output."""
+    import pooch
+
+    logging.getLogger("pooch").setLevel(logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="sweeper-download-") as scratch:
+        fetcher = pooch.create(path=scratch, base_url="", retry_if_failed=DOWNLOAD_RETRIES,
+                               registry={remote.filename: f"md5:{remote.md5}" if remote.md5 else None},
+                               urls={remote.filename: remote.url})
+        try:
+            fetched = fetcher.fetch(remote.filename,
+                                    downloader=pooch.HTTPDownloader(timeout=30, progressbar=False))
+        except ValueError:  # pooch's hash check
+            return problem + f" and the file downloaded from {remote.url} has the wrong checksum"
+        except OSError as error:  # requests' errors are OSErrors
+            return problem + f" and the download from {remote.url} failed ({error})"
+        directory.mkdir(parents=True, exist_ok=True)
+        shutil.move(fetched, directory / remote.filename)
     return None
 
 

@@ -86,6 +86,13 @@ def audit_report(frame: pd.DataFrame, out_dir: Path, store_root: Path) -> list[P
 
 
 def _epsilon_figure(table: pd.DataFrame, out_dir: Path) -> list[Path]:
+    return [save_figure(audit_epsilon_figure(table), out_dir / "audit_epsilon.png"),
+            write_csv(table, out_dir / "audit_epsilon.csv")]
+
+
+def audit_epsilon_figure(table: pd.DataFrame):
+    """The ε each audit proves against the ε claimed, one panel per p, from `pooled_audits`'s
+    table (or its CSV): a matplotlib Figure, not saved."""
     ps = sorted(table["p"].unique(), reverse=True)
     fig, axes = panel_grid(len(ps), width=7.6, height=4.6)
     attacks = list(dict.fromkeys(table["attack"]))
@@ -113,8 +120,7 @@ def _epsilon_figure(table: pd.DataFrame, out_dir: Path) -> list[Path]:
     fig.suptitle("Canary audits of the DP engine: a filled point above the diagonal is a DP bug\n"
                  "(hollow: an estimate, not a proof: Clopper–Pearson and Gaussian DP on records "
                  "of one model, Gaussian DP where q < 1)", fontsize=10)
-    return [save_figure(fig, out_dir / "audit_epsilon.png"),
-            write_csv(table, out_dir / "audit_epsilon.csv")]
+    return fig
 
 
 def _alpha(table: pd.DataFrame) -> float:

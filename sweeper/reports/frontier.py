@@ -36,6 +36,8 @@ VIOLATION_TEXT = "violation: the data prove a precision (or an ε) above the bou
 ORACLE_TEXT = ("oracle: the threshold is the best of the top 2.5 %·i score quantiles, chosen on "
                "the target's own membership labels — an upper estimate of what a real attacker "
                "reaches, not an attack one could deploy")
+#: Drawing order: a measured point (and its bar) above the bound_profile mark at its p.
+PROFILE_ZORDER, POINT_ZORDER = 3, 4
 #: A bound at or above this everywhere in the sweep's p range bounds nothing: it is labelled.
 VACUOUS_BOUND = 0.99
 
@@ -107,11 +109,14 @@ def frontier_figure(frame: pd.DataFrame, title: str = ""):
             x = at_eps.index.to_numpy(float) + offsets[eps]
             axis.errorbar(x, at_eps["precision"],
                           yerr=[at_eps["precision"] - at_eps["low"], at_eps["high"] - at_eps["precision"]],
-                          fmt="o", linestyle="none", color=colour, capsize=3, ms=5, zorder=3)
+                          fmt="o", linestyle="none", color=colour, capsize=3, ms=5,
+                          zorder=POINT_ZORDER)
             if "bound_profile" in cells and cells["bound_profile"].notna().any():
                 profile = cells[cells["epsilon"] == eps].groupby("p")["bound_profile"].mean()
-                axis.scatter(profile.index.to_numpy(float), profile.to_numpy(float), marker="_",
-                             s=220, linewidths=2.2, color=colour, zorder=4)
+                # under the point, never over it: a mark at 0.776 hid a point at 0.769
+                axis.scatter(profile.index.to_numpy(float) + offsets[eps], profile.to_numpy(float),
+                             marker="_", s=220, linewidths=2.2, color=colour, alpha=0.6,
+                             zorder=PROFILE_ZORDER)
                 profiled = True
             bad = at_eps["violations"].to_numpy() > 0
             if bad.any():

@@ -63,6 +63,9 @@ def improvement_interval(precision: Sequence[float], baseline: Sequence[float],
     al.'s normal 1.96, which is far too narrow for 2–5 trials).  With one trial there is no
     spread to use, and the baseline is a known share, not an estimate, so the interval is the
     precision's Clopper–Pearson interval shifted by it: [low − baseline, high − baseline].
+    Either interval is cut to what the mean difference can be, [−b̄, 1 − b̄] for the trials'
+    mean baseline b̄ (a precision lies in [0, 1]): with 2–5 trials t's ends reach far outside
+    it, and the true mean lies inside, so the cut interval covers it as often.
     Trials with a NaN precision are left out.  Returns (mean, low, high, n).
     """
     prec = np.asarray(precision, float)
@@ -73,7 +76,16 @@ def improvement_interval(precision: Sequence[float], baseline: Sequence[float],
         low = float(np.asarray(ci_low, float)[keep][0] - base[keep][0])
         high = float(np.asarray(ci_high, float)[keep][0] - base[keep][0])
         return float(d[0]), low, high, 1
-    return t_interval(d)
+    mean, low, high, n = t_interval(d)
+    if n:
+        floor = -float(base[keep].mean())
+        low, high = max(low, floor), min(high, floor + 1.0)
+    return mean, low, high, n
+
+
+#: What Figure 4's bars are (`improvement_interval`), in its legend.
+IMPROVEMENT_TEXT = ("bar: 95 % Student-t interval of the trials' precision − baseline, cut to "
+                    "[−baseline, 1 − baseline]; one trial: Clopper–Pearson shifted")
 
 
 #: What every figure's precision bar is, in its legend or caption.

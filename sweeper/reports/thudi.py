@@ -17,11 +17,11 @@ from typing import Any, Sequence
 import pandas as pd
 
 from sweeper.bounds import precision_bound
-from sweeper.figures import (DODGE, colours, dodge, errorbar, panel_grid, policy_label,
-                             save_figure, wrap)
+from sweeper.figures import (DODGE, colours, dodge, errorbar, legend_below, panel_grid,
+                             policy_label, save_figure, wrap)
 from sweeper.reports.registry import register_report
-from sweeper.reports.stats import (POOLED_TEXT, improvement_interval, mean_interval,
-                                   pooled_precision)
+from sweeper.reports.stats import (IMPROVEMENT_TEXT, POOLED_TEXT, improvement_interval,
+                                   mean_interval, pooled_precision)
 from sweeper.reports.tables import (
     BASELINE_ATTACK,
     NOT_TESTS,
@@ -107,6 +107,15 @@ def thudi_lira_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     """
     require(frame, THUDI_COLUMNS, "thudi_lira")
     out_dir = Path(out_dir)
+    figure3, fig3, figure4, fig4 = thudi_lira_figures(frame)
+    return [save_figure(figure3, out_dir / "thudi_lira_precision.png", layout=False),
+            write_csv(fig3, out_dir / "thudi_lira_precision.csv"),
+            save_figure(figure4, out_dir / "thudi_lira_improvement.png", layout=False),
+            write_csv(fig4, out_dir / "thudi_lira_improvement.csv")]
+
+
+def thudi_lira_figures(frame: pd.DataFrame):
+    """Figures 3 and 4 (matplotlib Figures, laid out, not saved), each with its table."""
     fig3, fig4 = _thudi_tables(frame)
     panels = panel_columns(frame, ["attack", "policy"])
     keys = [k for k, _ in groups(fig4, panels)]
@@ -114,7 +123,7 @@ def thudi_lira_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     colour = dict(zip(eps_keys, colours(len(eps_keys))))
 
     figure3, axes3 = panel_grid(len(keys))
-    figure4, axes4 = panel_grid(len(keys))
+    figure4, axes4 = panel_grid(len(keys), sharey=True)
     for key, ax3, ax4 in zip(keys, axes3, axes4):
         match3 = matching(fig3, dict(zip(panels, key)))
         match4 = matching(fig4, dict(zip(panels, key)))
@@ -135,17 +144,19 @@ def thudi_lira_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
                          label=points["label"].iloc[0])
             gain = rows4[(rows4["series"] == "improvement") & (rows4["epsilon"] == eps)
                          & (rows4["delta"] == delta)].dropna(subset=["value"])
-            if not gain.empty:
-                errorbar(ax4, gain["p"].to_numpy(), gain["value"].to_numpy(),
-                         gain["low"].to_numpy(float), gain["high"].to_numpy(float),
-                         fmt="o-", color=c, label=gain["label"].iloc[0])
+            if not gain.empty:  # measurements at a few p: points, ε apart, never joined
+                errorbar(ax4, gain["p"].to_numpy() + dodge(rank, len(colour)),
+                         gain["value"].to_numpy(), gain["low"].to_numpy(float),
+                         gain["high"].to_numpy(float), fmt="o", linestyle="none", color=c,
+                         label=gain["label"].iloc[0])
         base = rows3[rows3["series"] == "always-member baseline"]
         ax3.plot(base["p"], base["value"], "s:", color="grey", label="always member (baseline)")
         pooled = rows4[rows4["series"] == "improvement, all ε pooled"].dropna(subset=["value"])
         if not pooled.empty:
             errorbar(ax4, pooled["p"].to_numpy(), pooled["value"].to_numpy(),
                      pooled["low"].to_numpy(float), pooled["high"].to_numpy(float),
-                     fmt="D-", color="black", lw=2, label="all ε pooled (paper's Fig. 4)")
+                     fmt="D", linestyle="none", color="black", ms=6,
+                     label="all ε pooled (paper's Fig. 4)")
         ax4.axhline(0.0, color="grey", lw=0.8)
         title = _panel_title(panel, panels)
         for ax in (ax3, ax4):
@@ -156,18 +167,17 @@ def thudi_lira_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
                 ylabel="precision − always-member baseline", xlim=(0, 1))
         for ax in (ax3, ax4):
             ax.grid(alpha=0.3)
-        ax3.legend(fontsize=7, loc="lower right", title_fontsize=7,
-                   title=f"dashed: bound U per ε\n{wrap(POOLED_TEXT, 44)}\n"
-                         f"points of different ε drawn {DODGE:g} apart along p")
-        ax4.legend(fontsize=7, title="95 % intervals", title_fontsize=7)
     figure3.suptitle("Attack precision against sampling probability p, per ε,\n"
                      "with the bound U (Thudi et al. 2024, Fig. 3)", fontsize=10)
-    figure4.suptitle("Attack precision minus the always-member baseline,\n"
-                     "with 95 % intervals (Thudi et al. 2024, Fig. 4)", fontsize=10)
-    return [save_figure(figure3, out_dir / "thudi_lira_precision.png"),
-            write_csv(fig3, out_dir / "thudi_lira_precision.csv"),
-            save_figure(figure4, out_dir / "thudi_lira_improvement.png"),
-            write_csv(fig4, out_dir / "thudi_lira_improvement.csv")]
+    figure4.suptitle("Attack precision minus the always-member baseline\n"
+                     "(Thudi et al. 2024, Fig. 4)", fontsize=10)
+    for figure in (figure3, figure4):
+        figure.tight_layout()
+    legend_below(figure3, axes3[0], wrap(f"dashed: bound U per ε · {POOLED_TEXT} · points of "
+                                         f"different ε drawn {DODGE:g} apart along p", 90))
+    legend_below(figure4, axes4[0], f"{wrap(IMPROVEMENT_TEXT, 90)}\npoints of different ε "
+                 f"drawn {DODGE:g} apart along p")
+    return figure3, fig3, figure4, fig4
 
 
 FIXED_BOUND_COLUMNS = ["attack", "target_precision", "p", "trial", "best_test_accuracy",

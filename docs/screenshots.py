@@ -1,0 +1,111 @@
+"""Screenshots of a sweep in MLflow's UI, taken by a real headless browser, for the docs.
+
+    python docs/screenshots.py --store-root /tmp/demo_store [--sweep quickstart]
+
+Serves the store's `mlflow.db` with the light `mlflow ui` a sweep prints (`ui_command`) on a free
+loopback port, opens it in Chromium (Debian's `chromium`) driven by Playwright (`pip install
+-e '.[screenshots]'`), and writes `docs/mlflow_*.png`: the experiments list after one click on
+the experiment (once the browser is in model-training mode: MLflow 3.17 starts a new browser in
+GenAI mode, and only its own switch or a URL changes that), the sweep's URL as printed (the
+chart view on the frontier), and the runs table of the same view.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+CHROMIUM = "/usr/bin/chromium"
+#: Chromium on a closed network: no background connections, no sandbox as root.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+VIEWPORT = {"width": 1500, "height": 900}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def serve(uri: str, port: int) -> subprocess.Popen:
+    from sweeper.mlflow_ui import ui_command
+
+    argv = [*shlex.split(ui_command(uri)), "--port", str(port)]
+    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                return server
+        except OSError:
+            time.sleep(0.5)
+    server.kill()
+    raise SystemExit(f"mlflow ui did not answer on port {port} within 90 s")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python docs/screenshots.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store-root", required=True, help="a store.root a sweep ran into")
+    parser.add_argument("--sweep", default="quickstart", help="the sweep's name (default: quickstart)")
+    parser.add_argument("--out", default=str(DOCS), help="where the PNGs go (default: docs/)")
+    args = parser.parse_args()
+    from mlflow import MlflowClient
+    from playwright.sync_api import sync_playwright
+
+    from sweeper.mlflow_ui import experiment_url
+
+    store = Path(args.store_root).resolve()
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    experiment = MlflowClient(uri).get_experiment_by_name("sweeper")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    printed = experiment_url(uri, experiment.experiment_id, args.sweep).replace(
+        "http://127.0.0.1:5000", base)
+    out = Path(args.out)
+    server = serve(uri, port)
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport=VIEWPORT)
+            # The one switch a new browser needs (kept per browser and host:port), then the click.
+            page.goto(f"{base}/#/experiments")
+            page.wait_for_timeout(3000)
+            assistant = page.get_by_role("button", name="Close")  # MLflow's chat panel
+            if assistant.count():
+                assistant.last.click()
+            page.get_by_text("Model training", exact=True).first.click()
+            page.get_by_role("link", name="sweeper", exact=True).first.click()
+            page.wait_for_timeout(4000)
+            page.screenshot(path=str(out / "mlflow_experiment_click.png"))
+            page.goto(printed)
+            page.wait_for_timeout(6000)
+            page.screenshot(path=str(out / "mlflow_frontier_charts.png"))
+            page.goto(printed.replace("compareRunsMode=CHART", "compareRunsMode=TABLE"))
+            page.wait_for_timeout(5000)
+            name_cell = page.locator("[role=row]", has_text=args.sweep).first.locator(
+                "[col-id='attributes.`Run Name`'] button")
+            name_cell.first.click()  # expands the sweep's run: its cell runs
+            page.wait_for_timeout(2000)
+            page.screenshot(path=str(out / "mlflow_runs_table.png"))
+            browser.close()
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)  # the CLI and its uvicorn
+        server.wait(timeout=30)
+    for name in ("mlflow_experiment_click.png", "mlflow_frontier_charts.png", "mlflow_runs_table.png"):
+        print(out / name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
