@@ -302,6 +302,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
         print("error: " + "; ".join(problem for problem in outputs if problem), file=sys.stderr)
         return EXIT_REFUSED
     epsilons, ps, problems = parsed_filters(args.epsilon, args.p)
+    root: Optional[str] = None if args.run_dir else args.store_root  # a --run-dir's, once read
     try:
         root, name = sweep_location(args.experiment, args.store_root, args.run_dir)
         where = store_root_problem(root)
@@ -349,10 +350,11 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
     return report_coverage(coverage, args.allow_partial)
 
 
-def sweeps_held(root: str) -> str:
-    """What to do about a sweep that is not there: the sweeps the store holds, by name."""
+def sweeps_held(root: Optional[str]) -> str:
+    """What to do about a sweep that is not there: the sweeps the store holds, by name (none
+    when the store is not known: a --run-dir that names no sweep folder)."""
     try:
-        names = ArtifactStore(root).sweep_names()
+        names = ArtifactStore(root).sweep_names() if root is not None else []
     except (OSError, ValueError):
         names = []
     if not names:

@@ -225,6 +225,9 @@ def test_precision_is_checked():
     assert any("train.precision='fp16'" in problem for problem in refused.value.problems)
 
 
+# A slow variant: `tests/faults/test_group_killed.py` runs a grouped sweep in `make test` (and
+# equals it to one trained without interruption); the units above hold each model of a group.
+@pytest.mark.slow
 def test_a_sweep_with_four_models_per_task_gives_the_same_table(ray_local, make_tiny_config,
                                                                  tmp_path):
     """Real Ray, real store, real MLflow: tanh_mlp64 sweeps with K = 1 and K = 4 (each ε's two
