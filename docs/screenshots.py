@@ -50,7 +50,7 @@ def serve(uri: str, port: int) -> subprocess.Popen:
                 return server
         except OSError:
             time.sleep(0.5)
-    server.kill()
+    os.killpg(server.pid, signal.SIGKILL)  # the CLI and its uvicorn
     raise SystemExit(f"mlflow ui did not answer on port {port} within 90 s")
 
 
@@ -59,6 +59,8 @@ def main() -> int:
     parser.add_argument("--store-root", required=True, help="a store.root a sweep ran into")
     parser.add_argument("--sweep", default="quickstart", help="the sweep's name (default: quickstart)")
     parser.add_argument("--out", default=str(DOCS), help="where the PNGs go (default: docs/)")
+    parser.add_argument("--experiment", default="sweeper",
+                        help="the MLflow experiment (tracking.experiment; default: sweeper)")
     args = parser.parse_args()
     from mlflow import MlflowClient
     from playwright.sync_api import sync_playwright
@@ -67,7 +69,9 @@ def main() -> int:
 
     store = Path(args.store_root).resolve()
     uri = f"sqlite:///{store / 'mlflow.db'}"
-    experiment = MlflowClient(uri).get_experiment_by_name("sweeper")
+    experiment = MlflowClient(uri).get_experiment_by_name(args.experiment)
+    if experiment is None:
+        raise SystemExit(f"{uri} has no experiment {args.experiment!r}")
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     printed = experiment_url(uri, experiment.experiment_id, args.sweep).replace(

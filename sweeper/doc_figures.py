@@ -4,7 +4,8 @@ Each figure under `docs/` is drawn from a CSV in `docs/figures/` (the rows a rea
 produced), so a changed label, legend or interval rule reaches the README by one command,
 `python -m sweeper.doc_figures`, without rerunning the sweeps.  Every PNG carries the words it
 was drawn with (`LABELS_KEY`, a PNG text chunk), and `stale_figures` — which a test runs —
-names each figure whose words are not what the current code draws.
+names each figure whose words are not what the current code draws: a change of words is
+caught, a change of drawing under the same words is not (run the command after one).
 `--from-store ROOT` first refreshes the CSVs from sweeps run into ROOT (`quickstart`,
 `dpsgd_audit`).
 

@@ -99,12 +99,16 @@ def panel_grid(count: int, width: float = 4.8, height: float = 4.2,
     return fig, axes
 
 
-def legend_below(fig: Figure, axis: Any, title: str, columns: int = 2) -> Legend:
-    """One legend for the figure, from `axis`'s labelled artists, below the panels: inside a
-    panel it would sit on some point or bar."""
-    handles, labels = axis.get_legend_handles_labels()
-    return fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
-                      ncol=columns, fontsize=7.5, frameon=False, title=title, title_fontsize=7.5)
+def legend_below(fig: Figure, title: str, columns: int = 2) -> Legend:
+    """One legend for the figure, below the panels (inside one it would sit on some point or
+    bar), with every label any panel drew, once: a series one panel lacks is still named."""
+    entries: dict[str, Any] = {}
+    for axis in fig.axes:
+        for handle, label in zip(*axis.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    return fig.legend(list(entries.values()), list(entries), loc="upper center",
+                      bbox_to_anchor=(0.5, 0.0), ncol=columns, fontsize=7.5, frameon=False,
+                      title=title, title_fontsize=7.5)
 
 
 def errorbar(ax: Any, x: np.ndarray, y: np.ndarray, low: np.ndarray, high: np.ndarray,

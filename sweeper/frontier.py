@@ -334,7 +334,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
     if args.csv:
         rows.to_csv(args.csv, index=False)
         print(f"CSV: {args.csv}", file=notes)
-    if (args.plot or not (args.no_plot or args.json)) and not frame.empty:
+    if not args.no_plot and (args.plot or not args.json) and not frame.empty:
         from sweeper.reports import plot_frontier  # drawing code only when drawing
 
         shadows = store.read_manifest(name).get("config", {}).get("shadow", {}).get("count")

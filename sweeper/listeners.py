@@ -275,7 +275,7 @@ class TrackingListener(Listener):
             tracker.log_cell(row)
         for path in end.figures:
             tracker.log_artifact(path)
-        tracker.log_frontier_table(end.results)
+        tracker.log_frontier_table(end.results, complete=not end.failures)
         url = tracker.url()
         tracker.log_summary(summary_metrics(end.results, end.models_trained,
                                             time.perf_counter() - end.started))

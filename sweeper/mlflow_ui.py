@@ -64,9 +64,13 @@ def view_tag(sweep_name: str) -> str:
     return f"{VIEW_TAG_PREFIX}{sweep_name}"
 
 
+#: The longest experiment tag value MLflow stores (`MAX_EXPERIMENT_TAG_VAL_LENGTH`).
+MAX_TAG_VALUE = 20_000
+
+
 def view_tag_value(sweep_name: str, state: dict[str, Any], created_ms: int) -> str:
     """The tag's value as MLflow's UI writes it: its name, when it was made and the state,
-    deflated and base64-encoded (`deflate;…`) to stay under MLflow's 20 000 characters."""
+    deflated and base64-encoded (`deflate;…`) to stay under `MAX_TAG_VALUE` where it can."""
     packed = base64.b64encode(zlib.compress(json.dumps(state).encode())).decode()
     return json.dumps({"name": f"{sweep_name}: frontier", "createdAt": created_ms,
                        "updatedAt": created_ms, "state": f"deflate;{packed}"})

@@ -168,9 +168,16 @@ def cell_run_name(row: dict[str, Any]) -> str:
             f"{row['policy']} δ={row['delta']:g}")
 
 
-#: The sweep run's ε as a metric, the x-axis of its frontier charts: step i holds the i-th
-#: finite ε of the sweep (MLflow pairs two metrics of a run by step).
+#: The sweep run's ε as a metric, the x-axis of its frontier charts: MLflow pairs two metrics of
+#: a run by step, and ε's step is `epsilon_step(ε)`, so a sweep grown by an ε or a p shifts none.
 FRONTIER_EPSILON = "frontier epsilon"
+#: ε's step: ε in thousandths (two ε closer than 0.001 would share one).
+EPSILON_STEPS_PER_UNIT = 1000
+
+
+def epsilon_step(epsilon: float) -> int:
+    """The step a finite ε's frontier points are logged at."""
+    return round(float(epsilon) * EPSILON_STEPS_PER_UNIT)
 
 
 def frontier_groups(summary: pd.DataFrame) -> list[str]:
@@ -183,11 +190,11 @@ def frontier_groups(summary: pd.DataFrame) -> list[str]:
 def frontier_series(summary: pd.DataFrame) -> dict[str, list[tuple[int, float]]]:
     """The frontier as MLflow metric series, from `summarize_frontier`'s table: for each chart
     (`frontier_groups`) and p, `<chart> frontier/precision p <p>` (pooled over trials) and
-    `<chart> frontier/bound p <p>`, each point at the step of its ε, and `FRONTIER_EPSILON`.
-    ε = ∞ is left out: no axis holds it.  The prefix before `/` is the chart's section."""
+    `<chart> frontier/bound p <p>`, each point at its ε's `epsilon_step`, and `FRONTIER_EPSILON`.
+    ε = ∞ is left out: no axis holds it (a sweep at ∞ alone has no series but ε's, empty).
+    The prefix before `/` is the chart's section."""
     finite = summary[np.isfinite(summary["epsilon"].to_numpy(float))]
-    epsilons = sorted(finite["epsilon"].unique())
-    step = {epsilon: index for index, epsilon in enumerate(epsilons)}
+    step = {epsilon: epsilon_step(epsilon) for epsilon in sorted(finite["epsilon"].unique())}
     series: dict[str, list[tuple[int, float]]] = {
         FRONTIER_EPSILON: [(index, float(epsilon)) for epsilon, index in step.items()]}
     keys = frontier_groups(finite)
@@ -227,12 +234,18 @@ TABLE_COLUMNS = ("precision", "bound", "violation", "auc", "epsilon_spent")
 RUN_NAME_WIDTH = 360
 
 
-def frontier_view(series: dict[str, list[tuple[int, float]]]) -> dict[str, Any]:
+#: The sweep run's own metrics (`summary_metrics`), charted by MLflow unless the view hides them.
+SUMMARY_METRICS = ("cells", "violations", "models_trained", "wall_seconds")
+
+
+def frontier_view(series: dict[str, list[tuple[int, float]]],
+                  hidden_cards: bool = True) -> dict[str, Any]:
     """MLflow's saved-view state for a sweep (its UI's "Views", shared as an experiment tag,
     `sweeper.tracking.view_tag`): the runs table with the columns a reader compares, and the
     chart view opening on the frontier, one line chart per attack whose x-axis is ε
-    (`FRONTIER_EPSILON`), every p's precision and bound as its lines; the per-cell bar charts
-    MLflow would draw (one bar per run, ten runs) are left out."""
+    (`FRONTIER_EPSILON`), every p's precision and bound as its lines; the bar charts MLflow would
+    draw of every other metric (one bar per run, ten runs) are left out, unless `hidden_cards`
+    is False (a smaller state: a sweep with hundreds of series would pass MLflow's limit)."""
     charts: dict[str, list[str]] = {}
     for key in series:
         if key != FRONTIER_EPSILON:
@@ -249,14 +262,17 @@ def frontier_view(series: dict[str, list[tuple[int, float]]]) -> dict[str, Any]:
               "yAxisExpressions": [], "ignoreOutliers": False, "runsCountToCompare": 10,
               "displayPoints": True}
              for index, keys in enumerate(charts.values())]
-    # MLflow gives every metric without a card one of its own: each series, ε and the cells'
-    # metrics get a card marked deleted, so only the frontier charts are drawn.
+    # MLflow gives every metric without a card one of its own: each series, ε, the cells' and
+    # the sweep's metrics get a card marked deleted, so only the frontier charts are drawn.
     section_of = {key: f"section-{index}" for index, keys in enumerate(charts.values())
                   for key in keys}
+    headroom = [f"headroom/epsilon_{epsilon_name(epsilon)}"
+                for _, epsilon in series.get(FRONTIER_EPSILON, [])]
+    names = [*section_of, *CELL_METRICS, *SUMMARY_METRICS, *headroom, FRONTIER_EPSILON]
     hidden = [{"uuid": f"hidden-{index}", "type": "BAR", "metricKey": name,
                "metricSectionId": section_of.get(name, "section-cells"), "deleted": True,
                "isGenerated": True}
-              for index, name in enumerate([*section_of, *CELL_METRICS, FRONTIER_EPSILON])]
+              for index, name in enumerate(names)] if hidden_cards else []
     return {"runsHiddenMode": "SHOW_ALL", "hideEmptyCharts": True, "isAccordionReordered": True,
             "selectedColumns": [f"metrics.`{name}`" for name in TABLE_COLUMNS],
             "columnOrder": ["attributes.`Run Name`",

@@ -49,7 +49,7 @@ from sweeper.console import one_line_records
 from sweeper.mlflow_db import database_identity, database_state, relocate_artifacts
 from sweeper.credentials import redact, scrub
 from sweeper.interrupts import deferred, raise_swallowed, release_unwound
-from sweeper.mlflow_ui import experiment_url, tracking_server, view_tag, view_tag_value
+from sweeper.mlflow_ui import MAX_TAG_VALUE, experiment_url, tracking_server, view_tag, view_tag_value
 from sweeper.run_records import (cell_metrics, cell_run_name, dataset_input, frontier_series,
                                  frontier_view, score_quantiles, source_tags)
 from sweeper.schema import COORDINATES
@@ -320,9 +320,10 @@ class SweepTracker:
         if self.failure is not None:
             self.missed_artifacts += 1
 
-    def log_frontier_table(self, results: pd.DataFrame) -> None:
+    def log_frontier_table(self, results: pd.DataFrame, complete: bool = True) -> None:
         """The sweep's frontier with its trials pooled (`summarize_frontier`) as a table on its
-        run: the UI shows it (Artifacts, and the table view), sortable, with no code."""
+        run: the UI shows it (Artifacts, and the table view), sortable, with no code; and, when
+        the sweep is `complete`, as MLflow's charts (`_log_frontier_charts`)."""
         from sweeper.formats import jsonable
         from sweeper.frontier import summarize_frontier
 
@@ -332,14 +333,21 @@ class SweepTracker:
         if self.failure is None and not table.empty:
             rows = pd.DataFrame(jsonable(table.to_dict("records")))  # ∞ as "inf": JSON has none
             self._guarded(self._log_table, self.run_id, rows, FRONTIER_TABLE)
-            self._guarded(self._log_frontier_charts, table)
+            if complete and self.failure is None:
+                self._guarded(self._log_frontier_charts, table)
         if self.failure is not None:
             self.missed_artifacts += 1
 
     def _log_frontier_charts(self, summary: pd.DataFrame) -> None:
         """The frontier where MLflow's charts draw it: its series over ε on the sweep's run
-        (`frontier_series`; stamped at the run's start, so a rerun logs the same points again,
-        not new ones) and the sweep's saved view (`frontier_view`) on the experiment."""
+        (`frontier_series`) and the sweep's saved view (`frontier_view`) on the experiment.
+
+        Only a complete sweep's: MLflow keeps every point it was given, so a partial frontier's
+        points would stay beside the complete one's.  Points are stamped at the run's start,
+        so a rerun of a complete sweep gives MLflow the points it holds (kept once), and a sweep
+        grown by an ε or a p adds points at steps of their own (`epsilon_step`).  A sweep at
+        ε = ∞ alone has no frontier over ε: no view.  A view over MLflow's tag limit is made
+        smaller (no hidden cards), or left out with a note: never a tracking failure."""
         from mlflow.entities import Metric
 
         series = frontier_series(summary)
@@ -347,10 +355,17 @@ class SweepTracker:
                    for name, points in series.items() for step, value in points]
         for start in range(0, len(metrics), 1000):  # MLflow's batch limit
             self.client.log_batch(self.run_id, metrics=metrics[start : start + 1000])
-        self.client.set_experiment_tag(self.experiment_id, view_tag(self.sweep_name),
-                                       view_tag_value(self.sweep_name, frontier_view(series),
-                                                      self.start_ms))
-        self.view = self.sweep_name
+        if len(series) < 2:
+            return
+        for hidden_cards in (True, False):
+            value = view_tag_value(self.sweep_name, frontier_view(series, hidden_cards),
+                                   self.start_ms)
+            if len(value) <= MAX_TAG_VALUE:
+                self.client.set_experiment_tag(self.experiment_id, view_tag(self.sweep_name), value)
+                self.view = self.sweep_name
+                return
+        logger.info("sweep %s: %d frontier series are too many for MLflow's saved view; the "
+                    "series are on the sweep's run", self.sweep_name, len(series) - 1)
 
     def _log_table(self, run_id: str, data: pd.DataFrame, artifact_file: str,
                    created: bool = False) -> None:

@@ -566,9 +566,13 @@ def test_a_download_is_checked_against_its_pinned_md5_and_lands_whole(tmp_path, 
     served.mkdir()
     payload = bytes(range(256)) * 40
     (served / "records.bin").write_bytes(payload)
-    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
-    handler.log_message = lambda *args: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:  # no request lines on the test's stderr
+            pass
+
+    for proxy in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):  # a CI's proxy
+        monkeypatch.delenv(proxy, raising=False)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(served)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_port}/records.bin"

@@ -147,3 +147,7 @@ def test_json_draws_no_figure_unless_a_path_is_given(sweep, capsys, tmp_path):
     assert frontier_main(["--store-root", sweep, "--experiment", "view", "--json",
                           "--plot", str(chosen)]) == EXIT_OK
     assert chosen.stat().st_size > 0 and f"plot: {chosen}" in capsys.readouterr().err
+    unasked = tmp_path / "unasked.png"  # --no-plot wins over --plot, as before
+    assert frontier_main(["--store-root", sweep, "--experiment", "view", "--no-plot",
+                          "--plot", str(unasked)]) == EXIT_OK
+    assert not unasked.exists()

@@ -32,12 +32,15 @@ def summary(policies=("quantile_max",)) -> pd.DataFrame:
 
 def test_the_frontier_is_a_series_over_epsilon_per_attack_and_p():
     series = frontier_series(summary())
-    # ε = 1 and 4 are steps 0 and 1 (sorted); ∞ is on no axis.
-    assert series[FRONTIER_EPSILON] == [(0, 1.0), (1, 4.0)]
+    # ε's step is ε in thousandths, so a grown sweep shifts no point; ∞ is on no axis.
+    assert series[FRONTIER_EPSILON] == [(1000, 1.0), (4000, 4.0)]
     steps, values = zip(*series["loss frontier/precision p 0.2"])
-    assert steps == (0, 1) and values == pytest.approx((0.21, 0.24))
+    assert steps == (1000, 4000) and values == pytest.approx((0.21, 0.24))
     steps, values = zip(*series["loss frontier/bound p 0.5"])
-    assert steps == (0, 1) and values == pytest.approx((0.8, 0.8))
+    assert steps == (1000, 4000) and values == pytest.approx((0.8, 0.8))
+    grown = frontier_series(pd.concat([summary(), summary().assign(epsilon=2.0)]))
+    assert grown["loss frontier/precision p 0.2"][0] == series["loss frontier/precision p 0.2"][0]
+    assert frontier_series(summary()[summary()["epsilon"] == math.inf]) == {FRONTIER_EPSILON: []}
     assert len(series) == 1 + 2 * 2 * 2  # ε, then 2 attacks × 2 p × (precision, bound)
     # The policy names the chart only when the sweep has several.
     several = frontier_series(summary(("quantile_max", "best_threshold")))
@@ -65,6 +68,7 @@ def test_the_view_opens_on_one_frontier_chart_per_attack_with_epsilon_as_x_axis(
         assert len(card["selectedMetricKeys"]) == 4  # 2 p × (precision, bound)
     hidden = {card["metricKey"] for card in view["compareRunCharts"] if card["deleted"]}
     assert set(CELL_METRICS) <= hidden  # ten-run bar charts of single numbers: not drawn
+    assert {"cells", "violations", "headroom/epsilon_4"} <= hidden  # nor the sweep's own
     # MLflow draws a card of its own for every metric that has none: each series has one, hidden.
     assert {key for card in live for key in card["selectedMetricKeys"]} <= hidden
     assert view["runsHiddenMode"] == "SHOW_ALL"  # the sweep's run is created first: listed last

@@ -559,6 +559,13 @@ def test_thudi_figure4_says_what_its_bars_are_and_compares_panels(lira_frame):
     assert IMPROVEMENT_TEXT in title and "Student-t" in title
     panels = [axis for axis in figure4.axes if axis.get_lines()]
     assert len(panels) == 2 and panels[0].get_ylim() == panels[1].get_ylim()
+    # One legend for both panels, naming every series either drew: with ε = 1 only in the
+    # second panel, its entry is still there.
+    one_short = two_panels[~((two_panels["policy"] != "other") & (two_panels["epsilon"] == 1.0))]
+    _, _, short, _ = thudi_lira_figures(one_short)
+    drawn = {label for axis in short.axes for label in axis.get_legend_handles_labels()[1]}
+    (legend,) = short.legends
+    assert drawn and {text.get_text() for text in legend.get_texts()} == drawn
     assert panels[1].get_shared_y_axes().joined(panels[0], panels[1])
     for axis in panels:
         points = [line for line in axis.get_lines() if line.get_marker() not in ("None", None, "")]

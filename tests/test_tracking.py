@@ -183,18 +183,59 @@ def test_the_frontier_is_drawn_by_mlflows_own_charts(tracked_sweep):
     result, _, client, experiment, sweep_run, _ = tracked_sweep
     history = {name: sorted((m.step, m.value) for m in client.get_metric_history(
         sweep_run.info.run_id, name)) for name in sweep_run.data.metrics}
-    assert history["frontier epsilon"] == [(0, 4.0)]  # ε = ∞ has no place on an axis
+    assert history["frontier epsilon"] == [(4000, 4.0)]  # ε in thousandths; ∞ has no axis
     finite = result.results[result.results["epsilon"] == 4.0]
     for row in finite.to_dict("records"):  # one trial: the pooled precision is the cell's
         chart = f"{row['attack']} frontier"
-        assert history[f"{chart}/precision p {row['p']:g}"] == [(0, pytest.approx(row["precision"]))]
-        assert history[f"{chart}/bound p {row['p']:g}"] == [(0, pytest.approx(row["bound"]))]
+        assert history[f"{chart}/precision p {row['p']:g}"] == [(4000, pytest.approx(row["precision"]))]
+        assert history[f"{chart}/bound p {row['p']:g}"] == [(4000, pytest.approx(row["bound"]))]
     envelope = json.loads(experiment.tags[view_tag("tiny")])
     state = json.loads(zlib.decompress(base64.b64decode(envelope["state"].split(";", 1)[1])))
     charted = {key for card in state["compareRunCharts"] if not card["deleted"]
                for key in card["selectedMetricKeys"]}
     assert charted == {name for name in history if " frontier/" in name}
     assert len(charted) == 2 * 2 * 2  # loss and always_member × 2 p × (precision, bound)
+
+
+def frontier_cells(epsilons=(1.0, 4.0)) -> pd.DataFrame:
+    return pd.DataFrame([
+        {"dataset": "digits", "model": "mlp", "attack": "loss", "policy": "quantile_max",
+         "epsilon": e, "delta": 1e-5, "p": p, "trial": 0, "precision": 0.6, "tp": 3, "fp": 2,
+         "violation": False, "bound": 0.9} for e in epsilons for p in (0.2, 0.5)])
+
+
+def test_only_a_complete_frontier_is_charted_and_a_view_too_big_is_never_a_failure(
+        tmp_path, monkeypatch):
+    """MLflow keeps every point: a sweep with failed cells logs its table, not its series.  A
+    view over MLflow's tag limit loses its hidden cards, then is left out; tracking goes on."""
+    import sweeper.tracking as tracking
+    from sweeper.mlflow_ui import view_tag
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+    def logged(name: str, complete: bool) -> tuple[SweepTracker, set, dict]:
+        tracker = SweepTracker(uri, "frontiers", name, f"key-{name}", {}, None)
+        tracker.log_frontier_table(frontier_cells(), complete=complete)
+        client = MlflowClient(uri)
+        metrics = set(client.get_run(tracker.run_id).data.metrics)
+        return tracker, metrics, client.get_experiment(tracker.experiment_id).tags
+
+    partial, metrics, tags = logged("partial", complete=False)
+    assert "frontier epsilon" not in metrics and view_tag("partial") not in tags
+    assert partial.failure is None and partial.view is None
+    whole, metrics, tags = logged("whole", complete=True)
+    assert "loss frontier/precision p 0.2" in metrics and view_tag("whole") in tags
+    assert whole.url().endswith("viewStateShareKey=whole&compareRunsMode=CHART"
+                                "&workflowType=machine_learning")
+    full = len(tags[view_tag("whole")])
+    monkeypatch.setattr(tracking, "MAX_TAG_VALUE", full - 1)  # fits without its hidden cards
+    smaller, _, tags = logged("smaller", complete=True)
+    state_len = len(tags[view_tag("smaller")])
+    assert smaller.view == "smaller" and state_len < full
+    monkeypatch.setattr(tracking, "MAX_TAG_VALUE", 10)  # fits in no way
+    none, metrics, tags = logged("none", complete=True)
+    assert "frontier epsilon" in metrics and view_tag("none") not in tags
+    assert none.failure is None and none.view is None
 
 
 def test_the_dataset_profile_says_the_pool_it_drew_from_and_nothing_unset():

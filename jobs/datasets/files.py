@@ -13,6 +13,7 @@ checksum.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ class LocalCopy:
     md5: Mapping[str, str] = field(default_factory=dict)  # filename -> MD5 of the copy there
 
 
-#: Tries of a download (pooch's `retry_if_failed`, with its back-off) before it counts as failed.
+#: Retries of a failed download (pooch's `retry_if_failed`, with its back-off): 3 tries in all.
 DOWNLOAD_RETRIES = 2
 
 
@@ -91,6 +92,7 @@ def _download(remote: RemoteFile, directory: Path, problem: str) -> str | None:
     why not.  Pooch downloads into a scratch folder first, so a refused download leaves no
     folder behind in `data_dir`; its own log lines are kept off the task's output."""
     import pooch
+    import requests
 
     logging.getLogger("pooch").setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="sweeper-download-") as scratch:
@@ -100,12 +102,14 @@ def _download(remote: RemoteFile, directory: Path, problem: str) -> str | None:
         try:
             fetched = fetcher.fetch(remote.filename,
                                     downloader=pooch.HTTPDownloader(timeout=30, progressbar=False))
+        except (OSError, requests.RequestException) as error:  # a bad URL is a ValueError too
+            return problem + f" and the download from {remote.url} failed ({error})"
         except ValueError:  # pooch's hash check
             return problem + f" and the file downloaded from {remote.url} has the wrong checksum"
-        except OSError as error:  # requests' errors are OSErrors
-            return problem + f" and the download from {remote.url} failed ({error})"
         directory.mkdir(parents=True, exist_ok=True)
-        shutil.move(fetched, directory / remote.filename)
+        partial = directory / (remote.filename + ".part")  # on data_dir's disk, then renamed
+        shutil.move(fetched, partial)
+        os.replace(partial, directory / remote.filename)
     return None
 
 

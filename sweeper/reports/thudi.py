@@ -173,9 +173,9 @@ def thudi_lira_figures(frame: pd.DataFrame):
                      "(Thudi et al. 2024, Fig. 4)", fontsize=10)
     for figure in (figure3, figure4):
         figure.tight_layout()
-    legend_below(figure3, axes3[0], wrap(f"dashed: bound U per ε · {POOLED_TEXT} · points of "
+    legend_below(figure3, wrap(f"dashed: bound U per ε · {POOLED_TEXT} · points of "
                                          f"different ε drawn {DODGE:g} apart along p", 90))
-    legend_below(figure4, axes4[0], f"{wrap(IMPROVEMENT_TEXT, 90)}\npoints of different ε "
+    legend_below(figure4, f"{wrap(IMPROVEMENT_TEXT, 90)}\npoints of different ε "
                  f"drawn {DODGE:g} apart along p")
     return figure3, fig3, figure4, fig4
 
