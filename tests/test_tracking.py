@@ -214,7 +214,8 @@ def test_only_a_complete_frontier_is_charted_and_a_view_too_big_is_never_a_failu
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
 
     def logged(name: str, complete: bool) -> tuple[SweepTracker, set, dict]:
-        tracker = SweepTracker(uri, "frontiers", name, f"key-{name}", {}, None)
+        tracker = SweepTracker(uri, "frontiers", name, f"key-{name}", {},
+                               (tmp_path / "mlartifacts").as_uri())  # not ./mlruns
         tracker.log_frontier_table(frontier_cells(), complete=complete)
         client = MlflowClient(uri)
         metrics = set(client.get_run(tracker.run_id).data.metrics)
