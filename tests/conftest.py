@@ -13,7 +13,7 @@ import pytest
 #: The fault tests' fixtures (real Ray cluster, MLflow and S3 servers, process helpers).  pytest
 #: takes `pytest_plugins` from the root conftest only; `testkit` is importable because tests/ is
 #: on sys.path (pyproject.toml's `pythonpath`).
-pytest_plugins = ["testkit.fault_fixtures"]
+pytest_plugins = ["testkit.fault_fixtures", "testkit.checkout_guard"]
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
