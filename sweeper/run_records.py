@@ -100,8 +100,7 @@ def dataset_input(params: dict[str, Any]):
 
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
-    from jobs.datasets import pool_records
-    from sweeper.config.schema import STAND_IN_POOL
+    from sweeper.config.problems import pool_without_cut
 
     settings = {key.removeprefix("dataset."): value for key, value in params.items()
                 if key.startswith("dataset.") and key != "dataset.data_dir"}
@@ -109,8 +108,9 @@ def dataset_input(params: dict[str, Any]):
     name = str(settings.get("name", "dataset")) + (" (synthetic)" if settings.get("synthetic") else "")
     sized = {key: settings.get(key) for key in ("members", "pool_size")}
     if sized["members"] is None and sized["pool_size"] is None:
-        sized["pool_size"] = STAND_IN_POOL if settings.get("synthetic") else pool_records(
-            str(settings.get("name")), int(settings.get("test_size") or 0))
+        sized["pool_size"] = pool_without_cut(str(settings.get("name")),
+                                              int(settings.get("test_size") or 0),
+                                              bool(settings.get("synthetic")))
     profile = {key: value for key, value in {**sized, "eval_records": settings.get("eval_records"),
                                               "test_size": settings.get("test_size")}.items()
                if value is not None}

@@ -48,9 +48,12 @@ def unknown(field_name: str, value: object, known: Iterable[str], what: str) -> 
 def whole_pool(cfg: SweepConfig) -> Optional[int]:
     """Records in the pool when neither dataset.pool_size nor dataset.members cuts it: the
     synthetic stand-in's, or the dataset's (None when it is not known without loading it)."""
-    if cfg.dataset.synthetic:
-        return STAND_IN_POOL
-    return pool_records(cfg.dataset.name, cfg.dataset.test_size)
+    return pool_without_cut(cfg.dataset.name, cfg.dataset.test_size, cfg.dataset.synthetic)
+
+
+def pool_without_cut(name: str, test_size: int, synthetic: bool) -> Optional[int]:
+    """`whole_pool` from the dataset's settings alone (a sweep's MLflow params carry them)."""
+    return STAND_IN_POOL if synthetic else pool_records(name, test_size)
 
 
 def local_accelerator(kind: str) -> bool:
