@@ -45,7 +45,11 @@ def _accountant_options(accountant: str) -> dict:
 @dataclass(frozen=True)
 class PoissonSchedule:
     """Opacus's Poisson sampling for a training set of `size` records at expected `batch_size`:
-    rate q = 1/⌈size/batch⌉, 1/q steps an epoch, gradients divided by int(size·q)."""
+    rate q = 1/⌈size/batch⌉, 1/q steps an epoch, gradients divided by int(size·q).
+
+    `size` is the public size q comes from (`rate_size`), not necessarily the records trained
+    on: from the private |D|, an added record can change q and the divisor (Opacus #571, #819).
+    """
 
     size: int
     batch_size: int
@@ -61,6 +65,12 @@ class PoissonSchedule:
     @property
     def expected_batch_size(self) -> int:
         return max(1, int(self.size * self.sample_rate))
+
+
+def rate_size(private_size: int, public_size: Optional[int]) -> int:
+    """The size DP-SGD's rate and divisor come from: the declared public size, else the
+    private |D| (Opacus's rule, whose q depends on the data it protects)."""
+    return private_size if public_size is None else public_size
 
 
 #: Accountants the noise may be calibrated with: GDP's CLT under-states subsampled DP-SGD's ε

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from dataclasses import dataclass
+from collections.abc import Collection
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -54,10 +55,10 @@ class AttackInputs:
     # (shadows, n, 3) for the shadows.
     observations: Optional[np.ndarray] = None
     shadow_observations: Optional[np.ndarray] = None
-    # Population records (RMIA's z), for attacks registered with `reads_population`: pool
-    # records past the evaluation set that the target and every shadow hold.  The target's
-    # logits (m, classes), their labels (m,), the shadows' logits (shadows, m, classes) and
-    # their membership masks (shadows, m).
+    # Population records (RMIA's z): held-out records, answered by the attack's held-out query
+    # (`jobs.queries.QueryKind.held_out`).  The target's logits ([views,] m, classes), their
+    # labels (m,), the shadows' logits (shadows, [views,] m, classes) and their membership
+    # masks (shadows, m; None: no shadow trained on them).
     population_logits: Optional[np.ndarray] = None
     population_labels: Optional[np.ndarray] = None
     shadow_population_logits: Optional[np.ndarray] = None
@@ -83,8 +84,6 @@ class Attack:
     asks: Optional[Callable[[Any], Optional[tuple[str, dict]]]] = None
     # A per-record measure (PDTP), reported as its own figures rather than as a precision.
     measures_records: bool = False
-    # Reads population records past the evaluation set (`AttackInputs.population_logits`).
-    reads_population: bool = False
     # What it scores: RECORDS, INPUT_CANARIES or GRADIENT_CANARIES.
     evaluates: str = RECORDS
     threat_model: str = "black_box_final"
@@ -134,7 +133,7 @@ ATTACKS: Registry[Attack] = Registry("attack")
 
 def register_attack(name: str, settings_type: type, *, needs_shadows: bool, reads_release: bool = False,
                     asks: Optional[Callable[[Any], Optional[tuple[str, dict]]]] = None,
-                    measures_records: bool = False, reads_population: bool = False,
+                    measures_records: bool = False,
                     evaluates: str = RECORDS, threat_model: str = "black_box_final",
                     fits_per_record: bool = False, decides: bool = False,
                     retrains: Optional[str] = None,
@@ -155,9 +154,10 @@ def register_attack(name: str, settings_type: type, *, needs_shadows: bool, read
         raise TypeError(f"attack {name!r}: threat model {threat_model!r} is not one of {THREAT_MODELS}")
 
     def register(score: Callable) -> Callable:
-        ATTACKS.add(name, Attack(score, settings_type, needs_shadows, reads_release, asks,
-                                 measures_records, reads_population, evaluates, threat_model,
-                                 fits_per_record, decides, retrains, shadows_needed))
+        ATTACKS.add(name, Attack(score, settings_type, needs_shadows, reads_release=reads_release,
+                                 asks=asks, measures_records=measures_records, evaluates=evaluates,
+                                 threat_model=threat_model, fits_per_record=fits_per_record,
+                                 decides=decides, retrains=retrains, shadows_needed=shadows_needed))
         return score
     return register
 
@@ -167,17 +167,19 @@ class NoSettings:
     """For attacks that read no setting: their key holds none."""
 
 
-def needs(attack: Attack) -> list[str]:
-    """What `attack` needs beyond the target's stored logits, in words, from its registration."""
+def needs(attack: Attack, held_out_kinds: Collection[str]) -> list[str]:
+    """What `attack` needs beyond the target's stored logits, in words, from its registration
+    (`held_out_kinds`: the query kinds asked about held-out records, `jobs.queries`)."""
     found = []
     if attack.needs_shadows:
         found.append("shadows on the target's records" if attack.fits_per_record else "shadows")
-    if attack.reads_population:
-        found.append("pool records past the evaluation set")
     if attack.asks is not None and attack.retrains is None:
-        asked_by_default = attack.query(attack.settings_type()) is not None
-        found.append("a query of the stored weights" + ("" if asked_by_default else
-                                                        " (with query augmentations)"))
+        asked_by_default = attack.query(attack.settings_type())
+        if asked_by_default is not None and asked_by_default[0] in held_out_kinds:
+            found.append("a query of the stored weights on held-out records")
+        else:
+            found.append("a query of the stored weights" + ("" if asked_by_default else
+                                                            " (with query augmentations)"))
     if attack.retrains is not None:
         found.append("retraining")
     if attack.evaluates == INPUT_CANARIES:
@@ -189,14 +191,14 @@ def needs(attack: Attack) -> list[str]:
     return found
 
 
-def markdown_table(attacks: Registry[Attack]) -> str:
-    """The README's attack table, from the registry: each `grid.attack` value, its scoring
+def markdown_table(attacks: Registry[Attack], held_out_kinds: Collection[str]) -> str:
+    """docs/attacks.md's attack table, from the registry: each `grid.attack` value, its scoring
     function's first paragraph, what it needs, its threat model and its `attack.*` settings."""
     lines = ["| grid value | attack | needs | threat model | settings |", "|---|---|---|---|---|"]
     for name, attack in attacks.items():
         summary = " ".join(inspect.getdoc(attack.score).split("\n\n")[0].split())
         settings = ", ".join(f"`attack.{spec.name}`" for spec in dataclasses.fields(attack.settings_type))
-        cells = [f"`{name}`", summary, ", ".join(needs(attack)) or "—",
+        cells = [f"`{name}`", summary, ", ".join(needs(attack, held_out_kinds)) or "—",
                  f"`{attack.threat_model}`", settings or "—"]
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines)

@@ -30,7 +30,8 @@ from jobs.lira import (GLOBAL_VARIANCE_BELOW, LIRA_VARIANCE, LiraGlobalSettings,
                        LiraOnlineSettings, lira_global, lira_offline, lira_online, online_ratio)
 from jobs.merlin import morgan_decisions, morgan_thresholds
 from jobs.signals import logit_confidence
-from jobs.rmia import RmiaOfflineSettings, RmiaSettings, offline_shadows_needed, rmia_offline, rmia_online
+from jobs.rmia import (RmiaOfflineSettings, RmiaSettings, held_out_query, offline_shadows_needed,
+                       rmia_offline, rmia_online)
 from jobs.settings import AtLeast, Between, OneOf, Setting, config_dataclass
 from jobs.shokri import shokri
 
@@ -219,9 +220,9 @@ def morgan(inputs: AttackInputs, settings: MorganSettings) -> np.ndarray:
 
 
 # Defined in `jobs.rmia`; registered here, after the attacks registered before them.
-register_attack("rmia", RmiaSettings, needs_shadows=True, reads_population=True,
+register_attack("rmia", RmiaSettings, needs_shadows=True, asks=held_out_query,
                 fits_per_record=True)(rmia_online)
-register_attack("rmia_offline", RmiaOfflineSettings, needs_shadows=True, reads_population=True,
+register_attack("rmia_offline", RmiaOfflineSettings, needs_shadows=True, asks=held_out_query,
                 fits_per_record=True, shadows_needed=offline_shadows_needed)(rmia_offline)
 
 
@@ -317,7 +318,7 @@ def holdout_scores(attack: Attack, inputs: AttackInputs, settings: Any) -> np.nd
         others = np.arange(count) != index
         asked, logits = inputs.shadow_query, inputs.shadow_logits
         population: dict[str, Any] = {}
-        if attack.reads_population and inputs.shadow_population_logits is not None:
+        if inputs.shadow_population_logits is not None:
             z_members = inputs.shadow_population_members
             population = dict(population_logits=inputs.shadow_population_logits[index],
                               population_labels=inputs.population_labels,

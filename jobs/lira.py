@@ -102,8 +102,9 @@ LIRA_VARIANCE = Setting("auto", OneOf(("auto", "global", "per_record"), "varianc
                         "LiRA: one variance for all records (global) or one per record; auto "
                         "takes the global one below GLOBAL_VARIANCE_BELOW shadow models, as "
                         "Carlini et al. recommend for few shadows.")
-AUGMENT_FLIP = Setting(False, doc="LiRA's query augmentations (images only): the mirror image too.")
-AUGMENT_SHIFT = Setting(0, AtLeast(0), "LiRA's query augmentations (images only): the "
+AUGMENT_FLIP = Setting(False, doc="LiRA's and RMIA's query augmentations (images only): the "
+                       "mirror image too.")
+AUGMENT_SHIFT = Setting(0, AtLeast(0), "LiRA's and RMIA's query augmentations (images only): the "
                         "(2·shift + 1)² translations by up to ± this many pixels, reflect-padded.")
 
 

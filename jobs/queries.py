@@ -1,11 +1,13 @@
 """Questions an attack asks a stored model beyond its logits on the pool.
 
 Why a separate step.  Some attacks need the model itself, not just its stored logits: LiRA with
-query augmentations (the logits of flipped and shifted copies of each record) and Merlin (the
-loss under random input perturbations).  Answering them from the stored weights, as their own
-content-keyed artifacts, means adding such an attack to a finished sweep trains nothing: it only
-loads each model once more and asks.  Queries cover the evaluation records, except those whose
-kind says `whole_pool` (PDTP's leave-one-out, over the training set).
+query augmentations (the logits of flipped and shifted copies of each record), Merlin (the loss
+under random input perturbations) and RMIA (the logits of held-out records, its population z,
+beside the evaluation records' in the same views).  Answering them from the stored weights, as
+their own content-keyed artifacts, means adding such an attack to a finished sweep trains
+nothing: it only loads each model once more and asks.  Queries cover the evaluation records, except those whose
+kind says `whole_pool` (PDTP's leave-one-out, over the training set) or `held_out` (the
+held-out records after them).
 
 Each kind registers itself in `QUERIES` where its answer is defined.
 """
@@ -38,6 +40,9 @@ class QueryKind:
     whole_pool: bool = False
     # Transforms images (flips, shifts): records of shape (channels, height, width) only.
     images_only: bool = False
+    # Asked about the evaluation records followed by the first `settings["held_out"]` records of
+    # the dataset's held-out (test) split, which no model trains on: RMIA's population z.
+    held_out: bool = False
 
 
 #: Every query kind, by the name attacks ask it by (`jobs.attacks.Attack.asks`).
@@ -48,10 +53,12 @@ PDTP_QUERY = "pdtp"
 QUERIES.add(PDTP_QUERY, QueryKind(answer=None, whole_pool=True))
 
 
-def register_query(name: str, images_only: bool = False) -> Callable[[Answer], Answer]:
-    """Decorator: register the answering function as query kind `name` (evaluation records)."""
+def register_query(name: str, images_only: bool = False,
+                   held_out: bool = False) -> Callable[[Answer], Answer]:
+    """Decorator: register the answering function as query kind `name` (evaluation records,
+    and with `held_out` the held-out records after them)."""
     def register(answer_fn: Answer) -> Answer:
-        QUERIES.add(name, QueryKind(answer_fn, images_only=images_only))
+        QUERIES.add(name, QueryKind(answer_fn, images_only=images_only, held_out=held_out))
         return answer_fn
     return register
 
@@ -92,6 +99,20 @@ def augmented_logits(model: torch.nn.Module, x: np.ndarray, flip: bool, shift: i
 @register_query("augmented_logits", images_only=True)
 def _answer_augmented_logits(settings: dict[str, Any], model: torch.nn.Module, x: np.ndarray,
                              y: np.ndarray, device: torch.device) -> np.ndarray:
+    return augmented_logits(model, x, settings["flip"], settings["shift"], device)
+
+
+@register_query("held_out_logits", held_out=True)
+def _answer_held_out_logits(settings: dict[str, Any], model: torch.nn.Module, x: np.ndarray,
+                            y: np.ndarray, device: torch.device) -> np.ndarray:
+    """(1, records, classes): the logits of the evaluation and held-out records, one view."""
+    return predict_logits(model, x, device)[None]
+
+
+@register_query("held_out_augmented_logits", images_only=True, held_out=True)
+def _answer_held_out_augmented_logits(settings: dict[str, Any], model: torch.nn.Module,
+                                      x: np.ndarray, y: np.ndarray, device: torch.device) -> np.ndarray:
+    """(views, records, classes): every augmented view of the evaluation and held-out records."""
     return augmented_logits(model, x, settings["flip"], settings["shift"], device)
 
 

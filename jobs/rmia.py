@@ -1,62 +1,82 @@
 """RMIA (Zarifzadeh, Liu, Mahloujifar, Shokri, ICML 2024): a likelihood ratio taken *relative*
 to population records z, the strong attack when reference (shadow) models are few.
 
-For a record x and the target θ, with Pr(x|θ) the softmax probability of x's label at
-temperature T (`rmia_temperature`) and Pr(x) its mean over the reference models:
+For a record x and the target θ, with Pr(x|θ) the signal of x's label (`rmia_signal`) and Pr(x)
+its mean over the reference models:
 
     ratio(x) = Pr(x|θ) / Pr(x),    LR(x, z) = ratio(x) / ratio(z),
     score(x) = share of population records z with LR(x, z) > γ    (`rmia_gamma`).
 
+* Signal: the softmax of the label at temperature T (`rmia_temperature`), or the authors'
+  Taylor soft-margin softmax (`taylor_soft_margin`: `rmia_taylor_m`, `rmia_taylor_n`).
 * Online (`rmia`): Pr(x) averages every shadow; complementary shadow pairs make that half IN,
   half OUT for every record, as the paper's balanced reference set.
 * Offline (`rmia_offline`): only OUT shadows, with the paper's linear approximation
   Pr(x) = ½((1 + a)·Pr_OUT(x) + (1 − a)) (`rmia_offline_a`; null searches a on the shadows).
-* Population z: up to `rmia_population` pool records past the evaluation set, which every model
-  of the attack holds logits for (`AttackInputs.population_logits`); their Pr(z) is computed
-  the same way (offline: their OUT shadows).
+* Population z: up to `rmia_population` records of the dataset's held-out split, which neither
+  the target nor any reference trained on, answered by each model's `held_out_logits` query
+  (`jobs.queries`); their Pr(z) is computed the same way.
+* Query augmentations (`augment_flip`, `augment_shift`): each view gets its own ratios, and a
+  pair (x, z) counts when a strict majority of the views has LR > γ (the authors' vote).
 * The means over references are trimmed (`rmia_trim`, as `scipy.stats.trim_mean`: the lowest
   and highest int(trim · count) values of each record cut; no cut below 1/trim references).
 
-Vectorised: the signal is LiRA's class-first pass over (references, records, classes); the
-score sorts the population's ratios once and counts, per record, the z below ratio(x)/γ with
-one binary search, so no records × population matrix is formed.
+Vectorised: the softmax signal is LiRA's class-first pass over (references, records, classes);
+with one view the score sorts the population's ratios once and counts, per record, the z below
+ratio(x)/γ with one binary search, so no records × population matrix is formed (the vote forms
+it in blocks of records).
 
 The three public versions disagree; the choices, and which one each default follows, are in
-the README (section "RMIA").
+docs/choices.md (section "RMIA").
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 from scipy.special import expit
 
 from jobs.attack_registry import AttackInputs
-from jobs.settings import AtLeast, Between, Setting
+from jobs.lira import AUGMENT_FLIP, AUGMENT_SHIFT
+from jobs.settings import AtLeast, Between, OneOf, Setting
 from jobs.signals import logit_confidence
 
 log = logging.getLogger(__name__)
 
 #: The a values searched when `rmia_offline_a` is null (ML Privacy Meter's library grid).
 OFFLINE_A_GRID = tuple(round(0.1 * step, 1) for step in range(11))
+#: Pr(x|θ): the tempered softmax, or the authors' Taylor soft-margin softmax.
+SIGNALS = ("softmax", "taylor_soft_margin")
+#: Cells of the (records × population) vote formed at once, so memory stays bounded.
+VOTE_BLOCK = 1 << 24
 
 
 @dataclass(frozen=True)
 class RmiaSettings:
-    """What online RMIA reads: γ, the signal's temperature, the trimmed mean, the population."""
+    """What online RMIA reads: γ, the signal, the trimmed mean, the population, the views."""
 
-    rmia_gamma: float = Setting(2.0, Between(0, low_open=True), "RMIA (Zarifzadeh et al.): z "
+    rmia_gamma: float = Setting(1.0, Between(0, low_open=True), "RMIA (Zarifzadeh et al.): z "
                                 "counts when Pr(x|θ)/Pr(x) over Pr(z|θ)/Pr(z) exceeds γ.").field()
     rmia_temperature: float = Setting(2.0, Between(0, low_open=True), "RMIA: Pr(·|θ) is the "
                                       "softmax of the label at this temperature.").field()
     rmia_trim: float = Setting(0.2, Between(0, 0.5, high_open=True), "RMIA: Pr(·) is the mean "
                                "over reference models with this share cut at each end (scipy's "
                                "trim_mean).").field()
-    rmia_population: int = Setting(10000, AtLeast(1), "RMIA: z are at most this many pool records "
-                                   "past the evaluation set.").field()
+    rmia_population: int = Setting(10000, AtLeast(1), "RMIA: z are at most this many records of "
+                                   "the held-out split, which no model trained on.").field()
+    rmia_signal: str = Setting("softmax", OneOf(SIGNALS, "signals"), "RMIA: Pr(x|θ) as the "
+                               "tempered softmax of the label, or the authors' Taylor "
+                               "soft-margin softmax.").field()
+    rmia_taylor_m: float = Setting(0.6, Between(0), "RMIA's taylor_soft_margin: the margin "
+                                   "taken off the label's tempered logit.").field()
+    rmia_taylor_n: int = Setting(4, AtLeast(1), "RMIA's taylor_soft_margin: terms of e^v's "
+                                 "Taylor series kept, 1 + v + … + v^(n−1)/(n−1)!, as the "
+                                 "authors' code counts them.").field()
+    augment_flip: bool = AUGMENT_FLIP.field()
+    augment_shift: int = AUGMENT_SHIFT.field()
 
 
 @dataclass(frozen=True)
@@ -64,7 +84,7 @@ class RmiaOfflineSettings(RmiaSettings):
     """What offline RMIA reads: online RMIA's settings and a (null: searched on the shadows)."""
 
     rmia_offline_a: Optional[float] = Setting(
-        0.33, Between(0, 1, nullable=True, null_means="searched"),
+        0.3, Between(0, 1, nullable=True, null_means="searched"),
         "Offline RMIA: Pr(x) = ½((1 + a)·Pr_OUT(x) + (1 − a)); null: a searched on the "
         "shadows.").field()
 
@@ -76,6 +96,16 @@ def offline_shadows_needed(settings: RmiaOfflineSettings) -> tuple[int, str]:
         return 2, ""
     return 4, ("attack.rmia_offline_a=null: a is searched by attacking a shadow with the others; "
                "or set a (0.33: the paper's code)")
+
+
+def held_out_query(settings: RmiaSettings) -> tuple[str, dict]:
+    """RMIA's query (`jobs.queries` answers it): the evaluation records and at most
+    `rmia_population` held-out records, in the views `augment_flip` and `augment_shift` ask for."""
+    asked: dict[str, Any] = {"held_out": settings.rmia_population}
+    if not settings.augment_flip and settings.augment_shift == 0:
+        return "held_out_logits", asked
+    return "held_out_augmented_logits", {**asked, "flip": settings.augment_flip,
+                                         "shift": settings.augment_shift}
 
 
 def true_class_probability(logits: np.ndarray, labels: np.ndarray, temperature: float) -> np.ndarray:
@@ -90,6 +120,33 @@ def true_class_probability(logits: np.ndarray, labels: np.ndarray, temperature: 
     if temperature != 1:
         logits = np.divide(logits, temperature, dtype=np.float32 if logits.dtype == np.float32 else None)
     return np.maximum(expit(logit_confidence(logits, labels)), np.finfo(np.float64).tiny)
+
+
+def taylor_soft_margin(logits: np.ndarray, labels: np.ndarray, temperature: float, margin: float,
+                       terms: int) -> np.ndarray:
+    """The authors' Taylor soft-margin softmax at each record's label, for any leading batch
+    shape: with v = logits / T and t(v) = Σ_{i<terms} vⁱ/i!, t(v_y − m) / (t(v_y − m) + Σ_{j≠y} t(v_j))."""
+    scaled = np.asarray(logits, dtype=np.float64) / temperature
+
+    def series(values: np.ndarray) -> np.ndarray:
+        total, power = np.ones_like(values), np.ones_like(values)
+        for order in range(1, terms):
+            power = power * values / order
+            total = total + power
+        return total
+
+    label_logit = np.take_along_axis(scaled, np.broadcast_to(labels, scaled.shape[:-1])[..., None],
+                                     axis=-1)[..., 0]
+    label_term = series(label_logit - margin)
+    return label_term / (series(scaled).sum(axis=-1) - series(label_logit) + label_term)
+
+
+def signal(logits: np.ndarray, labels: np.ndarray, settings: RmiaSettings) -> np.ndarray:
+    """Pr(x|θ) under `rmia_signal`, for any leading batch shape: (..., n)."""
+    if settings.rmia_signal == "taylor_soft_margin":
+        return taylor_soft_margin(logits, labels, settings.rmia_temperature, settings.rmia_taylor_m,
+                                  settings.rmia_taylor_n)
+    return true_class_probability(logits, labels, settings.rmia_temperature)
 
 
 def trimmed_mean(values: np.ndarray, use: Optional[np.ndarray], trim: float) -> np.ndarray:
@@ -127,35 +184,67 @@ def relative_scores(ratio_x: np.ndarray, ratio_z: np.ndarray, gamma: float) -> n
     return np.searchsorted(ordered, ratio_x / gamma, side="left") / len(ordered)
 
 
+def voted_scores(ratio_x: np.ndarray, ratio_z: np.ndarray, gamma: float) -> np.ndarray:
+    """Share of z for which a strict majority of the views has ratio(x)/ratio(z) > γ, for each
+    x: ratios of shape (views, records) and (views, population).  One view: `relative_scores`."""
+    views, population = ratio_z.shape
+    if views == 1:
+        return relative_scores(ratio_x[0], ratio_z[0], gamma)
+    block = max(1, VOTE_BLOCK // (views * population))
+    scores = np.empty(ratio_x.shape[1])
+    for start in range(0, ratio_x.shape[1], block):
+        votes = (ratio_x[:, start:start + block, None] > gamma * ratio_z[:, None, :]).sum(axis=0)
+        scores[start:start + block] = (2 * votes > views).mean(axis=1)
+    return scores
+
+
+def _views(values: np.ndarray, batch_dims: int) -> np.ndarray:
+    """`values` with a views axis after its `batch_dims` leading axes (one view if it has none)."""
+    return values if values.ndim == batch_dims + 3 else np.expand_dims(values, batch_dims)
+
+
 def _population(inputs: AttackInputs, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The first `size` population records: target logits, labels, shadow logits and masks."""
+    """The first `size` population records, each with a views axis: target logits (views, z,
+    classes), labels, shadow logits (shadows, views, z, classes) and masks (shadows, z)."""
     if inputs.population_logits is None or inputs.shadow_population_logits is None \
-            or len(inputs.population_logits) == 0:
-        raise ValueError("RMIA needs population records: pool records past the evaluation set "
-                         "that the target and every shadow hold")
+            or inputs.population_logits.shape[-2] == 0:
+        raise ValueError("RMIA needs population records: held-out records that the target and "
+                         "every shadow were asked about (the held_out_logits query)")
+    logits, shadow_logits = _views(inputs.population_logits, 0), _views(inputs.shadow_population_logits, 1)
     members = inputs.shadow_population_members
     if members is None:
-        members = np.zeros(inputs.shadow_population_logits.shape[:2], dtype=bool)
-    return (inputs.population_logits[:size], inputs.population_labels[:size],
-            inputs.shadow_population_logits[:, :size], members[:, :size])
+        members = np.zeros((shadow_logits.shape[0], shadow_logits.shape[2]), dtype=bool)
+    return (logits[:, :size], inputs.population_labels[:size], shadow_logits[:, :, :size],
+            members[:, :size])
+
+
+def _ratios(target: np.ndarray, shadows: np.ndarray, labels: np.ndarray, members: np.ndarray,
+            settings: RmiaSettings, offline_a: Optional[float], what: str) -> np.ndarray:
+    """Pr(·|θ)/Pr(·) per view and record, (views, records): target logits (views, records,
+    classes), shadow logits (shadows, views, records, classes), masks (shadows, records)."""
+    count, views, records = shadows.shape[:3]
+    marginal = _marginal(signal(shadows, labels, settings).reshape(count, views * records),
+                         np.tile(members, (1, views)), settings.rmia_trim, offline_a, what)
+    return signal(target, labels, settings) / marginal.reshape(views, records)
 
 
 def _rmia(inputs: AttackInputs, settings: RmiaSettings, offline_a: Optional[float]) -> np.ndarray:
-    """RMIA's scores with `offline_a` (None: online)."""
+    """RMIA's scores with `offline_a` (None: online).  The evaluation records' views come from
+    the query when it was asked (`target_query`, `shadow_query`), else from their logits."""
     if inputs.shadow_logits is None or inputs.shadow_members is None:
         raise ValueError("RMIA needs shadow models")
     if inputs.shadow_labels is not None:
         raise ValueError("RMIA averages shadows on the target's own records; disjoint shadow "
                          "data (shadow.disjoint_data) has none")
     z_logits, z_labels, z_shadow_logits, z_members = _population(inputs, settings.rmia_population)
-    temperature, trim = settings.rmia_temperature, settings.rmia_trim
-    x_marginal = _marginal(true_class_probability(inputs.shadow_logits, inputs.labels, temperature),
-                           inputs.shadow_members, trim, offline_a, "evaluation records")
-    z_marginal = _marginal(true_class_probability(z_shadow_logits, z_labels, temperature),
-                           z_members, trim, offline_a, "population records")
-    ratio_x = true_class_probability(inputs.target_logits, inputs.labels, temperature) / x_marginal
-    ratio_z = true_class_probability(z_logits, z_labels, temperature) / z_marginal
-    return relative_scores(ratio_x, ratio_z, settings.rmia_gamma)
+    asked = inputs.target_query is not None and inputs.shadow_query is not None
+    x_logits = inputs.target_query if asked else _views(inputs.target_logits, 0)
+    x_shadow_logits = inputs.shadow_query if asked else _views(inputs.shadow_logits, 1)
+    ratio_x = _ratios(x_logits, x_shadow_logits, inputs.labels, inputs.shadow_members, settings,
+                      offline_a, "evaluation records")
+    ratio_z = _ratios(z_logits, z_shadow_logits, z_labels, z_members, settings, offline_a,
+                      "population records")
+    return voted_scores(ratio_x, ratio_z, settings.rmia_gamma)
 
 
 def rmia_online(inputs: AttackInputs, settings: RmiaSettings) -> np.ndarray:
@@ -173,8 +262,11 @@ def search_offline_a(inputs: AttackInputs, settings: RmiaOfflineSettings) -> flo
     if inputs.shadow_logits is None or inputs.shadow_members is None:
         raise ValueError("RMIA needs shadow models")
     _, z_labels, z_shadow_logits, z_members = _population(inputs, settings.rmia_population)
+    asked = inputs.shadow_query
     held_out = AttackInputs(
         inputs.shadow_logits[0], inputs.labels, inputs.shadow_logits[1:], inputs.shadow_members[1:],
+        target_query=None if asked is None else asked[0],
+        shadow_query=None if asked is None else asked[1:],
         population_logits=z_shadow_logits[0], population_labels=z_labels,
         shadow_population_logits=z_shadow_logits[1:], shadow_population_members=z_members[1:])
     aucs = [roc_auc(_rmia(held_out, settings, a), inputs.shadow_members[0]) for a in OFFLINE_A_GRID]

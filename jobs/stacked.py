@@ -3,7 +3,7 @@
 A sweep trains many models that differ only in their training set and seed (the shadows of one
 ε, the targets of one ε across p and trials).  Small models leave a device mostly idle and each
 Ray task pays its own start-up, so `train.models_per_task` puts K of them in one task
-(README.md, "How it works": K models per task, and when it pays).  By architecture:
+(docs/how-it-works.md: K models per task, and when it pays).  By architecture:
 
 * **stacked** — a linear stack (`Flatten`, `Linear`, `Tanh`, `ReLU`: `tanh_mlp64`,
   `logistic_regression`, `relu_mlp256x2`): one (K, out, in) weight tensor per layer; each round
@@ -40,18 +40,18 @@ from jobs.models import ARCHITECTURES, build_model
 from jobs.accounting import NoiseCache
 from jobs.steps import autocast, plain_update, private_update
 from jobs.training import (Member, ModelRun, TrainedModel, TrainOptions, TrainSettings,
-                           counted_step, end_epoch, finish_run, group_rows, on_device, start_run,
+                           counted_step, end_epoch, finish_run, group_rows, on_device, start_members,
                            train_runs)
 
 logger = logging.getLogger(__name__)
 
-#: `train.models_per_task: auto`.  On a CPU, K = 1: measured there (README, "K models per
-#: task"), stacking saves at most ~1.3× of a linear stack's step, because each model's noise,
+#: `train.models_per_task: auto`.  On a CPU, K = 1: measured there (docs/how-it-works.md,
+#: "K models per task"), stacking saves at most ~1.3× of a linear stack's step, because each model's noise,
 #: optimizer step and accounting stay its own, while a group task gives up running models on
 #: several cores side by side.  On a GPU, where one small model leaves the device mostly idle,
 #: linear stacks are stacked 16 to a task (not measured: no GPU was available then), and other
 #: models train `AUTO_GPU_INTERLEAVED_K` to a task, each replaying its CUDA graphs on its own
-#: stream (`python -m bench.grid`; README, "On a GPU").
+#: stream (`python -m bench.grid`; docs/gpu.md).
 AUTO_GPU_STACKED_K = 16
 AUTO_GPU_INTERLEAVED_K = 4
 
@@ -145,8 +145,7 @@ class _Stack:
 def _train_stacked(settings: TrainSettings, data: ArrayDataset, members: list[Member],
                    device: torch.device, noise_cache: Optional[NoiseCache],
                    checkpoint_seconds: float) -> Iterator[tuple[int, TrainedModel]]:
-    runs = [start_run(settings, m.mask, data.input_shape, data.num_classes, m.seed, device,
-                      m.checkpoint, noise_cache, m.canaries) for m in members]
+    runs = start_members(settings, data, members, device, noise_cache)
     stack = _Stack(runs)
     has_bias = [bias is not None for bias in stack.biases]
     rows_x, rows_y, index = group_rows(data, members)

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from jobs.accounting import NoiseCache, PoissonSchedule, calibrate_noise, epsilon_of_history
+from jobs.accounting import NoiseCache, PoissonSchedule, calibrate_noise, epsilon_of_history, rate_size
 from jobs.canaries import CanarySet, GradientCanaries, first_linear
 from jobs import clipping
 from jobs.clipping import PerSampleClipper
@@ -203,12 +203,13 @@ def start_run(settings: TrainSettings, mask: np.ndarray, input_shape: tuple[int,
               num_classes: int, seed: int, device: torch.device,
               checkpoint: Optional[Checkpoint] = None,
               noise_cache: Optional[NoiseCache] = None,
-              canaries: Optional[CanarySet] = None) -> ModelRun:
+              canaries: Optional[CanarySet] = None,
+              public_size: Optional[int] = None) -> ModelRun:
     """A model's initial weights (from `seed`), optimizer, random streams, noise, accountant
     and canaries, restored from `checkpoint` when it holds a readable one.
 
-    DP-SGD's rate q comes from the records alone: planting canaries leaves the schedule and the
-    divisor as they are.
+    DP-SGD's rate q and divisor come from `public_size` when one is declared, else from the
+    records in `mask` (`jobs.accounting.rate_size`); planting canaries leaves both as they are.
     """
     torch.manual_seed(stream_seed(seed, WEIGHTS))  # the initial weights
     model = build_model(settings.model, input_shape, num_classes).to(device)
@@ -222,7 +223,7 @@ def start_run(settings: TrainSettings, mask: np.ndarray, input_shape: tuple[int,
     if math.isfinite(settings.epsilon):
         from opacus.accountants import create_accountant
 
-        run.schedule = PoissonSchedule(run.train_size, settings.batch_size)
+        run.schedule = PoissonSchedule(rate_size(run.train_size, public_size), settings.batch_size)
         run.noise_multiplier = calibrate_noise(settings, run.schedule.sample_rate, noise_cache)
         run.accountant = create_accountant(settings.accountant)
     if canaries is not None:
@@ -338,6 +339,15 @@ class Member:
     seed: int
     checkpoint: Optional[Checkpoint] = None
     canaries: Optional[CanarySet] = None
+    # The public size DP-SGD's rate and divisor come from (None: the records in `mask`).
+    public_size: Optional[int] = None
+
+
+def start_members(settings: TrainSettings, data: ArrayDataset, members: list[Member],
+                  device: torch.device, noise_cache: Optional[NoiseCache]) -> list[ModelRun]:
+    """Each member's run (`start_run`), for the one-by-one and the stacked trainers alike."""
+    return [start_run(settings, m.mask, data.input_shape, data.num_classes, m.seed, device,
+                      m.checkpoint, noise_cache, m.canaries, m.public_size) for m in members]
 
 
 def group_rows(data: ArrayDataset, members: list[Member]
@@ -361,8 +371,7 @@ def train_runs(settings: TrainSettings, data: ArrayDataset, members: list[Member
     each one finishes.  Each model is the model trained alone: its own weights, optimizer,
     streams, accountant and checkpoint; on a GPU its own CUDA stream and graphs (`jobs.steps`),
     so the members' kernels overlap.  The pool is on the device once for all of them."""
-    runs = [start_run(settings, m.mask, data.input_shape, data.num_classes, m.seed, device,
-                      m.checkpoint, noise_cache, m.canaries) for m in members]
+    runs = start_members(settings, data, members, device, noise_cache)
     rows_x, rows_y, index = group_rows(data, members)
     pool_x, pool_y = on_device(rows_x, rows_y, device)
     test_x, test_y = on_device(data.test_x, data.test_y, device)
@@ -419,11 +428,12 @@ def train_model(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, s
                 device: torch.device, checkpoint: Optional[Checkpoint] = None,
                 noise_cache: Optional[NoiseCache] = None,
                 canaries: Optional[CanarySet] = None,
-                options: TrainOptions = TrainOptions()) -> TrainedModel:
+                options: TrainOptions = TrainOptions(),
+                public_size: Optional[int] = None) -> TrainedModel:
     """Train one model on the pool records in `mask` (`train_runs`), resuming from
-    `checkpoint` when one exists."""
-    return next(train_runs(settings, data, [Member(mask, seed, checkpoint, canaries)], device,
-                           noise_cache, options))[1]
+    `checkpoint` when one exists; DP-SGD's rate from `public_size` when declared."""
+    return next(train_runs(settings, data, [Member(mask, seed, checkpoint, canaries, public_size)],
+                           device, noise_cache, options))[1]
 
 
 def _save_checkpoint(run: ModelRun, epoch: int) -> None:

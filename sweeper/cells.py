@@ -246,7 +246,7 @@ ACCOUNTING_TOLERANCE = 1e-6
 def violation_test(point: OperatingPoint, cell: Cell) -> dict[str, Any]:
     """Do the data *prove*, at level `cell.violation_alpha`, that training was not (ε, δ)-DP?
 
-    Two tests, either of which flags the cell (`violation_reason` says which fired; README, *What counts as a violation*):
+    Two tests, either of which flags the cell (`violation_reason` says which fired; docs/choices.md, *What counts as a violation*):
 
     - precision: the precision's one-sided exact lower end against the bound at the TPR's lower
       end (a lower TPR only raises U, so this is the loosest bound the data allow);

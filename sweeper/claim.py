@@ -9,7 +9,7 @@ replace them.  So before a sweep reads what is left to do:
   (`store.wait=true`).  The kernel releases the lock when its holder dies however it dies, so a
   lock left behind by a killed sweep is taken over, and said (the file is still there with its
   holder line: a clean exit removes it).  Object stores (S3, GCS) are not locked: pyarrow's file systems
-  offer no atomic create-if-absent, so a lease there could be taken twice; see the README.
+  offer no atomic create-if-absent, so a lease there could be taken twice; see docs/cluster.md.
 * **identity** (`require_same_sweep`): the sweep's `sweep.json` holds the content keys of its
   cells (each a hash of every setting its result depends on).  A run that would drop any of them
   (another grid, or a setting that keys every cell anew) is refused (exit 2), naming the settings

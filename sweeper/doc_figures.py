@@ -1,7 +1,7 @@
-"""The README's figures, redrawn by the current code from the numbers they show.
+"""The docs' figures, redrawn by the current code from the numbers they show.
 
 Each figure under `docs/` is drawn from a CSV in `docs/figures/` (the rows a real sweep
-produced), so a changed label, legend or interval rule reaches the README by one command,
+produced), so a changed label, legend or interval rule reaches the docs by one command,
 `python -m sweeper.doc_figures`, without rerunning the sweeps.  Every PNG carries the words it
 was drawn with (`LABELS_KEY`, a PNG text chunk), and `stale_figures` — which a test runs —
 names each figure whose words are not what the current code draws: a change of words is
@@ -35,7 +35,7 @@ LABELS_KEY = "sweeper:labels"
 
 @dataclass(frozen=True)
 class DocFigure:
-    """One README figure: its PNG, the sweep its numbers come from, how to read them out of
+    """One docs figure: its PNG, the sweep its numbers come from, how to read them out of
     that sweep's store (`extract`) and how to draw them (`draw`: a matplotlib Figure and
     whether it laid itself out)."""
 
@@ -115,8 +115,8 @@ def png_labels(path: Path) -> Optional[list[str]]:
 
 
 def stale_figures(docs: Optional[Path] = None) -> list[str]:
-    """Each README figure whose PNG does not carry the words the current code draws from its
-    CSV, with why: the README then shows labels the code no longer writes."""
+    """Each docs figure whose PNG does not carry the words the current code draws from its
+    CSV, with why: the docs then show labels the code no longer writes."""
     docs = docs or DOCS
     problems = []
     for figure in DOC_FIGURES:
@@ -136,7 +136,7 @@ def stale_figures(docs: Optional[Path] = None) -> list[str]:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m sweeper.doc_figures",
-        description="Redraw the README's figures (docs/*.png) with the current code from the "
+        description="Redraw the docs' figures (docs/*.png) with the current code from the "
                     "numbers beside them (docs/figures/*.csv).")
     parser.add_argument("--from-store", metavar="ROOT",
                         help="first refresh the numbers from the sweeps run into this store.root "

@@ -24,6 +24,7 @@ from jobs.policies import POLICIES
 from jobs.queries import QUERIES
 from jobs.training import TrainOptions, TrainSettings
 from sweeper.bounds import epsilon_for_precision
+from sweeper.config.problems import whole_pool
 from sweeper.config.schema import STAND_IN_POOL, SweepConfig, sampling_rates
 from sweeper.formats import format_epsilon
 from sweeper.schema import COORDINATES
@@ -80,8 +81,8 @@ class DataSpec:
 
 def _without_default_offsets(settings: dict[str, Any]) -> dict[str, Any]:
     """Key settings with `offset` left out where it is 0, `precision` where it is fp32,
-    `secure_noise` where it is off and `canaries` where there are none, so keys from before each
-    setting existed keep their form."""
+    `secure_noise` where it is off, `canaries` where there are none and `public_size` where q
+    comes from the private |D|, so keys from before each setting existed keep their form."""
     if settings["data"]["offset"] == 0:
         del settings["data"]["offset"]
     if settings["train"]["precision"] == "fp32":
@@ -90,6 +91,8 @@ def _without_default_offsets(settings: dict[str, Any]) -> dict[str, Any]:
         del settings["train"]["secure_noise"]
     if settings["canaries"] is None:
         del settings["canaries"]
+    if settings["public_size"] is None:
+        del settings["public_size"]
     return settings
 
 
@@ -104,6 +107,8 @@ class ModelSpec:
     index: int  # trial for targets, shadow index for shadows
     # The canaries it holds (`jobs.canaries`), each in D with probability `sample_rate`.
     canaries: Optional[CanaryDesign] = None
+    # The public size DP-SGD's rate and divisor come from (`public_size_for`); None: its |D|.
+    public_size: Optional[int] = None
 
     @property
     def records_needed(self) -> Optional[int]:
@@ -259,14 +264,17 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
         shadows = tuple(
             add(ModelSpec("shadow", data_for(cfg.shadow.p, shadow_offset), train, cfg.shadow.p,
                           mask_seed=seed_from(cfg.seed, "shadow-pair", index // 2),
-                          mask_complement=index % 2 == 1, index=index, canaries=canaries))
+                          mask_complement=index % 2 == 1, index=index, canaries=canaries,
+                          public_size=public_size_for(cfg, train, data_for(cfg.shadow.p, shadow_offset),
+                                                      cfg.shadow.p, index % 2 == 1)))
             for index in range(cfg.shadow.count if needs_shadows else 0)
         )
         for trial in cfg.grid.trial:
             for p, target_precision in settings:
                 target = add(ModelSpec("target", data_for(p), train, p,
                                        mask_seed=seed_from(cfg.seed, "target", trial),
-                                       mask_complement=False, index=trial, canaries=canaries))
+                                       mask_complement=False, index=trial, canaries=canaries,
+                                       public_size=public_size_for(cfg, train, data_for(p), p, False)))
                 for attack in cfg.grid.attack:
                     with_shadows = shadows if uses_shadows(attack) else ()
                     chosen = ATTACKS[attack].settings_from(cfg.attack)
@@ -292,6 +300,24 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
                             audit_alpha=cfg.metrics.audit_alpha,
                         ))
     return SweepPlan(cfg, models, queries, attacks, tuple(cells))
+
+
+def public_size_for(cfg: SweepConfig, train: TrainSettings, data: DataSpec, rate: float,
+                    complement: bool) -> Optional[int]:
+    """The public size a DP model's rate and divisor come from (`train.rate_from`): its pool
+    times its inclusion rate (expected), `train.public_size` (declared), or None: its private
+    |D| (actual).  None for non-private training and exact mechanisms, which take no steps."""
+    if not math.isfinite(train.epsilon) or train.model == MEMBERSHIP_MECHANISM \
+            or cfg.train.rate_from == "actual":
+        return None
+    if cfg.train.rate_from == "declared":
+        return cfg.train.public_size
+    whole = whole_pool(cfg)
+    pool = data.pool_size if data.pool_size is not None or whole is None else whole - data.offset
+    if pool is None:
+        raise ValueError(f"train.rate_from=expected: the pool of dataset {data.name!r} is not "
+                         "known before loading it; declare train.public_size")
+    return max(1, round(pool * (1 - rate if complement else rate)))
 
 
 def evaluated_records(attack: str, cfg: SweepConfig) -> int:

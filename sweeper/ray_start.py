@@ -1,7 +1,7 @@
 """How the sweep meets Ray (`ray_session`): a local Ray confined to loopback that dies with its
 driver, shares the machine with other Rays and keeps the runtime environment's values out of
-Ray's files; a cluster that does not answer refused in bounded time.  (README.md: "MLflow and
-the Ray dashboard", "What is confined, and what is not".)
+Ray's files; a cluster that does not answer refused in bounded time.  (docs/mlflow-and-ray.md
+and docs/confinement.md.)
 
 * **Loopback**: local Ray binds its GCS, raylet, workers, the driver's gRPC, agents and metrics
   ports to the node's IP address, the machine's outward one, most on all interfaces.

@@ -303,7 +303,7 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
     attack_options = dict(num_cpus=attack_res.num_cpus, num_gpus=attack_res.num_gpus,
                           max_retries=attack_res.max_retries, retry_exceptions=transient)
     data_ref = ray.put(data)
-    labels_ref = ray.put(data.pool_y)
+    labels_ref, held_out_labels_ref = ray.put(data.pool_y), ray.put(data.test_y)
     root = store.uri
     threads = max(1, int(train_res.num_cpus))
     training = submit_training(plan, todo_models, data_ref, root, train_options)
@@ -328,7 +328,7 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
         needed = [training[k] for k in (spec.target, *spec.shadows) if k in training]
         needed += [querying[k] for k in spec.queries if k in querying]
         ref = attack_remote.options(name=f"attack {cell_label(cells[0])}", **attack_options).remote(
-            spec, cells, labels_ref, root, *needed)
+            spec, cells, labels_ref, held_out_labels_ref, root, *needed)
         scoring[ref] = cells
         upstream[ref] = [(training[k], plan.models[k].label) for k in (spec.target, *spec.shadows)
                          if k in training]
@@ -494,7 +494,7 @@ def _query_after_training(spec: QuerySpec, model: ModelSpec, data, store_root: s
     query_task(spec, model, data, store_root, device, threads)
 
 
-def _attack_after_training(spec: AttackSpec, cells: list[Cell], labels, store_root: str,
-                           *_trained: Any) -> list[dict[str, Any]]:
+def _attack_after_training(spec: AttackSpec, cells: list[Cell], labels, held_out_labels,
+                           store_root: str, *_trained: Any) -> list[dict[str, Any]]:
     """`attack_task`, taking the training results it waits for as ignored arguments."""
-    return attack_task(spec, cells, labels, store_root)
+    return attack_task(spec, cells, labels, store_root, held_out_labels)

@@ -8,6 +8,7 @@ artifacts, which are safe to write twice.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -26,7 +27,7 @@ from jobs.metrics import operating_point
 from jobs.models import MEMBERSHIP_MECHANISM, build_model
 from jobs.pdtp import pdtp_table
 from jobs.policies import POLICIES, CalibrationSettings, apply_policy, calibrated_thresholds
-from jobs.queries import PDTP_QUERY, answer
+from jobs.queries import PDTP_QUERY, QUERIES, answer
 from jobs.stacked import Member, train_models
 from jobs.training import TrainedModel, TrainOptions, draw_mask, resolve_device, train_model
 from sweeper.cells import cell_row, pdtp_row
@@ -54,7 +55,8 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
         return _store_release(store, spec, mechanism, release, mask)
     trained = train_model(spec.train, data, mask, seed=int(key[:8], 16),
                           device=resolve_device(device), checkpoint=store.checkpoint(key),
-                          noise_cache=store.noise_cache(), canaries=canaries, options=options)
+                          noise_cache=store.noise_cache(), canaries=canaries, options=options,
+                          public_size=spec.public_size)
     return _store_trained(store, spec, trained, mask)
 
 
@@ -91,7 +93,8 @@ def train_group_task(specs: list[ModelSpec], data: ArrayDataset, store_root: str
                                   specs[index].mask_seed, specs[index].mask_complement)
                  for index in todo}
         members = [Member(masks[index], int(specs[index].key[:8], 16),
-                          store.checkpoint(specs[index].key), model_canaries(specs[index], data))
+                          store.checkpoint(specs[index].key), model_canaries(specs[index], data),
+                          specs[index].public_size)
                    for index in todo]
         for position, trained in train_models(first.train, pool, members, resolve_device(device),
                                               store.noise_cache(), options):
@@ -105,6 +108,7 @@ def _model_meta(spec: ModelSpec, **figures: Any) -> dict[str, Any]:
     and the GPUs its task was given (Ray's CUDA_VISIBLE_DEVICES; None without one)."""
     return {"key": spec.key, "role": spec.role, "label": spec.label, "sample_rate": spec.sample_rate,
             **figures, "epsilon": spec.train.epsilon, "delta": spec.train.delta,
+            "public_size": spec.public_size,
             "visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
@@ -155,32 +159,40 @@ def query_task(spec: QuerySpec, model_spec: ModelSpec, data: ArrayDataset, store
     else:
         model = build_model(model_spec.train.model, data.input_shape, data.num_classes)
         model.load_state_dict(store.read_state_dict(spec.model))
-        values = answer(spec.kind, settings, model, data.pool_x[:n], data.pool_y[:n],
-                        resolve_device(device))
+        x, y = data.pool_x[:n], data.pool_y[:n]
+        if QUERIES[spec.kind].held_out:  # then the held-out records no model trained on
+            held_out = settings["held_out"]
+            x = np.concatenate([x, data.test_x[:held_out]])
+            y = np.concatenate([y, data.test_y[:held_out]])
+        values = answer(spec.kind, settings, model, x, y, resolve_device(device))
     store.write_query(spec.key, values)
 
 
-def attack_task(spec: AttackSpec, cells: list[Cell], labels: np.ndarray,
-                store_root: str) -> list[dict[str, Any]]:
+def attack_task(spec: AttackSpec, cells: list[Cell], labels: np.ndarray, store_root: str,
+                held_out_labels: Optional[np.ndarray] = None) -> list[dict[str, Any]]:
     """Score one attack on one target, store per-record scores, and return its cells' rows,
-    each with the task's wall seconds (`attack_seconds`, shared by its cells)."""
+    each with the task's wall seconds (`attack_seconds`, shared by its cells).  `labels` are
+    the pool's, `held_out_labels` the held-out split's (read by a held-out query's attack)."""
     started = time.perf_counter()
-    rows = _attack_rows(spec, cells, labels, ArtifactStore(store_root))
+    rows = _attack_rows(spec, cells, labels, held_out_labels, ArtifactStore(store_root))
     seconds = time.perf_counter() - started
     return [{**row, "attack_seconds": seconds} for row in rows]
 
 
 def _attack_rows(spec: AttackSpec, cells: list[Cell], labels: np.ndarray,
-                 store: ArtifactStore) -> list[dict[str, Any]]:
+                 held_out_labels: Optional[np.ndarray], store: ArtifactStore) -> list[dict[str, Any]]:
     """The scores, stored, and the rows of the attack's cells (`sweeper.cells`)."""
     attack = ATTACKS[spec.attack]
+    settings = attack.settings_of(spec.settings)  # all it may read: its own settings, from its key
     answers = [store.read_query(key) for key in spec.queries]
     if attack.evaluates == RECORDS:
         inputs, members = _record_inputs(store, spec, labels, answers)
+        question = attack.query(settings)
+        if question is not None and QUERIES[question[0]].held_out:
+            inputs = with_held_out_population(inputs, answers, held_out_labels)
     else:
         inputs, members = _canary_inputs(store, spec, attack.evaluates)
     labels, n = inputs.labels, len(members)
-    settings = attack.settings_of(spec.settings)  # all it may read: its own settings, from its key
     scores = attack.score(inputs, settings)
     store.write_scores(spec.key, pd.DataFrame({
         "record_id": np.arange(n), "score": scores, "member": members,
@@ -219,12 +231,10 @@ def _record_inputs(store: ArtifactStore, spec: AttackSpec, labels: np.ndarray,
         outputs = [store.read_model_outputs(key) for key in spec.shadows]
         shadow_logits = np.stack([logits[:n] for logits, _ in outputs])
         shadow_members = np.stack([mask[:n] for _, mask in outputs])
-    population = (population_inputs(target_logits, outputs, labels, n)
-                  if ATTACKS[spec.attack].reads_population and spec.shadows and not start else {})
     return AttackInputs(target_logits[:n], labels[:n], shadow_logits, shadow_members,
                         target_query=answers[0] if answers else None,
                         shadow_query=np.stack(answers[1:]) if len(answers) > 1 else None,
-                        shadow_labels=shadow_labels, **population), target_mask[:n]
+                        shadow_labels=shadow_labels), target_mask[:n]
 
 
 def _canary_inputs(store: ArtifactStore, spec: AttackSpec,
@@ -248,11 +258,17 @@ def _canary_inputs(store: ArtifactStore, spec: AttackSpec,
                         shadow_members), included[0]
 
 
-def population_inputs(target_logits: np.ndarray, shadow_outputs: list[tuple[np.ndarray, np.ndarray]],
-                      labels: np.ndarray, n: int) -> dict[str, np.ndarray]:
-    """RMIA's population: the pool records past the first `n` (the evaluation set) that the
-    target and every shadow hold logits for, as `AttackInputs` fields."""
-    end = min([len(target_logits), len(labels)] + [len(logits) for logits, _ in shadow_outputs])
-    return dict(population_logits=target_logits[n:end], population_labels=labels[n:end],
-                shadow_population_logits=np.stack([logits[n:end] for logits, _ in shadow_outputs]),
-                shadow_population_members=np.stack([mask[n:end] for _, mask in shadow_outputs]))
+def with_held_out_population(inputs: AttackInputs, answers: list[np.ndarray],
+                             held_out_labels: Optional[np.ndarray]) -> AttackInputs:
+    """RMIA's inputs from its held-out query: each model's answer, (views, n + m, classes), is
+    split into the evaluation records' views (the query fields) and the population z, the m
+    held-out records no model trained on (the population fields, with their labels)."""
+    if held_out_labels is None:
+        raise ValueError("a held-out query's attack needs the held-out split's labels")
+    n = len(inputs.labels)
+    target, shadows = answers[0], np.stack(answers[1:])
+    return dataclasses.replace(
+        inputs, target_query=target[:, :n], shadow_query=shadows[:, :, :n],
+        population_logits=target[:, n:], population_labels=held_out_labels[:target.shape[1] - n],
+        shadow_population_logits=shadows[:, :, n:], shadow_population_members=None)
+

@@ -3,7 +3,7 @@
 Two layers answer: the configuration's own checks (`sweeper.config`, section by section: ranges,
 names, combinations, infrastructure) and the planner's (`plan_problems`: what only the grid as
 the planner crosses it can tell, from facts known without loading data: targets no ε reaches,
-PDTP targets with too few members, RMIA populations and models' pools larger than the dataset).
+PDTP targets with too few members and models' pools larger than the dataset).
 This module sits above both, so the configuration's checks never import the planner.
 """
 
@@ -61,7 +61,6 @@ def plan_problems(cfg: SweepConfig, whole: bool = True) -> list[str]:
 
     _check_targets_reachable(cfg, check)
     _check_retrained_members(cfg, check)
-    _check_population(cfg, check)
     if whole and not problems:
         _check_plan_fits_data(cfg, check)
     return problems
@@ -108,26 +107,6 @@ def _check_retrained_members(cfg: SweepConfig, check: Check) -> None:
                                  f"{pool} records), so it cannot leave out that many; use at most "
                                  f"{members}, or a larger p or pool")
                     return
-
-
-def _check_population(cfg: SweepConfig, check: Check) -> None:
-    """The population of an attack that reads one (RMIA's z): pool records past the evaluation
-    set that every target and shadow holds, known here from the pool sizes."""
-    from sweeper.plan import pool_size_for
-
-    reading = [name for name in cfg.grid.attack if name in ATTACKS and ATTACKS[name].reads_population]
-    if not reading or cfg.shadow.disjoint_data:
-        return
-    whole = whole_pool(cfg)
-    pools = {f"p={p:g}": pool_size_for(cfg, p) or whole for p in sampling_rates(cfg.grid) if 0 < p <= 1}
-    pools["shadow.p"] = pool_size_for(cfg, cfg.shadow.p) or whole if 0 < cfg.shadow.p < 1 else None
-    short = {name: size for name, size in pools.items()
-             if size is not None and size <= cfg.dataset.eval_records}
-    check(not short, f"{reading}: their population z are pool records past the evaluation set "
-                     f"(dataset.eval_records={cfg.dataset.eval_records}), but the pools of "
-                     + ", ".join(f"{name} hold {size}" for name, size in short.items())
-                     + "; lower dataset.eval_records or enlarge the pools (dataset.members, "
-                       "dataset.pool_size)")
 
 
 def _check_plan_fits_data(cfg: SweepConfig, check: Check) -> None:

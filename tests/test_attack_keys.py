@@ -95,19 +95,19 @@ def synthetic_inputs(attack: str, settings, n: int = 40, shadows: int = 4, class
     if ATTACKS[attack].evaluates == GRADIENT_CANARIES:  # white-box statistics, not logits
         inputs.update(observations=rng.normal(size=(n, 3)),
                       shadow_observations=rng.normal(size=(shadows, n, 3)))
-    if ATTACKS[attack].reads_population:  # pool records past the evaluation set (RMIA's z)
-        inputs.update(population_logits=rng.normal(size=(n, classes)),
-                      population_labels=rng.integers(0, classes, n),
-                      shadow_population_logits=rng.normal(size=(shadows, n, classes)),
-                      shadow_population_members=shadow_members[:, ::-1].copy())
     question = ATTACKS[attack].query(settings)
     if question is not None:
         kind = question[0]
         answers = {"augmented_logits": lambda: rng.normal(size=(2, n, classes)),
+                   "held_out_logits": lambda: rng.normal(size=(1, n, classes)),
+                   "held_out_augmented_logits": lambda: rng.normal(size=(2, n, classes)),
                    "merlin": lambda: rng.random(n),
                    "pdtp": lambda: np.column_stack([np.arange(3), rng.random((3, 3))])}[kind]
         inputs["target_query"] = answers()
         inputs["shadow_query"] = np.stack([answers() for _ in range(shadows)])
+        if QUERIES[kind].held_out:  # the held-out records' views: the population z (RMIA)
+            inputs.update(population_logits=answers(), population_labels=rng.integers(0, classes, n),
+                          shadow_population_logits=np.stack([answers() for _ in range(shadows)]))
     return AttackInputs(**inputs)
 
 

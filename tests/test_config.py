@@ -50,6 +50,10 @@ def test_the_default_config_is_valid():
     ({"grid__gamma": [1.0]}, "give exactly one of them"),
     ({"dataset__members": 10, "dataset__pool_size": 100}, "give at most one"),
     ({"train__optimizer": "rmsprop"}, "train.optimizer='rmsprop'"),
+    ({"train__rate_from": "public"}, "train.rate_from='public'"),
+    ({"train__rate_from": "declared"}, "set it exactly when train.rate_from=declared"),
+    ({"train__public_size": 500}, "set it exactly when train.rate_from=declared (it is expected)"),
+    ({"train__rate_from": "declared", "train__public_size": 0}, "train.public_size=0: must be ≥ 1"),
     ({"scale": "tiny"}, "scale='tiny'"),
     ({"report": "figure9"}, "report='figure9'"),
 ])

@@ -1,4 +1,4 @@
-"""The README's figures are what the code draws now (issue 32.5: the quickstart's figure said
+"""The docs' figures are what the code draws now (issue 32.5: the quickstart's figure said
 "points: mean over trials" long after the code had pooled them): each PNG carries the words it
 was drawn with, the code redraws the figure from the numbers beside it, and the two must agree."""
 
@@ -10,14 +10,14 @@ from pathlib import Path
 from sweeper import doc_figures
 from sweeper.doc_figures import DOC_FIGURES, DOCS, main, png_labels, redraw, stale_figures
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_every_readme_figure_carries_the_words_the_code_draws():
+def test_every_docs_figure_carries_the_words_the_code_draws():
     assert stale_figures() == []
-    text = README.read_text(encoding="utf-8")
-    for figure in DOC_FIGURES:
-        assert f"(docs/{figure.png})" in text, figure.png
+    shown = "".join(page.read_text(encoding="utf-8") for page in (ROOT / "docs").glob("*.md"))
+    for figure in DOC_FIGURES:  # each is shown on some page of the docs
+        assert f"]({figure.png})" in shown, figure.png
     (frontier,) = [f for f in DOC_FIGURES if f.png == "quickstart_frontier.png"]
     title = png_labels(DOCS / frontier.png)[0]
     assert "pooled over trials" in title and "mean over trials" not in title

@@ -80,14 +80,17 @@ def test_half_the_noise_is_flagged(compose_config, tmp_path, monkeypatch, arm):
         assert row["dp_sample_rate"] < 0.2 and "audit_family" in row["violation_reason"]
 
 
-def test_clipping_turned_off_is_flagged(compose_config, tmp_path, monkeypatch):
+@pytest.mark.parametrize("arm", [DETECTOR, SUBSAMPLED], ids=["full batch", "subsampled"])
+def test_clipping_turned_off_is_flagged(compose_config, tmp_path, monkeypatch, arm):
     def unclipped(norms, max_grad_norm):
         return norms.new_ones(norms.shape)
 
     monkeypatch.setattr(clipping, "clip_factors", unclipped)  # the engine's, records' and canaries'
-    (row,) = run_in_process(compose_config, tmp_path, DETECTOR)
+    (row,) = run_in_process(compose_config, tmp_path, arm)
     assert row["violation"] and "audit_cp" in row["violation_reason"]
     assert "profile" in row["violation_reason"]  # its precision is also above bound_profile
+    if arm is SUBSAMPLED:
+        assert row["dp_sample_rate"] < 0.2 and "audit_family" in row["violation_reason"]
 
 
 def test_an_accountant_given_half_the_sampling_rate_is_flagged(compose_config, tmp_path,

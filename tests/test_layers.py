@@ -146,13 +146,11 @@ def test_no_import_cycle():
 
 
 def how_it_works() -> str:
-    """The README's *How it works* section: the map a newcomer reads to find each stage."""
-    text = (ROOT / "README.md").read_text()
-    start = text.index("\n## How it works\n")
-    return text[start:text.index("\n## ", start + 1)]
+    """docs/how-it-works.md: the map a newcomer reads to find each stage."""
+    return (ROOT / "docs" / "how-it-works.md").read_text()
 
 
-def test_the_readme_names_every_module_where_it_lives():
+def test_how_it_works_names_every_module_where_it_lives():
     """Every module of `sweeper/` and `jobs/` is named in *How it works*, by its dotted name or
     its package's (a package named whole covers its modules); every dotted name it gives is a
     module that exists.  So the map cannot fall behind a move, in either direction."""
@@ -162,8 +160,8 @@ def test_the_readme_names_every_module_where_it_lives():
              if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", section)}
     unnamed = sorted(name for name in known - set(LAYERS)
                      if not any(name == n or name.startswith(n + ".") for n in named))
-    assert not unnamed, f"modules missing from the README's How it works: {unnamed}"
+    assert not unnamed, f"modules missing from docs/how-it-works.md: {unnamed}"
     dotted = set(re.findall(r"\b((?:sweeper|jobs)(?:\.\w+)+)", section))
     stale = sorted(name for name in dotted if name not in known  # a module, or a name inside one:
                    and name.rpartition(".")[0] not in known - set(LAYERS))
-    assert not stale, f"the README's How it works names modules that do not exist: {stale}"
+    assert not stale, f"docs/how-it-works.md names modules that do not exist: {stale}"

@@ -142,11 +142,43 @@ def test_shared_pool_keys_are_those_of_before_the_offset_existed():
         del settings["role"], settings["index"], settings["data"]["offset"]
         del settings["train"]["precision"], settings["train"]["secure_noise"]
         del settings["canaries"]  # and without canaries or secure noise
+        if settings["public_size"] is None:  # q from the private |D|, as before it existed
+            del settings["public_size"]
         assert model.key == content_key("model", settings)
     for spec in plan.attacks.values():
         settings = dataclasses.asdict(spec)
         del settings["shadow_records_from"]
         assert spec.key == content_key("scores", settings)
+
+
+def test_dp_models_take_their_rate_from_the_expected_size_unless_told_otherwise():
+    # dataset.members = 100: a target at p draws from round(100/p) records, so its expected
+    # training set is pool × p = 100 at p = 0.2 (pool 500) and at p = 0.8 (pool 125); the
+    # shadows (p = 0.5, pool 200) and their complements expect 100 too.
+    cfg = grid_config(epsilon=[2.0, math.inf], p=[0.2, 0.8], attack=["lira_online"])
+    cfg.dataset.members = 100
+    plan = build_plan(cfg)
+    private = [m for m in plan.models.values() if math.isfinite(m.train.epsilon)]
+    assert {m.public_size for m in private} == {100}
+    assert all(m.public_size is None for m in plan.models.values() if m not in private)
+    cfg.grid.p = [0.3]  # pool round(100/0.3) = 333, expected round(333 · 0.3) = 100
+    assert {m.public_size for m in roles(build_plan(cfg), "target")} - {None} == {100}
+
+    cfg.train.rate_from, cfg.train.public_size = "declared", 321
+    assert {m.public_size for m in build_plan(cfg).models.values()} == {321, None}
+    cfg.train.rate_from, cfg.train.public_size = "actual", None
+    actual = build_plan(cfg)
+    assert all(m.public_size is None for m in actual.models.values())
+    # From the private |D|, a DP model's key is the one it had before the setting existed.
+    import dataclasses
+
+    from sweeper.plan import content_key
+
+    for model in actual.models.values():
+        settings = dataclasses.asdict(model)
+        del settings["role"], settings["index"], settings["data"]["offset"], settings["public_size"]
+        del settings["train"]["precision"], settings["train"]["secure_noise"], settings["canaries"]
+        assert model.key == content_key("model", settings)
 
 
 def test_disjoint_shadow_data_is_refused_without_room_or_with_lira():

@@ -217,35 +217,35 @@ def test_a_dataset_that_cannot_be_written_leaves_the_rows_readable(tmp_path, cap
     assert any("no compacted results dataset yet" in note for note in loaded.coverage.notes)
 
 
-def test_readme_column_tables_are_the_declared_schema(capsys):
-    """The README's column tables are `sweeper.schema`'s, verbatim: regenerate them with
+def test_the_docs_column_tables_are_the_declared_schema(capsys):
+    """docs/results.md's column tables are `sweeper.schema`'s, verbatim: regenerate them with
     `python -m sweeper.schema --markdown` when a column changes."""
     from pathlib import Path
 
-    from sweeper.schema import CELL_COLUMNS, SCORE_COLUMNS, main, markdown, readme_section
+    from sweeper.schema import CELL_COLUMNS, SCORE_COLUMNS, main, markdown, marked_section
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme_section(readme)
-    assert section is not None, "README.md lacks the generated column tables' markers"
-    assert section == markdown(), "README.md's column tables differ from sweeper/schema.py"
+    page = (Path(__file__).resolve().parents[1] / "docs" / "results.md").read_text(encoding="utf-8")
+    section = marked_section(page)
+    assert section is not None, "docs/results.md lacks the generated column tables' markers"
+    assert section == markdown(), "docs/results.md's column tables differ from sweeper/schema.py"
     for column in (*CELL_COLUMNS, *SCORE_COLUMNS):  # every declared column, with its doc
         assert f"| `{column.name}` |" in section and column.doc.replace("|", "\\|") in section
     assert main(["--markdown"]) == 0
     assert capsys.readouterr().out == markdown() + "\n"
 
 
-def test_readme_attack_table_is_the_attack_registry(capsys):
-    """The README lists the attacks from their registrations (what each is, needs, reads), as it
-    does the columns: regenerate it with `python -m sweeper.schema --attacks`."""
+def test_the_docs_attack_table_is_the_attack_registry(capsys):
+    """docs/attacks.md lists the attacks from their registrations (what each is, needs, reads),
+    as docs/results.md does the columns: regenerate it with `python -m sweeper.schema --attacks`."""
     from pathlib import Path
 
     from jobs.attacks import ATTACKS
-    from sweeper.schema import ATTACKS_BEGIN, ATTACKS_END, attack_markdown, main, readme_section
+    from sweeper.schema import ATTACKS_BEGIN, ATTACKS_END, attack_markdown, main, marked_section
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme_section(readme, ATTACKS_BEGIN, ATTACKS_END)
-    assert section is not None, "README.md lacks the generated attack table's markers"
-    assert section == attack_markdown(), "README.md's attack table differs from the registry"
+    page = (Path(__file__).resolve().parents[1] / "docs" / "attacks.md").read_text(encoding="utf-8")
+    section = marked_section(page, ATTACKS_BEGIN, ATTACKS_END)
+    assert section is not None, "docs/attacks.md lacks the generated attack table's markers"
+    assert section == attack_markdown(), "docs/attacks.md's attack table differs from the registry"
     for name, attack in ATTACKS.items():  # every attack, with each setting it reads
         (row,) = [line for line in section.splitlines() if line.startswith(f"| `{name}` |")]
         assert f"`{attack.threat_model}`" in row

@@ -9,7 +9,9 @@ copied): signals p = softmax(logits / T) at the label; Pr(x) and Pr(z) are
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +20,9 @@ from scipy.stats import spearmanr, trim_mean
 
 from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, holdout_scores
 from jobs.metrics import roc_auc
-from jobs.rmia import OFFLINE_A_GRID, search_offline_a, trimmed_mean, true_class_probability
+import jobs.rmia
+from jobs.rmia import (OFFLINE_A_GRID, search_offline_a, taylor_soft_margin, trimmed_mean,
+                       true_class_probability, voted_scores)
 from sweeper.config import SweepConfig
 from sweeper.validation import find_problems
 
@@ -96,7 +100,7 @@ def test_masked_trimmed_mean_is_scipys_over_each_records_references():
 
 
 def authors_rule(inputs: AttackInputs, gamma: float, temperature: float, trim: float,
-                 offline_a: float | None) -> np.ndarray:
+                 offline_a: float | None, ratios: bool = False):
     """The rule of research/2023_rmia/main.py, written out for this test (see the docstring)."""
     def signal(logits, labels):
         probs = softmax(np.asarray(logits, np.float64) / temperature, axis=-1)
@@ -116,6 +120,8 @@ def authors_rule(inputs: AttackInputs, gamma: float, temperature: float, trim: f
     ratio_z_rev = marginal(signal(inputs.shadow_population_logits, labels_z),
                            inputs.shadow_population_members) / signal(inputs.population_logits,
                                                                       inputs.population_labels)
+    if ratios:
+        return ratio_x, 1 / ratio_z_rev
     return (np.outer(ratio_x, ratio_z_rev) > gamma).mean(axis=1)
 
 
@@ -218,14 +224,124 @@ def test_config_checks_name_every_bad_rmia_setting():
         assert f"attack.{key}" in found
 
 
-def test_config_refuses_rmia_without_population_records():
+def test_offline_a_search_needs_four_shadows():
     cfg = SweepConfig()
     cfg.grid.attack = ["rmia", "rmia_offline"]
-    cfg.dataset.members, cfg.dataset.eval_records = 500, 500
-    cfg.grid.p = [0.5, 1.0]  # p = 1: the target's pool is its 500 members, all evaluated
-    (problem,) = [p for p in find_problems(cfg) if "population" in p]
-    assert "p=1 hold 500" in problem and "p=0.5" not in problem
-    cfg.grid.p = [0.5]
-    assert not [p for p in find_problems(cfg) if "population" in p]
     cfg.attack.rmia_offline_a, cfg.shadow.count = None, 2
     assert any("rmia_offline_a=null" in p for p in find_problems(cfg))
+
+
+def authors_taylor_soft_margin(logits, label, temperature, margin, terms):
+    """signals.py's 'taylor-soft-margin' for one record, term by term: get_taylor(v, n) is
+    1 + v + Σ_{i=2}^{n-1} vⁱ/i!, applied to every tempered logit, and to the label's less m."""
+    def taylor(v):
+        return 1.0 + v + sum(v ** i / math.factorial(i) for i in range(2, terms))
+
+    scaled = [value / temperature for value in logits]
+    label_term = taylor(scaled[label] - margin)
+    others = sum(taylor(v) for j, v in enumerate(scaled) if j != label)
+    return label_term / (others + label_term)
+
+
+@pytest.mark.parametrize("margin, terms, temperature", [(0.6, 4, 2.0), (0.0, 6, 1.0), (1.5, 2, 3.0)])
+def test_the_taylor_soft_margin_signal_is_the_authors_rule(margin, terms, temperature):
+    rng = np.random.default_rng(5)
+    logits, labels = rng.normal(0, 2, (3, 20, 5)), rng.integers(0, 5, 20)
+    ours = taylor_soft_margin(logits, labels, temperature, margin, terms)
+    theirs = [[authors_taylor_soft_margin(list(logits[k, i]), labels[i], temperature, margin, terms)
+               for i in range(20)] for k in range(3)]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    # Many terms and no margin: e^v itself, so the softmax.
+    softmax_at_label = np.take_along_axis(softmax(logits, axis=-1),
+                                          np.broadcast_to(labels, (3, 20))[..., None], axis=-1)[..., 0]
+    np.testing.assert_allclose(taylor_soft_margin(logits, labels, 1.0, 0.0, 40), softmax_at_label,
+                               rtol=1e-9)
+
+
+def test_the_augmentation_vote_counts_a_z_where_most_views_agree():
+    # 3 views, 1 record x, 2 population records.  ratio(x) per view: 4, 1, 4;
+    # ratio(z1) = 1 in every view → LR = 4, 1, 4 > γ = 2 in 2 of 3 views: counted;
+    # ratio(z2) = 3 in every view → LR = 1.33, 0.33, 1.33: in none.  Score ½.
+    ratio_x, ratio_z = np.array([[4.0], [1.0], [4.0]]), np.array([[1.0, 3.0]] * 3)
+    assert voted_scores(ratio_x, ratio_z, 2.0).tolist() == [0.5]
+    # Two views, split 1–1: no strict majority, as torch.mode's tie (the smaller value, False).
+    assert voted_scores(ratio_x[:2], ratio_z[:2], 2.0).tolist() == [0.0]
+
+
+def authors_vote(ratio_x, ratio_z, gamma):
+    """main.py's augmented branch: per view the (x, z) matrix ratio(x)·(1/ratio(z)) > γ, the
+    mode over views (ties: False), the mean over z."""
+    votes = np.stack([np.outer(ratio_x[k], 1 / ratio_z[k]) > gamma for k in range(len(ratio_x))])
+    return (votes.sum(axis=0) > len(votes) / 2).mean(axis=1)
+
+
+@pytest.mark.parametrize("views", [1, 3, 18])
+def test_voted_scores_equal_the_authors_rule_in_blocks(views, monkeypatch):
+    rng = np.random.default_rng(views)
+    ratio_x, ratio_z = rng.lognormal(0, 1, (views, 300)), rng.lognormal(0, 1, (views, 70))
+    monkeypatch.setattr(jobs.rmia, "VOTE_BLOCK", 70 * views * 7)  # blocks of 7 records
+    np.testing.assert_allclose(voted_scores(ratio_x, ratio_z, 1.5),
+                               authors_vote(ratio_x, ratio_z, 1.5), atol=1e-12)
+
+
+def test_rmia_with_views_scores_each_view_then_votes():
+    # The query's views of x and z: each view's own ratios (Pr(·) per view), then the vote.
+    inputs, members = random_case(seed=6)
+    rng = np.random.default_rng(6)
+    jitter = rng.normal(0, 0.2, (3,) + inputs.target_logits.shape)
+    views_x = inputs.target_logits[None] + jitter
+    shadow_views_x = inputs.shadow_logits[:, None] + rng.normal(0, 0.2, (8, 3) + inputs.target_logits.shape)
+    views_z = inputs.population_logits[None] + rng.normal(0, 0.2, (3,) + inputs.population_logits.shape)
+    shadow_views_z = inputs.shadow_population_logits[:, None] + rng.normal(
+        0, 0.2, (8, 3) + inputs.population_logits.shape)
+    viewed = dataclasses.replace(inputs, target_query=views_x, shadow_query=shadow_views_x,
+                                 population_logits=views_z, shadow_population_logits=shadow_views_z)
+    settings = own("rmia", augment_flip=True)
+    per_view = [authors_rule(dataclasses.replace(
+        inputs, target_logits=views_x[k], shadow_logits=shadow_views_x[:, k],
+        population_logits=views_z[k], shadow_population_logits=shadow_views_z[:, k]),
+        settings.rmia_gamma, settings.rmia_temperature, settings.rmia_trim, None, ratios=True)
+        for k in range(3)]
+    expected = authors_vote(np.stack([r[0] for r in per_view]), np.stack([r[1] for r in per_view]),
+                            settings.rmia_gamma)
+    np.testing.assert_allclose(ATTACKS["rmia"].score(viewed, settings), expected, atol=1e-12)
+    assert roc_auc(expected, members) > 0.6
+
+
+def test_rmia_in_a_sweep_takes_its_population_from_the_held_out_split(ray_local, make_tiny_config,
+                                                                     tmp_path):
+    # z are test records, which no model of any sweep trains on; each model answers for the
+    # evaluation records and then min(rmia_population, test_size) held-out records.
+    import torch
+
+    from jobs.datasets import load_dataset
+    from jobs.models import build_model
+    from jobs.training import predict_logits
+    from sweeper.plan import build_plan
+    from sweeper.runner import run_sweep
+    from sweeper.store import ArtifactStore
+
+    cfg = make_tiny_config(tmp_path)
+    cfg.grid.epsilon, cfg.grid.p = [math.inf], [0.5]
+    cfg.grid.attack = ["rmia", "rmia_offline", "loss"]
+    cfg.attack.rmia_population = 150  # of the 200 held-out records
+    cfg.train.epochs, cfg.attack.rmia_gamma = 6, 1.0  # a model that tells members apart a little
+    result = run_sweep(cfg, progress=False)
+    assert not result.failures and len(result.results) == 3
+    plan = build_plan(cfg)
+    assert len(plan.queries) == 1 + cfg.shadow.count  # one per model, shared by both RMIAs
+    store = ArtifactStore(cfg.store.root)
+    data = load_dataset(cfg.dataset.name, Path(cfg.dataset.data_dir), False, cfg.dataset.test_size)
+    n = cfg.dataset.eval_records
+    for key, query in plan.queries.items():
+        answer = store.read_query(key)
+        assert answer.shape == (1, n + 150, 10)
+        spec = plan.models[query.model]
+        model = build_model(spec.train.model, data.input_shape, data.num_classes)
+        model.load_state_dict(store.read_state_dict(query.model))
+        np.testing.assert_allclose(answer[0, n:], predict_logits(model, data.test_x[:150],
+                                                                 torch.device("cpu")), atol=1e-5)
+        np.testing.assert_allclose(answer[0, :n], store.read_model_outputs(query.model)[0][:n],
+                                   atol=1e-4)
+    auc = result.results.set_index("attack")["auc"]
+    assert auc["rmia"] > 0.55 and auc["rmia_offline"] > 0.55, auc

@@ -47,6 +47,25 @@ def test_dp_training_spends_the_target_epsilon(digits):
     assert model.pool_logits.shape == (len(digits.pool_y), 10)
 
 
+def test_a_declared_public_size_keeps_rate_and_divisor_when_a_record_is_added(digits):
+    # Opacus's rule (DPDataLoader.from_data_loader): q = 1 / len(loader) = 1/⌈|D|/B⌉ and the
+    # divisor int(|D|·q).  At B = 50, |D| = 100 gives q = 1/2 and divides by 50; one record more
+    # (101) gives q = 1/3 and divides by int(101/3) = 33: the rate depends on the private data.
+    neighbours = np.zeros(len(digits.pool_y), bool), np.zeros(len(digits.pool_y), bool)
+    neighbours[0][:100], neighbours[1][:101] = True, True
+    rules = {}
+    for public_size in (None, 100):
+        runs = [training.start_run(settings(2.0), mask, digits.input_shape, digits.num_classes,
+                                   seed=3, device=CPU, public_size=public_size) for mask in neighbours]
+        rules[public_size] = [(run.schedule.sample_rate, run.schedule.expected_batch_size,
+                               run.noise_multiplier) for run in runs]
+    (q0, divisor0, _), (q1, divisor1, _) = rules[None]
+    assert (q0, divisor0, q1, divisor1) == (1 / 2, 50, 1 / 3, 33)
+    # Declared: both neighbours sample at 1/2, divide by 50 and add the same noise.
+    assert rules[100][0] == rules[100][1] and rules[100][0][:2] == (1 / 2, 50)
+    assert rules[100][0][2] == rules[None][0][2]
+
+
 def test_non_private_training_adds_no_noise(digits):
     mask = draw_mask(len(digits.pool_y), 0.5, seed=1, complement=False)
     model = train_model(settings(math.inf, epochs=15), digits, mask, seed=3, device=CPU)

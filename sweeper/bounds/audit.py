@@ -319,7 +319,7 @@ def epsilon_one_run(correct: ArrayLike, guesses: ArrayLike, canaries: ArrayLike,
     q_ε = p·e^ε/(p·e^ε + 1 − p): conditioned on the output and on the canaries before it, ε-DP
     bounds the posterior odds that canary i is in by e^ε·p/(1 − p), so each "in" guess is right
     with probability ≤ q_ε whatever came before, and the count is dominated by Bin(guesses, q_ε)
-    (the paper's coupling, with its prior 1/2 replaced by p; README, *Auditing*).  q_ε is U(ε, p)
+    (the paper's coupling, with its prior 1/2 replaced by p; docs/auditing.md).  q_ε is U(ε, p)
     at δ = 0: the test asks whether the guesses' precision beats Thudi et al.'s bound.  The
     δ-term's proof is for p = 1/2 only, so δ > 0 at p ≠ 1/2 gives NaN.  0 without guesses.
     """

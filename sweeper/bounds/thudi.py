@@ -26,8 +26,8 @@ the bound is still p, never below it).
 * **``form="printed"``**: the formulas exactly as the papers print them (2022, Theorem 2; 2024,
   Theorem 3.3), U = 1/(1 + e^-ε·(1−p)/p − δ·e^-ε·(1−p)/s), not a valid bound for δ > 0 and
   p < 1; kept to reproduce the papers' numbers (``BOUND_FORMS``).  The counter-example
-  (randomized response at p = 1/4: precision 1/2 against a printed U of 2/7) is in README.md,
-  "Choices where the papers leave room".  Every function with a δ-term takes ``form``.
+  (randomized response at p = 1/4: precision 1/2 against a printed U of 2/7) is in
+  docs/choices.md.  Every function with a δ-term takes ``form``.
 """
 
 from __future__ import annotations

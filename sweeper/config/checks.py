@@ -45,6 +45,8 @@ REFUSED_ACCOUNTANTS = {
            "calibrate with rdp (an upper bound) or prv (numerically exact) instead",
 }
 OPTIMIZERS = ("sgd", "adam")
+#: Where DP-SGD's rate comes from (`train.rate_from`; `sweeper.plan.public_size_for`).
+RATE_SOURCES = ("expected", "declared", "actual")
 SCALES = ("full", "smoke")
 
 
@@ -207,6 +209,14 @@ def check_train(cfg: SweepConfig, check: Check) -> None:
     check(refused is None, f"train.accountant={train.accountant!r}: refused: {refused}")
     check(refused is not None or train.accountant in CALIBRATING_ACCOUNTANTS,
           unknown("train.accountant", train.accountant, CALIBRATING_ACCOUNTANTS, "accountants"))
+    check(train.rate_from in RATE_SOURCES, unknown("train.rate_from", train.rate_from, RATE_SOURCES,
+                                                  "sources"))
+    declared = train.rate_from == "declared"
+    check(declared == (train.public_size is not None),
+          f"train.public_size={train.public_size}: set it exactly when train.rate_from=declared "
+          f"(it is {train.rate_from})")
+    check(train.public_size is None or train.public_size >= 1,
+          f"train.public_size={train.public_size}: must be ≥ 1")
     k = train.models_per_task
     check(k == "auto" or (isinstance(k, int) and not isinstance(k, bool) and k >= 1),
           f"train.models_per_task={k!r}: must be an integer ≥ 1 or auto")

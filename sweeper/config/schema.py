@@ -86,13 +86,13 @@ class TrainConfig:
     # best_test_accuracy is the best of those, so the fixed-bound reports keep 1.
     eval_every: int = 1
     # K: models trained together in one Ray task (`jobs.stacked`), which asks for K times
-    # resources.train.  An integer ≥ 1, or auto: 1 on a CPU (measured: README, "K models per
-    # task"), 16 for linear stacks (tanh_mlp64, logistic_regression, relu_mlp256x2) trained on
+    # resources.train.  An integer ≥ 1, or auto: 1 on a CPU (measured: docs/how-it-works.md,
+    # "K models per task"), 16 for linear stacks (tanh_mlp64, logistic_regression, relu_mlp256x2) trained on
     # a GPU.  Only models of one architecture, recipe, ε and pool share a task; a model's key
     # does not depend on K.
     models_per_task: Any = "auto"
     # torch.compile the training step's forward pass (one model per task: it turns stacking off).
-    # Off: on this CPU it does not pay (README).  Not part of the model's key.
+    # Off: on this CPU it does not pay (docs/how-it-works.md).  Not part of the model's key.
     compile: bool = False
     # A model's training state is saved at an epoch's end once this many seconds have passed
     # since the last save (0: every epoch), so a killed worker loses at most that much training
@@ -105,6 +105,11 @@ class TrainConfig:
     # secure_mode), for models you release: not reproducible, and a resumed model differs from
     # an uninterrupted one.  Part of the model's key when on.
     secure_noise: bool = False
+    # The training-set size DP-SGD's rate q = 1/⌈size/batch_size⌉ and its divisor int(size·q)
+    # come from: expected (pool × p, public, the default), declared (`public_size`), or actual
+    # (the private |D|, Opacus's rule: an added record can change q).  docs/how-it-works.md, "The sample rate".
+    rate_from: str = "expected"
+    public_size: Optional[int] = None
 
 
 @dataclass
@@ -165,7 +170,7 @@ class MetricsConfig:
     # Floor on the TPR s in the bound's δ-term (Thudi et al. 2024 §4.3 use 0.01); the library's
     # default too (`sweeper.bounds.precision_bound`), so both give one number.
     tpr_floor: float = DEFAULT_TPR_FLOOR
-    # The bound's δ-term: "derived" (valid for every p; see README) or "printed" (as in the paper).
+    # The bound's δ-term: "derived" (valid for every p; see docs/choices.md) or "printed" (as in the paper).
     bound_form: str = "derived"
     # A cell is flagged as a violation when the data prove, at this level (one-sided, corrected
     # for the thresholds searched), a precision above the bound or an ε above the claimed one.
