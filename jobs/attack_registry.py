@@ -99,6 +99,12 @@ class Attack:
     retrains: Optional[str] = None
     # The fewest shadow models its settings need, and why: (count, reason); None: two (one pair).
     shadows_needed: Optional[Callable[[Any], tuple[int, str]]] = None
+    # Reads nothing of the model (the always-member baseline): it applies to any model, a
+    # network's or an exact mechanism's.
+    reads_model: bool = True
+    # B, the loss bound its scores divide by, from its settings (Yeom et al.'s Adversary 1: the
+    # row's `loss_bound`); None: it has none.
+    loss_bound: Optional[Callable[[Any], float]] = None
 
     def settings_from(self, config: Any) -> Any:
         """Its settings, each field taken by name from the sweep's `attack.*` section."""
@@ -138,6 +144,8 @@ def register_attack(name: str, settings_type: type, *, needs_shadows: bool, read
                     fits_per_record: bool = False, decides: bool = False,
                     retrains: Optional[str] = None,
                     shadows_needed: Optional[Callable[[Any], tuple[int, str]]] = None,
+                    reads_model: bool = True,
+                    loss_bound: Optional[Callable[[Any], float]] = None,
                     ) -> Callable[[Callable], Callable]:
     """Decorator: register the scoring function as attack `name`, reading `settings_type`.
 
@@ -157,7 +165,8 @@ def register_attack(name: str, settings_type: type, *, needs_shadows: bool, read
         ATTACKS.add(name, Attack(score, settings_type, needs_shadows, reads_release=reads_release,
                                  asks=asks, measures_records=measures_records, evaluates=evaluates,
                                  threat_model=threat_model, fits_per_record=fits_per_record,
-                                 decides=decides, retrains=retrains, shadows_needed=shadows_needed))
+                                 decides=decides, retrains=retrains, shadows_needed=shadows_needed,
+                                 reads_model=reads_model, loss_bound=loss_bound))
         return score
     return register
 

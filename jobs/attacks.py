@@ -10,8 +10,8 @@ frozen settings dataclass: the fields are exactly the `attack.*` settings it rea
 query's included), each declared once with its default, rule and meaning (`jobs.settings`), and
 the attack is handed only that object.  Its scores' content key is
 derived from those fields (`settings_items`), so a setting it reads cannot be left out of the
-key, and a setting it does not read cannot split the store.  (Shokri et al.'s attack is
-defined in `jobs.shokri`; it is registered here, in its place in the registration order.)  What
+key, and a setting it does not read cannot split the store.  (LiRA, RMIA and Shokri et al.'s
+attack register themselves in `jobs.lira`, `jobs.rmia` and `jobs.shokri`, imported here.)  What
 every attack receives and the registry itself are in `jobs.attack_registry`, which both import;
 the `attack.*` config section, `AttackSettings`, is derived here from every registered attack.
 """
@@ -30,8 +30,7 @@ from jobs.lira import (GLOBAL_VARIANCE_BELOW, LIRA_VARIANCE, LiraGlobalSettings,
                        LiraOnlineSettings, lira_global, lira_offline, lira_online, online_ratio)
 from jobs.merlin import morgan_decisions, morgan_thresholds
 from jobs.signals import logit_confidence
-from jobs.rmia import (RmiaOfflineSettings, RmiaSettings, held_out_query, offline_shadows_needed,
-                       rmia_offline, rmia_online)
+from jobs.rmia import RmiaOfflineSettings, RmiaSettings, rmia_offline, rmia_online
 from jobs.settings import AtLeast, Between, OneOf, Setting, config_dataclass
 from jobs.shokri import shokri
 
@@ -43,7 +42,7 @@ __all__ = [
     "clamped_log_p", "LossSettings", "loss_threshold", "LossRandomizedSettings",
     "yeom_loss_bound", "loss_randomized", "always_member", "output_threshold", "PdtpSettings",
     "pdtp_scores", "MerlinSettings", "merlin", "MorganSettings", "morgan", "RmiaSettings",
-    "rmia_online", "RmiaOfflineSettings", "rmia_offline", "CanaryInputSettings",
+    "rmia_online", "RmiaOfflineSettings", "rmia_offline", "shokri", "CanaryInputSettings",
     "canary_input_loss", "CanaryLiraSettings", "canary_input_lira", "CanaryGradientSettings",
     "canary_gradient_final", "canary_gradient_iterates", "holdout_scores",
 ]
@@ -93,7 +92,8 @@ def yeom_loss_bound(settings: Any) -> float:
                  else -np.log(settings.loss_clamp))
 
 
-@register_attack("loss_randomized", LossRandomizedSettings, needs_shadows=False)
+@register_attack("loss_randomized", LossRandomizedSettings, needs_shadows=False,
+                 loss_bound=yeom_loss_bound)
 def loss_randomized(inputs: AttackInputs, settings: LossRandomizedSettings) -> np.ndarray:
     """Yeom et al.'s Adversary 1: say "member" with probability 1 − loss/B, for a loss bounded by B.
 
@@ -107,7 +107,7 @@ def loss_randomized(inputs: AttackInputs, settings: LossRandomizedSettings) -> n
     return (coins < member_probability).astype(np.float64)
 
 
-@register_attack("always_member", NoSettings, needs_shadows=False, decides=True)
+@register_attack("always_member", NoSettings, needs_shadows=False, decides=True, reads_model=False)
 def always_member(inputs: AttackInputs, settings: NoSettings) -> np.ndarray:
     """The baseline: say "member" for everyone; its precision is the share of members, under
     every policy (its scores are its decisions: no threshold is chosen over them)."""
@@ -124,18 +124,14 @@ def output_threshold(inputs: AttackInputs, settings: NoSettings) -> np.ndarray:
     return np.asarray(inputs.target_logits, dtype=np.float64)[:, 0]
 
 
-# Defined in `jobs.shokri`; registered here to keep its place in the registration order.
-register_attack("shokri", NoSettings, needs_shadows=True)(shokri)
-
-
 @dataclass(frozen=True)
 class PdtpSettings:
     """What PDTP reads: how many members are left out, and over how many training seeds."""
 
     pdtp_records: int = Setting(10, AtLeast(1), "PDTP: the first this-many members of each "
-                                "target are left out, once per training seed.").field()
+                                "target are left out, once per training seed.", smoke=2).field()
     pdtp_seeds: int = Setting(3, AtLeast(1), "PDTP: the training seeds each leave-one-out "
-                              "model is averaged over.").field()
+                              "model is averaged over.", smoke=2).field()
 
 
 def _pdtp_query(settings: PdtpSettings) -> tuple[str, dict]:
@@ -165,7 +161,7 @@ class MerlinSettings:
     """What Merlin reads: its query's perturbations, their scale and seed, and the loss clamp."""
 
     merlin_perturbations: int = Setting(100, AtLeast(1), "Merlin (Jayaraman et al.): T Gaussian "
-                                        "perturbations of each input.").field()
+                                        "perturbations of each input.", smoke=10).field()
     merlin_sigma: float = Setting(0.01, Between(0, low_open=True), "Merlin: the perturbations' σ, "
                                   "relative to each input's L2 norm.").field()
     merlin_seed: int = Setting(0, AtLeast(0), "Merlin: the seed of its perturbations.").field()
@@ -219,15 +215,8 @@ def morgan(inputs: AttackInputs, settings: MorganSettings) -> np.ndarray:
     return morgan_decisions(loss, inputs.target_query, thresholds).astype(np.float64)
 
 
-# Defined in `jobs.rmia`; registered here, after the attacks registered before them.
-register_attack("rmia", RmiaSettings, needs_shadows=True, asks=held_out_query,
-                fits_per_record=True)(rmia_online)
-register_attack("rmia_offline", RmiaOfflineSettings, needs_shadows=True, asks=held_out_query,
-                fits_per_record=True, shadows_needed=offline_shadows_needed)(rmia_offline)
-
-
 CANARY_INPUT_COUNT = Setting(100, AtLeast(1), "Input canaries every model holds, each in D "
-                             "with the model's p (`jobs.canaries`).")
+                             "with the model's p (`jobs.canaries`).", smoke=20)
 CANARY_INPUT_RECIPE = Setting("mislabeled", OneOf(INPUT_RECIPES, "recipes"),
                               "How input canaries are made: mislabeled pool records past every "
                               "pool, or noise inputs with random labels.")
@@ -275,7 +264,7 @@ class CanaryGradientSettings:
     """What the gradient-canary attacks read: which canaries are planted."""
 
     canary_gradient_count: int = Setting(1000, AtLeast(1), "Gradient canaries every model holds, "
-                                         "each in D with the model's p.").field()
+                                         "each in D with the model's p.", smoke=200).field()
     canary_gradient_norm: float = Setting(1000.0, Between(1), "A gradient canary's norm in "
                                           "multiples of train.max_grad_norm, so clipping brings "
                                           "it to C.").field()

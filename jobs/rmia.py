@@ -39,7 +39,7 @@ from typing import Any, Optional
 import numpy as np
 from scipy.special import expit
 
-from jobs.attack_registry import AttackInputs
+from jobs.attack_registry import AttackInputs, register_attack
 from jobs.lira import AUGMENT_FLIP, AUGMENT_SHIFT
 from jobs.settings import AtLeast, Between, OneOf, Setting
 from jobs.signals import logit_confidence
@@ -247,6 +247,8 @@ def _rmia(inputs: AttackInputs, settings: RmiaSettings, offline_a: Optional[floa
     return voted_scores(ratio_x, ratio_z, settings.rmia_gamma)
 
 
+@register_attack("rmia", RmiaSettings, needs_shadows=True, asks=held_out_query,
+                 fits_per_record=True)
 def rmia_online(inputs: AttackInputs, settings: RmiaSettings) -> np.ndarray:
     """RMIA online (Zarifzadeh et al. 2024): the target's Pr(x|θ)/Pr(x) against that of
     population records z, Pr(x) over every shadow (half IN, half OUT per record)."""
@@ -276,6 +278,8 @@ def search_offline_a(inputs: AttackInputs, settings: RmiaOfflineSettings) -> flo
     return best
 
 
+@register_attack("rmia_offline", RmiaOfflineSettings, needs_shadows=True, asks=held_out_query,
+                 fits_per_record=True, shadows_needed=offline_shadows_needed)
 def rmia_offline(inputs: AttackInputs, settings: RmiaOfflineSettings) -> np.ndarray:
     """RMIA offline: Pr(x) from OUT shadows only, through the linear approximation in a."""
     offline_a = settings.rmia_offline_a

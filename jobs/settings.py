@@ -95,6 +95,9 @@ class Setting:
     default: Any
     rule: Optional[Rule] = None
     doc: str = ""
+    # A size `scale=smoke` caps (records, seeds, canaries), so any experiment runs in seconds;
+    # None: kept as it is.
+    smoke: Optional[int] = None
 
     def field(self) -> Any:
         """The dataclass field of a settings class that reads this setting."""
@@ -137,6 +140,12 @@ def config_dataclass(name: str, settings_types: Iterable[type], doc: str) -> typ
         for field_name, (kind, setting) in fields.items()])
     section.__doc__ = doc
     return section
+
+
+def smoke_caps(values: Any) -> dict[str, int]:
+    """Each size of a `config_dataclass` instance that `scale=smoke` caps: name → cap."""
+    return {spec.name: spec.metadata["setting"].smoke for spec in dataclasses.fields(values)
+            if spec.metadata["setting"].smoke is not None}
 
 
 def problems(values: Any, prefix: str) -> list[str]:

@@ -28,7 +28,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit, logsumexp
 
-from jobs.attack_registry import AttackInputs, NoSettings
+from jobs.attack_registry import AttackInputs, NoSettings, register_attack
 
 ROW_CAP = 20_000
 SEED = 20170522  # fixed: scores must not depend on anything but the inputs
@@ -107,6 +107,7 @@ def _validate(inputs: AttackInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return target, shadow_logits, members
 
 
+@register_attack("shokri", NoSettings, needs_shadows=True)
 def shokri(inputs: AttackInputs, settings: NoSettings, *, log_features: bool = True) -> np.ndarray:
     """Shokri et al. 2017: the log-odds of "member" from the attack classifier of the record's
     class, trained on the shadows' softmax vectors."""

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from jobs.attack_registry import GRADIENT_CANARIES
-from jobs.attacks import ATTACKS, LossRandomizedSettings, yeom_loss_bound
+from jobs.attacks import ATTACKS
 from jobs.mechanisms import from_description, precision_at
 from jobs.metrics import OperatingPoint, clopper_pearson_lower, clopper_pearson_upper, max_advantage, \
     ppv, roc_auc, tpr_at_fpr
@@ -86,10 +86,11 @@ def cell_row(cell: Cell, point: OperatingPoint, scores: np.ndarray, members: np.
 
 
 def _loss_bound(cell: Cell) -> float:
-    """B of Yeom et al.'s Adversary 1, which its Theorem 2 line divides by: for an attack whose
-    settings are Adversary 1's (`LossRandomizedSettings`); NaN otherwise."""
-    settings = ATTACKS[cell.attack].settings_of(cell.scores.settings)
-    return yeom_loss_bound(settings) if isinstance(settings, LossRandomizedSettings) else math.nan
+    """B, which Yeom et al.'s Theorem 2 line divides by: for an attack registered with one
+    (`Attack.loss_bound`, Adversary 1's), from its settings; NaN otherwise."""
+    attack = ATTACKS[cell.attack]
+    return attack.loss_bound(attack.settings_of(cell.scores.settings)) if attack.loss_bound \
+        else math.nan
 
 
 def training_of(target_meta: dict[str, Any]) -> Training:

@@ -45,7 +45,7 @@ LOCK_NAME = ".lock"
 OPERATIONAL = ("cluster", "resources", "tracking", "store")
 
 
-class Refused(ConfigError):
+class SweepRefused(ConfigError):
     """A sweep refused before it starts (exit 2), in its own words rather than "invalid
     configuration"."""
 
@@ -75,7 +75,7 @@ def _read_holder(handle) -> Optional[dict[str, Any]]:
 
 @contextlib.contextmanager
 def held(store: ArtifactStore, name: str, wait: bool = False) -> Iterator[None]:
-    """Hold sweep `name`'s lock for the block.  Refused (`Refused`) when another process holds
+    """Hold sweep `name`'s lock for the block.  Refused (`SweepRefused`) when another process holds
     it, unless `wait`; a no-op on an object store (see the module docstring).
 
     The lock file is removed on release (with the folders made for it, so a refused sweep leaves
@@ -123,7 +123,7 @@ def _locked(path: Path, name: str, where: str, wait: bool):
             holder = _read_holder(handle) or {}
             if not wait:
                 handle.close()
-                raise Refused([
+                raise SweepRefused([
                     f"sweep {name!r} is running in another process ({_describe(holder)}) on the "
                     f"store {where}: rerun with --wait to wait for it, or name this run "
                     "differently (name=...)"]) from None
@@ -141,7 +141,7 @@ def _locked(path: Path, name: str, where: str, wait: bool):
 
 def _open_lock(path: Path, name: str) -> int:
     """The lock file's descriptor, created if absent; never through a symbolic link and never
-    anything but a regular file (`Refused` otherwise): what a link points at would be written
+    anything but a regular file (`SweepRefused` otherwise): what a link points at would be written
     over with the holder's line, any file the sweep's user can write."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
@@ -150,12 +150,12 @@ def _open_lock(path: Path, name: str) -> int:
             raise
         what = ("a symbolic link" if path.is_symlink() else "a folder" if path.is_dir()
                 else "not a regular file" if path.exists() else "not writable")
-        raise Refused([f"sweep {name!r}: its lock file {path} is {what}, not the lock this "
+        raise SweepRefused([f"sweep {name!r}: its lock file {path} is {what}, not the lock this "
                        "program makes: something else put it there. Remove it once you know "
                        "what it is, or name this run differently (name=...)"]) from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or a device opened for writing
         os.close(fd)
-        raise Refused([f"sweep {name!r}: its lock file {path} is not a regular file, not the "
+        raise SweepRefused([f"sweep {name!r}: its lock file {path} is not a regular file, not the "
                        "lock this program makes: something else put it there. Remove it once "
                        "you know what it is, or name this run differently (name=...)"])
     return fd
@@ -175,7 +175,7 @@ def _write(handle, text: str, path: Path) -> None:
 
 def require_same_sweep(store: ArtifactStore, name: str, cells: list[str], config: dict[str, Any],
                        replace: bool) -> list[str]:
-    """Refuse (`Refused`) a run that would drop cells `sweeps/<name>/sweep.json` holds (another
+    """Refuse (`SweepRefused`) a run that would drop cells `sweeps/<name>/sweep.json` holds (another
     grid, or settings that key every cell anew), unless `replace`; then say what is replaced.
     A run that holds every cell of the last one and more (an attack, a p added) grows the sweep.
 
@@ -201,7 +201,7 @@ def require_same_sweep(store: ArtifactStore, name: str, cells: list[str], config
         logger.warning("sweep '%s': replacing its results, %d of its %d cells dropped (%s), as "
                        "--replace asks", name, dropped, len(held_cells), what)
         return []
-    raise Refused([
+    raise SweepRefused([
         f"sweep {name!r} in {store.uri} already holds the results of another grid or settings "
         f"({what}; {dropped} of its {len(held_cells)} cells are not in this run): give this run "
         "its own name (name=NEW_NAME), or replace the old results on purpose with --replace "

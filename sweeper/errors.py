@@ -3,6 +3,26 @@
 Every walk of `__cause__`/`__context__` in the sweep goes through `error_chain`: a library may
 raise an error `from` itself (Ray's dashboard-port error does), and a walk without a memory of
 what it saw would spin for ever on it (`disk_full`, the interrupt guards).
+
+The project's own exceptions, and what each command makes of them::
+
+    KeyboardInterrupt
+     └── sweeper.interrupts.Interrupted        SIGINT/SIGTERM as one line, exit 130 / 143
+    ValueError                                 refused input: exit 2, one line, no traceback
+     ├── sweeper.config.problems.ConfigError   every problem of a configuration at once
+     │    └── sweeper.claim.SweepRefused       a sweep's name held, or its cells at stake
+     ├── sweeper.sync.SyncRefused              a `sweeper sync` command line
+     ├── sweeper.schema.SchemaError            a row or table that does not fit its columns
+     ├── sweeper.store.ManifestError           an unreadable `sweep.json`
+     └── sweeper.files.CorruptArtifact         a file failing its checksum: quarantined, redone
+    OSError
+     └── sweeper.files.DiskFull                a write the disk refused: the sweep stops, resumable
+    ConnectionError
+     └── sweeper.sync.Unreachable              an MLflow server that did not answer (exit 1)
+    RuntimeError
+     └── jobs.datasets.DatasetUnavailable      a dataset's files missing: named with URL and MD5
+    Exception
+     └── sweeper.listeners.NotLanded           a cell a listener could not land (its failure record)
 """
 
 from __future__ import annotations

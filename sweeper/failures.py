@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from sweeper.axes import BY_NAME
 from sweeper.credentials import scrub
 from sweeper.formats import format_epsilon
 from sweeper.store import CorruptArtifact
@@ -42,8 +43,10 @@ class Failure:
 
 def cell_label(cell: Any) -> str:
     """How a cell is named to a person: in its failure record, the summary's FAILED lines and
-    the Ray dashboard's task names."""
-    return (f"{cell.attack} ε={format_epsilon(cell.epsilon)} δ={cell.delta:g} p={cell.p:g} "
+    the Ray dashboard's task names; with the value of each training setting the grid sweeps."""
+    recipe = dict(cell.recipe)
+    swept = "".join(f" {BY_NAME[name].format(recipe[name])}" for name in cell.swept)
+    return (f"{cell.attack} ε={format_epsilon(cell.epsilon)} δ={cell.delta:g} p={cell.p:g}{swept} "
             f"trial={cell.trial}")
 
 

@@ -25,6 +25,7 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from sweeper import VERSION_TEXT
+from sweeper.axes import RECIPE_AXES, pooling_keys, swept
 from sweeper.formats import format_epsilon, jsonable
 from sweeper.paths import file_problem
 from sweeper.results import CELLS_DATASET, Coverage, Results, load_results, sort_frontier
@@ -65,15 +66,14 @@ def open_sweep(root: str, name: str) -> tuple[ArtifactStore, Results]:
     return store, load_results(store, name)
 
 
-#: A summary row per coordinate: its trials pooled (`summarize_frontier`).
-SUMMARY_KEYS = ["dataset", "model", "attack", "policy", "epsilon", "delta", "p"]
 #: Columns a summary row averages over its trials.
 SUMMARY_MEANS = ["baseline", "bound", "bound_at_tpr", "bound_profile", "tpr_at_fpr_0.01", "auc",
                  "test_accuracy", "precision_exact", "bound_tight"]
 
 
 def summarize_frontier(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per (dataset, model, attack, policy, ε, δ, p): its trials pooled, as every figure
+    """One row per coordinate but the trial (`sweeper.axes.pooling_keys`: dataset, model,
+    attack, policy, ε, δ, p and the recipe axes): its trials pooled, as every figure
     draws them (`sweeper.reports.stats.pooled_table`: `precision` = ΣTP/(ΣTP+ΣFP) with its exact
     95 % interval, `mean_precision` the trials' mean, `n_trials`, `violations` the flagged
     trials) and the trials' mean of `SUMMARY_MEANS`.  PDTP cells, which have no precision, are
@@ -81,7 +81,7 @@ def summarize_frontier(frame: pd.DataFrame) -> pd.DataFrame:
     from sweeper.reports.stats import pooled_table
 
     cells = frame.drop(pdtp_rows(frame).index)
-    return pooled_table(cells, [key for key in SUMMARY_KEYS if key in cells], SUMMARY_MEANS)
+    return pooled_table(cells, pooling_keys(cells), SUMMARY_MEANS)
 
 
 def pdtp_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -116,7 +116,8 @@ def _layout(rows: pd.DataFrame, counted: dict[str, pd.Series], precision_label: 
         "attack": rows["attack"],
         **({"policy": rows["policy"]} if rows["policy"].nunique() > 1 else {}),
         "ε": rows["epsilon"].map(format_epsilon), "δ": rows["delta"].map("{:.0e}".format),
-        "p": rows["p"].map("{:.2f}".format), **counted,
+        "p": rows["p"].map("{:.2f}".format),
+        **{axis.label: rows[axis.name].map("{:g}".format) for axis in swept(rows)}, **counted,
         precision_label: [
             f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in
             zip(rows["precision"], rows["precision_ci_low"], rows["precision_ci_high"])],
@@ -136,13 +137,15 @@ def _layout(rows: pd.DataFrame, counted: dict[str, pd.Series], precision_label: 
 
 
 def select(frame: pd.DataFrame, attacks: Sequence[str] = (), epsilons: Sequence[float] = (),
-           ps: Sequence[float] = ()) -> pd.DataFrame:
-    """The rows of the given attacks, ε and p (each axis: all when none is given; ε and p
-    matched to 1e-9, so `--p 0.2` finds 0.2 however it was written)."""
+           ps: Sequence[float] = (), recipe: Optional[dict[str, Sequence[float]]] = None
+           ) -> pd.DataFrame:
+    """The rows of the given attacks, ε, p and values of recipe axes (`recipe`, by axis name;
+    each axis: all when none is given; numbers matched to 1e-9, so `--p 0.2` finds 0.2 however
+    it was written)."""
     keep = pd.Series(True, index=frame.index)
     if attacks:
         keep &= frame["attack"].isin(list(attacks))
-    for column, values in (("epsilon", epsilons), ("p", ps)):
+    for column, values in (("epsilon", epsilons), ("p", ps), *(recipe or {}).items()):
         if values:
             keep &= frame[column].apply(lambda v: any(math.isclose(v, w, rel_tol=1e-9)
                                                       or v == w for w in values))
@@ -209,6 +212,9 @@ def _parser(prog: str = "python -m sweeper.frontier") -> argparse.ArgumentParser
                         help="only this ε (inf or ∞ for none; repeat for several)")
     parser.add_argument("--p", action="append", default=[], metavar="P",
                         help="only this sampling probability p (repeat for several)")
+    for axis in RECIPE_AXES:  # each training setting a grid may sweep
+        parser.add_argument(f"--{axis.name}", action="append", default=[], type=axis.python_type,
+                            metavar=axis.label, help=f"only this {axis.name} (repeat for several)")
     parser.add_argument("--json", action="store_true",
                         help="print the rows as JSON records (the filtered cells, one per trial); "
                              "draws no figure unless --plot is given")
@@ -228,7 +234,8 @@ def _parser(prog: str = "python -m sweeper.frontier") -> argparse.ArgumentParser
 
 
 def filter_problems(frame: pd.DataFrame, attacks: Sequence[str], epsilons: Sequence[float],
-                    ps: Sequence[float]) -> list[str]:
+                    ps: Sequence[float], recipe: Optional[dict[str, Sequence[float]]] = None
+                    ) -> list[str]:
     """Every filter value the sweep has no cell at, each named with the values it has: a typo
     must not print an empty table."""
     if frame.empty:
@@ -236,10 +243,13 @@ def filter_problems(frame: pd.DataFrame, attacks: Sequence[str], epsilons: Seque
     problems = []
     for option, values, column, show in (("--attack", attacks, "attack", str),
                                          ("--epsilon", epsilons, "epsilon", format_epsilon),
-                                         ("--p", ps, "p", "{:g}".format)):
+                                         ("--p", ps, "p", "{:g}".format),
+                                         *((f"--{name}", values, name, "{:g}".format)
+                                           for name, values in (recipe or {}).items())):
         have = list(dict.fromkeys(frame[column]))
         for value in values:
-            if select(frame, **{FILTER_AXES[column]: [value]}).empty:
+            if select(frame, **({FILTER_AXES[column]: [value]} if column in FILTER_AXES
+                                else {"recipe": {column: [value]}})).empty:
                 problems.append(f"{option} {show(value)}: the sweep has none "
                                 f"(it has {', '.join(show(v) for v in have)})")
     return problems
@@ -316,11 +326,12 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
         print("error: " + "; ".join([*problems, one_line(error)]), file=sys.stderr)
         return EXIT_REFUSED
     frame, coverage = sort_frontier(results.frame), results.coverage
-    problems += filter_problems(frame, args.attack, epsilons, ps)
+    recipe = {axis.name: getattr(args, axis.name) for axis in RECIPE_AXES}
+    problems += filter_problems(frame, args.attack, epsilons, ps, recipe)
     if problems:
         print(f"error: {'; '.join(problems)}", file=sys.stderr)
         return EXIT_REFUSED
-    rows = select(frame, args.attack, epsilons, ps)
+    rows = select(frame, args.attack, epsilons, ps, recipe)
     notes = sys.stderr if args.json else sys.stdout
     if args.json:
         print(json.dumps(jsonable(rows.to_dict("records")), indent=1))  # ∞ as "inf", NaN null
@@ -328,7 +339,8 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
         print(format_table(rows) if args.trials else format_summary(rows))
     if len(rows) < len(frame):
         given = [f"{option} {value}" for option, values in
-                 (("--attack", args.attack), ("--epsilon", args.epsilon), ("--p", args.p))
+                 (("--attack", args.attack), ("--epsilon", args.epsilon), ("--p", args.p),
+                  *((f"--{name}", values) for name, values in recipe.items()))
                  for value in values]
         print(f"shown: {len(rows)} of {len(frame)} cells ({', '.join(given)})", file=notes)
     if args.csv:

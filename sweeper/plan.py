@@ -24,10 +24,10 @@ from jobs.policies import POLICIES
 from jobs.queries import QUERIES
 from jobs.training import TrainOptions, TrainSettings
 from sweeper.bounds import epsilon_for_precision
-from sweeper.config.problems import whole_pool
 from sweeper.config.schema import STAND_IN_POOL, SweepConfig, sampling_rates
 from sweeper.formats import format_epsilon
-from sweeper.schema import COORDINATES
+from sweeper.recipes import public_size_for, training_recipes
+from sweeper.axes import COORDINATES, RECIPE_AXES
 
 #: Bump when the meaning of stored artifacts changes, so old ones are not reused.
 #: 4: noise calibrated on the exact step count, independent random streams per purpose.
@@ -42,6 +42,12 @@ def content_key(kind: str, settings: dict[str, Any]) -> str:
 
 def seed_from(*parts: Any) -> int:
     return int(hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:8], 16)
+
+
+def target_mask_seed(cfg: SweepConfig, trial: int) -> int:
+    """The seed of trial `trial`'s target mask: the same at every ε and p, so a trial's targets
+    hold the same records wherever the pools overlap."""
+    return seed_from(cfg.seed, "target", trial)
 
 
 @dataclass(frozen=True)
@@ -191,6 +197,11 @@ class Cell:
     violation_alpha: float
     calibration: tuple[tuple[str, Any], ...]  # CalibrationSettings items; empty unless calibrated
     audit_alpha: float = 0.05  # level of the one-sided epsilon_audit* claims (metrics.audit_alpha)
+    # The value of each recipe axis its target trained with (`sweeper.axes.RECIPE_AXES`), and
+    # which of them the grid sweeps (their values tell this cell from others; not in the key:
+    # the scores' key holds the recipe through the target's).
+    recipe: tuple[tuple[str, Any], ...] = ()
+    swept: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -204,7 +215,9 @@ class Cell:
 
     @property
     def coordinates(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in COORDINATES}
+        """Every coordinate's value (`sweeper.axes.COORDINATES`), the recipe axes' included."""
+        recipe = dict(self.recipe)
+        return {name: recipe[name] if name in recipe else getattr(self, name) for name in COORDINATES}
 
 
 @dataclass(frozen=True)
@@ -221,103 +234,100 @@ class SweepPlan:
 
 
 def build_plan(cfg: SweepConfig) -> SweepPlan:
-    def data_for(rate: float, offset: int = 0) -> DataSpec:
+    """The sweep as content-keyed work: for each (ε, δ) and training recipe
+    (`training_recipes`), its shadows; for each trial and p, a target; for each attack, its
+    scores; for each policy, a cell."""
+    plan = _Planner(cfg)
+    by_privacy: dict[tuple[float, float], list[tuple[float, float]]] = defaultdict(list)
+    for epsilon, delta, p, target in operating_points(cfg):
+        by_privacy[(epsilon, delta)].append((p, target))
+    for (epsilon, delta), settings in by_privacy.items():
+        for train in training_recipes(cfg, epsilon, delta):
+            shadows = plan.shadows(train)
+            for trial in cfg.grid.trial:
+                for p, target_precision in settings:
+                    target = plan.model("target", train, p, trial)
+                    for attack in cfg.grid.attack:
+                        plan.score(attack, train, target, shadows,
+                                   (delta, p, target_precision, trial))
+    return SweepPlan(cfg, plan.models, plan.queries, plan.attacks, tuple(plan.cells))
+
+
+class _Planner:
+    """`build_plan`'s state: the work found so far, each piece once by its key."""
+
+    def __init__(self, cfg: SweepConfig):
+        self.cfg = cfg
+        self.models: dict[str, ModelSpec] = {}
+        self.queries: dict[str, QuerySpec] = {}
+        self.attacks: dict[str, AttackSpec] = {}
+        self.cells: list[Cell] = []
+        # Does any policy pick its thresholds on labelled shadows?
+        self.calibrating = any(POLICIES[policy].calibrates for policy in cfg.grid.policy)
+        self.calibration = tuple(sorted(dataclasses.asdict(cfg.calibration).items()))
+        self.shadow_offset = disjoint_shadow_offset(cfg, self.data_for)
+        self.canaries = canary_design(cfg, self.data_for, self.shadow_offset)
+        self.swept = tuple(axis.name for axis in RECIPE_AXES if getattr(cfg.grid, axis.name))
+
+    def data_for(self, rate: float, offset: int = 0) -> DataSpec:
+        cfg = self.cfg
         pool = pool_size_for(cfg, rate)
         if not cfg.dataset.synthetic:
             return DataSpec(cfg.dataset.name, cfg.dataset.test_size, pool, offset=offset)
         return DataSpec(cfg.dataset.name, cfg.dataset.test_size, pool or STAND_IN_POOL, True,
                         tuple(cfg.dataset.input_shape), cfg.dataset.num_classes, offset)
 
-    models: dict[str, ModelSpec] = {}
-    queries: dict[str, QuerySpec] = {}
-    attacks: dict[str, AttackSpec] = {}
-    cells: list[Cell] = []
-
-    def add(spec: ModelSpec) -> str:
-        models.setdefault(spec.key, spec)
-        return spec.key
-
-    # Does any policy pick its thresholds on labelled shadows?
-    calibrating = any(POLICIES[policy].calibrates for policy in cfg.grid.policy)
-
-    def uses_shadows(attack: str) -> bool:
+    def uses_shadows(self, attack: str) -> bool:
         """Attacks built on shadows, and every test whose threshold the shadows calibrate; a
         measure (PDTP) has no threshold."""
-        return ATTACKS[attack].needs_shadows or (calibrating and not ATTACKS[attack].measures_records)
+        return ATTACKS[attack].needs_shadows or (self.calibrating
+                                                 and not ATTACKS[attack].measures_records)
 
-    needs_shadows = any(uses_shadows(attack) for attack in cfg.grid.attack)
-    calibration = tuple(sorted(dataclasses.asdict(cfg.calibration).items()))
-    by_privacy: dict[tuple[float, float], list[tuple[float, float]]] = defaultdict(list)
-    for epsilon, delta, p, target in operating_points(cfg):
-        by_privacy[(epsilon, delta)].append((p, target))
-    shadow_offset = disjoint_shadow_offset(cfg, data_for)
-    canaries = canary_design(cfg, data_for, shadow_offset)
-    for (epsilon, delta), settings in by_privacy.items():
-        train = TrainSettings(
-            model=cfg.model.name, epochs=cfg.train.epochs, batch_size=cfg.train.batch_size,
-            lr=cfg.train.lr, momentum=cfg.train.momentum, max_grad_norm=cfg.train.max_grad_norm,
-            accountant=cfg.train.accountant, optimizer=cfg.train.optimizer,
-            eval_every=cfg.train.eval_every, precision=cfg.train.precision,
-            secure_noise=cfg.train.secure_noise,
-            epsilon=epsilon, delta=delta if math.isfinite(epsilon) else None,
+    def model(self, role: str, train: TrainSettings, rate: float, index: int) -> str:
+        """A target (trial `index`) or a shadow (`index`: complementary pairs), added once."""
+        shadow = role == "shadow"
+        data = self.data_for(rate, self.shadow_offset if shadow else 0)
+        seed = seed_from(self.cfg.seed, "shadow-pair", index // 2) if shadow else \
+            target_mask_seed(self.cfg, index)
+        complement = shadow and index % 2 == 1
+        spec = ModelSpec(role, data, train, rate, mask_seed=seed, mask_complement=complement,
+                         index=index, canaries=self.canaries,
+                         public_size=public_size_for(self.cfg, train, (data.pool_size, data.offset),
+                                                     rate, complement))
+        self.models.setdefault(spec.key, spec)
+        return spec.key
+
+    def shadows(self, train: TrainSettings) -> tuple[str, ...]:
+        needed = any(self.uses_shadows(attack) for attack in self.cfg.grid.attack)
+        return tuple(self.model("shadow", train, self.cfg.shadow.p, index)
+                     for index in range(self.cfg.shadow.count if needed else 0))
+
+    def score(self, attack: str, train: TrainSettings, target: str, shadows: tuple[str, ...],
+              where: tuple[float, float, float, int]) -> None:
+        """`attack`'s scores on `target` (added once) and a cell for each policy, at `where`:
+        the cell's (δ, p, target precision, trial); its ε is the recipe's."""
+        cfg = self.cfg
+        delta, p, target_precision, trial = where
+        with_shadows = shadows if self.uses_shadows(attack) else ()
+        chosen = ATTACKS[attack].settings_from(cfg.attack)
+        spec = AttackSpec(
+            attack=attack, target=target, shadows=with_shadows,
+            eval_records=evaluated_records(attack, cfg), settings=settings_items(chosen),
+            queries=ask_models(ATTACKS[attack].query(chosen), (target, *with_shadows),
+                               cfg.dataset.eval_records, self.queries),
+            shadow_records_from=self.shadow_offset if with_shadows else 0,
         )
-        shadows = tuple(
-            add(ModelSpec("shadow", data_for(cfg.shadow.p, shadow_offset), train, cfg.shadow.p,
-                          mask_seed=seed_from(cfg.seed, "shadow-pair", index // 2),
-                          mask_complement=index % 2 == 1, index=index, canaries=canaries,
-                          public_size=public_size_for(cfg, train, data_for(cfg.shadow.p, shadow_offset),
-                                                      cfg.shadow.p, index % 2 == 1)))
-            for index in range(cfg.shadow.count if needs_shadows else 0)
-        )
-        for trial in cfg.grid.trial:
-            for p, target_precision in settings:
-                target = add(ModelSpec("target", data_for(p), train, p,
-                                       mask_seed=seed_from(cfg.seed, "target", trial),
-                                       mask_complement=False, index=trial, canaries=canaries,
-                                       public_size=public_size_for(cfg, train, data_for(p), p, False)))
-                for attack in cfg.grid.attack:
-                    with_shadows = shadows if uses_shadows(attack) else ()
-                    chosen = ATTACKS[attack].settings_from(cfg.attack)
-                    spec = AttackSpec(
-                        attack=attack, target=target,
-                        shadows=with_shadows,
-                        eval_records=evaluated_records(attack, cfg),
-                        settings=settings_items(chosen),
-                        queries=ask_models(ATTACKS[attack].query(chosen),
-                                           (target, *with_shadows),
-                                           cfg.dataset.eval_records, queries),
-                        shadow_records_from=shadow_offset if with_shadows else 0,
-                    )
-                    attacks.setdefault(spec.key, spec)
-                    for policy in cfg.grid.policy:
-                        cells.append(Cell(
-                            dataset=cfg.dataset.name, model=cfg.model.name,
-                            epsilon=epsilon, delta=delta, p=p, target_precision=target_precision,
-                            attack=attack, policy=policy, trial=trial, scores=spec,
-                            tpr_floor=cfg.metrics.tpr_floor, bound_form=cfg.metrics.bound_form,
-                            violation_alpha=cfg.metrics.violation_alpha,
-                            calibration=calibration if POLICIES[policy].calibrates else (),
-                            audit_alpha=cfg.metrics.audit_alpha,
-                        ))
-    return SweepPlan(cfg, models, queries, attacks, tuple(cells))
-
-
-def public_size_for(cfg: SweepConfig, train: TrainSettings, data: DataSpec, rate: float,
-                    complement: bool) -> Optional[int]:
-    """The public size a DP model's rate and divisor come from (`train.rate_from`): its pool
-    times its inclusion rate (expected), `train.public_size` (declared), or None: its private
-    |D| (actual).  None for non-private training and exact mechanisms, which take no steps."""
-    if not math.isfinite(train.epsilon) or train.model == MEMBERSHIP_MECHANISM \
-            or cfg.train.rate_from == "actual":
-        return None
-    if cfg.train.rate_from == "declared":
-        return cfg.train.public_size
-    whole = whole_pool(cfg)
-    pool = data.pool_size if data.pool_size is not None or whole is None else whole - data.offset
-    if pool is None:
-        raise ValueError(f"train.rate_from=expected: the pool of dataset {data.name!r} is not "
-                         "known before loading it; declare train.public_size")
-    return max(1, round(pool * (1 - rate if complement else rate)))
+        self.attacks.setdefault(spec.key, spec)
+        recipe = tuple((axis.name, getattr(train, axis.name)) for axis in RECIPE_AXES)
+        for policy in cfg.grid.policy:
+            self.cells.append(Cell(
+                dataset=cfg.dataset.name, model=cfg.model.name, epsilon=train.epsilon,
+                delta=delta, p=p, target_precision=target_precision, attack=attack,
+                policy=policy, trial=trial, scores=spec, tpr_floor=cfg.metrics.tpr_floor,
+                bound_form=cfg.metrics.bound_form, violation_alpha=cfg.metrics.violation_alpha,
+                calibration=self.calibration if POLICIES[policy].calibrates else (),
+                audit_alpha=cfg.metrics.audit_alpha, recipe=recipe, swept=self.swept,
+            ))
 
 
 def evaluated_records(attack: str, cfg: SweepConfig) -> int:

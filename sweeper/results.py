@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from sweeper.axes import SORT_ORDER
 from sweeper.schema import CELLS_SCHEMA, RESULTS_SCHEMA_VERSION, SCORES_DATASET_SCHEMA
 from sweeper.files import parquet_bytes, sha256_hex
 from sweeper.store import ArtifactStore
@@ -206,9 +207,8 @@ def _scores_file(store: ArtifactStore, keys: list[str]) -> tuple[bytes, list[str
 
 
 #: How the results are read: by dataset, attack and policy, then along ε, δ, p and the trials.
-SORT_ORDER = ["dataset", "attack", "policy", "epsilon", "delta", "p", "trial"]
-
-
 def sort_frontier(frame: pd.DataFrame) -> pd.DataFrame:
-    """The results in `SORT_ORDER`, as every table and command shows them."""
-    return frame if frame.empty else frame.sort_values(SORT_ORDER, ignore_index=True)
+    """The results in the axes' order (`sweeper.axes.SORT_ORDER`), as every table and command
+    shows them."""
+    order = [name for name in SORT_ORDER if name in frame]
+    return frame if frame.empty else frame.sort_values(order, ignore_index=True)

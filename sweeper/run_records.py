@@ -16,6 +16,7 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
+from sweeper.axes import RECIPE_AXES, swept
 from sweeper.credentials import redact, redact_tree
 from sweeper.formats import epsilon_name, format_epsilon
 
@@ -181,10 +182,12 @@ def epsilon_step(epsilon: float) -> int:
 
 
 def frontier_groups(summary: pd.DataFrame) -> list[str]:
-    """The coordinates that name one frontier chart: the attack, and the policy and δ when the
-    sweep has several (p is a line of the chart, ε its x-axis)."""
+    """The coordinates that name one frontier chart: the attack, and the policy, δ and each
+    training setting (`sweeper.axes.swept`) when the sweep has several (p is a line of the
+    chart, ε its x-axis)."""
     return ["attack", *[column for column in ("policy", "delta")
-                        if column in summary and summary[column].nunique() > 1]]
+                        if column in summary and summary[column].nunique() > 1],
+            *[axis.name for axis in swept(summary)]]
 
 
 def frontier_series(summary: pd.DataFrame) -> dict[str, list[tuple[int, float]]]:
@@ -219,12 +222,15 @@ def _decides(attack: str) -> bool:
 
 
 def frontier_chart_name(coordinates: dict[str, Any]) -> str:
-    """`lira_offline frontier`, with the policy and δ when they tell charts apart."""
+    """`lira_offline frontier`, with the policy, δ and swept training settings when they tell
+    charts apart (`max_grad_norm 0.5`: MLflow's metric names take no `=`)."""
     parts = [str(coordinates["attack"])]
     if "policy" in coordinates:
         parts.append(str(coordinates["policy"]))
     if "delta" in coordinates:
         parts.append(f"delta {coordinates['delta']:g}")
+    parts += [f"{axis.name} {coordinates[axis.name]:g}" for axis in RECIPE_AXES
+              if axis.name in coordinates]
     return " ".join(parts) + " frontier"
 
 

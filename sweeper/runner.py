@@ -144,7 +144,7 @@ def prepare(cfg: SweepConfig, validated: bool = False,
     Raises:
         ConfigError: an invalid config or an unreachable store or tracking server; with
             `claimed`, a sweep name another process holds or that holds another sweep
-            (`claim.Refused`).  Raised before anything is written.
+            (`claim.SweepRefused`).  Raised before anything is written.
         DatasetUnavailable: the dataset's files are missing (and not downloaded).
     """
     cfg = scaled(cfg)

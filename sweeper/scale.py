@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 
+from jobs.settings import smoke_caps
+from sweeper.axes import RECIPE_AXES
 from sweeper.config import SweepConfig
 
 #: What `smoke` keeps of each size.
@@ -27,6 +29,8 @@ def scaled(cfg: SweepConfig) -> SweepConfig:
     small = copy.deepcopy(cfg)
     for axis in ("epsilon", "delta", "p", "gamma", "precision_target", "trial"):
         setattr(small.grid, axis, list(getattr(small.grid, axis))[:SMOKE_AXIS_VALUES])
+    for recipe in RECIPE_AXES:  # each training setting the grid sweeps, as its axis shrinks it
+        setattr(small.grid, recipe.name, recipe.smoke(getattr(small.grid, recipe.name)))
     small.train.epochs = 1
     small.train.batch_size = min(small.train.batch_size, 64)
     small.shadow.count = min(small.shadow.count, SMOKE_SHADOWS)
@@ -38,9 +42,6 @@ def scaled(cfg: SweepConfig) -> SweepConfig:
         data.pool_size = min(data.pool_size or SMOKE_POOL, SMOKE_POOL)
         data.eval_records = min(data.eval_records, SMOKE_EVAL_RECORDS, data.pool_size)
     data.test_size = min(data.test_size, SMOKE_TEST_SIZE)
-    small.attack.pdtp_records = min(small.attack.pdtp_records, 2)
-    small.attack.pdtp_seeds = min(small.attack.pdtp_seeds, 2)
-    small.attack.merlin_perturbations = min(small.attack.merlin_perturbations, 10)
-    small.attack.canary_input_count = min(small.attack.canary_input_count, 20)
-    small.attack.canary_gradient_count = min(small.attack.canary_gradient_count, 200)
+    for name, cap in smoke_caps(small.attack).items():  # each attack size, as declared
+        setattr(small.attack, name, min(getattr(small.attack, name), cap))
     return small

@@ -19,6 +19,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import pyarrow as pa
 
+from sweeper.axes import AXES
+
 #: Version of the results table's columns, in every row (`schema_version`) and file footer; bumped
 #: when a column is renamed, retyped or dropped (declaring them changed none: still 3).
 RESULTS_SCHEMA_VERSION = 3
@@ -46,27 +48,15 @@ class Column:
 
 F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 
-#: A cell's coordinates, declared once: the first columns of every row, the fields of
-#: `sweeper.plan.Cell` of the same names, and the parameters of its MLflow run.
-COORDINATES = ("dataset", "model", "epsilon", "delta", "p", "target_precision", "attack", "policy",
-               "trial")
-
 #: What a cell cost (`train_seconds`, `attack_seconds`): the columns in which two runs that
 #: compute the very same figures may differ.
 COST_COLUMNS = ("train_seconds", "attack_seconds")
 
+ARROW_TYPES = {"string": STR, "float64": F64, "int64": I64}
+
 CELL_COLUMNS: tuple[Column, ...] = (
-    # the cell's coordinates
-    Column("dataset", STR, "dataset the models were trained on", True),
-    Column("model", STR, "architecture of the target and shadow models", True),
-    Column("epsilon", F64, "claimed ε of the target's training (inf: non-private)", True),
-    Column("delta", F64, "claimed δ of the target's training", True),
-    Column("p", F64, "P(x* sampled into the training set): the prior of membership", True),
-    Column("target_precision", F64, "the fixed bound β this cell's ε was solved for (NaN: none)"),
-    Column("attack", STR, "membership-inference attack", True),
-    Column("policy", STR, "threshold policy (quantile_max is an oracle on the evaluation labels)",
-           True),
-    Column("trial", I64, "trial index: another target drawn at the same coordinates", True),
+    # the cell's coordinates, each declared once in `sweeper.axes`
+    *(Column(axis.name, ARROW_TYPES[axis.type], axis.doc, axis.required) for axis in AXES),
     # the attack at the policy's operating point
     Column("threat_model", STR, "which adversary the attack is: black_box_final (the final "
                                 "model's outputs), white_box_final (its weights) or "

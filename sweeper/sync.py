@@ -36,7 +36,7 @@ class SyncReport:
     artifacts: int  # figures this sync attached
 
 
-class Refused(ValueError):
+class SyncRefused(ValueError):
     """A command line refused before anything is read or logged (exit 2)."""
 
 
@@ -47,12 +47,12 @@ class Unreachable(ConnectionError):
 def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
          progress: bool = False) -> SyncReport:
     """Log the sweep `experiment` of `store_root` to MLflow (the sweep's own tracking URI unless
-    `tracking_uri` is given).  Raises `Refused` for a sweep name that is not one folder name or
+    `tracking_uri` is given).  Raises `SyncRefused` for a sweep name that is not one folder name or
     a tracking URI that holds credentials, and what MLflow raises when the server is still down."""
     problems = [name_problem("--experiment", experiment),
                 tracking_uri and tracking_uri_problem(tracking_uri, "--tracking-uri")]
     if any(problems):
-        raise Refused("; ".join(p for p in problems if p))
+        raise SyncRefused("; ".join(p for p in problems if p))
     if tracking_uri:  # the server named here is asked once, bounded, before the store is read
         _require_server(tracking_uri, "--tracking-uri")
     store = ArtifactStore(store_root)
@@ -63,7 +63,7 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
     problem = (tracking_uri_problem(uri, "MLFLOW_TRACKING_URI")  # the only source left unchecked
                or tracking_location_problem(field, uri))  # never better on a second try
     if problem:
-        raise Refused(problem)
+        raise SyncRefused(problem)
     if not tracking_uri:
         _require_server(uri, "tracking.uri")
     tracker = SweepTracker(uri, config["tracking"]["experiment"], experiment, manifest["sweep_key"],
@@ -123,7 +123,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.sy
     with shown():
         try:
             report = sync(args.store_root, args.experiment, args.tracking_uri, progress=True)
-        except (FileNotFoundError, Refused) as error:
+        except (FileNotFoundError, SyncRefused) as error:
             logger.error("%s", scrub(str(error)))
             return 2
         except Unreachable as error:

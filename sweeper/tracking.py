@@ -52,7 +52,7 @@ from sweeper.interrupts import deferred, raise_swallowed, release_unwound
 from sweeper.mlflow_ui import MAX_TAG_VALUE, experiment_url, tracking_server, view_tag, view_tag_value
 from sweeper.run_records import (cell_metrics, cell_run_name, dataset_input, frontier_series,
                                  frontier_view, score_quantiles, source_tags)
-from sweeper.schema import COORDINATES
+from sweeper.axes import COORDINATES
 
 SWEEP_KEY_TAG = "sweeper.sweep_key"
 CELL_KEY_TAG = "sweeper.cell_key"

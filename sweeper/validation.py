@@ -88,7 +88,7 @@ def _check_retrained_members(cfg: SweepConfig, check: Check) -> None:
     to hold that many.  The target's membership mask is drawn from a seed the plan fixes, so the
     count is known exactly here, before anything trains."""
     from jobs.training import draw_mask
-    from sweeper.plan import pool_size_for, seed_from
+    from sweeper.plan import pool_size_for, target_mask_seed
 
     for name in cfg.grid.attack:
         if name not in ATTACKS or not ATTACKS[name].retrains:
@@ -100,7 +100,7 @@ def _check_retrained_members(cfg: SweepConfig, check: Check) -> None:
         for p in sampling_rates(cfg.grid):
             pool = pool_size_for(cfg, p) or whole_pool(cfg) if 0 < p <= 1 else None
             for trial in cfg.grid.trial if pool is not None else ():
-                members = int(draw_mask(pool, p, seed_from(cfg.seed, "target", trial), False).sum())
+                members = int(draw_mask(pool, p, target_mask_seed(cfg, trial), False).sum())
                 if members < left_out:
                     check(False, f"attack.{setting}={left_out}: the {name} target at p={p:g}, "
                                  f"trial={trial} holds only {members} members (of a pool of "

@@ -96,11 +96,13 @@ def test_epsilon_names_in_task_and_run_names_read_the_same():
     from sweeper.run_records import cell_run_name
 
     cell = SimpleNamespace(attack="lira_online", policy="quantile_max", epsilon=math.inf,
-                           delta=1e-5, p=0.5, trial=0)
+                           delta=1e-5, p=0.5, trial=0, recipe=(("max_grad_norm", 0.5),), swept=())
     assert cell_label(cell) == "lira_online ε=∞ δ=1e-05 p=0.5 trial=0"
     assert cell_run_name(vars(cell)) == "ε=∞ p=0.5 t0 · lira_online quantile_max δ=1e-05"
     cell.epsilon = 8.0
     assert "ε=8 " in cell_label(cell) and "ε=8 " in cell_run_name(vars(cell))
+    cell.swept = ("max_grad_norm",)  # a training setting the grid sweeps tells cells apart
+    assert cell_label(cell) == "lira_online ε=8 δ=1e-05 p=0.5 C=0.5 trial=0"
 
 
 def test_the_log_is_shown_on_the_terminal_only_while_a_command_works(capsys):

@@ -206,14 +206,39 @@ def test_disjoint_shadow_data_is_refused_without_room_or_with_lira():
 
 
 def test_the_coordinates_are_declared_once():
-    """`sweeper.schema.COORDINATES` are the rows' first columns and `Cell`'s fields of those names:
-    a coordinate added there reaches the rows, the plan and MLflow's parameters, or fails here."""
-    import dataclasses
+    """`sweeper.axes.AXES` are the rows' first columns and the keys of `Cell.coordinates`: an
+    axis added there reaches the rows, the plan and MLflow's parameters, or fails here."""
+    from sweeper.axes import AXES, COORDINATES
+    from sweeper.schema import CELL_COLUMNS
 
-    from sweeper.plan import Cell
-    from sweeper.schema import CELL_COLUMNS, COORDINATES
-
-    assert [column.name for column in CELL_COLUMNS[:len(COORDINATES)]] == list(COORDINATES)
-    assert set(COORDINATES) <= {field.name for field in dataclasses.fields(Cell)}
+    assert [column.name for column in CELL_COLUMNS[:len(AXES)]] == list(COORDINATES)
+    assert [column.doc for column in CELL_COLUMNS[:len(AXES)]] == [axis.doc for axis in AXES]
     cell = build_plan(grid_config(epsilon=[1.0], p=[0.5], attack=["loss"])).cells[0]
     assert list(cell.coordinates) == list(COORDINATES)
+    # Unswept, a recipe axis reads the sweep's train setting.
+    defaults = SweepConfig().train
+    assert (cell.coordinates["max_grad_norm"], cell.coordinates["epochs"],
+            cell.coordinates["batch_size"]) == (defaults.max_grad_norm, defaults.epochs,
+                                                defaults.batch_size)
+
+
+def test_a_swept_training_setting_trains_its_own_models_and_keeps_old_keys():
+    cfg = grid_config(epsilon=[2.0], p=[0.5], attack=["lira_online"])
+    plain = build_plan(cfg)
+    cfg.grid.max_grad_norm = [0.5, 2.0]
+    swept = build_plan(cfg)
+    # Each clip norm has its own targets and shadows: twice the models and the cells.
+    assert len(swept.models) == 2 * len(plain.models) and len(swept.cells) == 2 * len(plain.cells)
+    assert {m.train.max_grad_norm for m in swept.models.values()} == {0.5, 2.0}
+    assert {c.coordinates["max_grad_norm"] for c in swept.cells} == {0.5, 2.0}
+    assert all(c.swept == ("max_grad_norm",) for c in swept.cells)
+    assert len({c.key for c in swept.cells}) == len(swept.cells)
+    # A value equal to train.max_grad_norm gives the very models a sweep without the axis has.
+    cfg.grid.max_grad_norm = [SweepConfig().train.max_grad_norm, 2.0]
+    assert set(plain.models) < set(build_plan(cfg).models)
+    # Two axes cross: 2 clip norms × 2 batch sizes.
+    cfg.grid.batch_size = [32, 64]
+    crossed = build_plan(cfg)
+    assert {(m.train.max_grad_norm, m.train.batch_size) for m in crossed.models.values()} == {
+        (SweepConfig().train.max_grad_norm, 32), (SweepConfig().train.max_grad_norm, 64),
+        (2.0, 32), (2.0, 64)}

@@ -23,6 +23,7 @@ from jobs.accounting import CALIBRATING_ACCOUNTANTS
 from jobs.attacks import ATTACKS
 from jobs.datasets import DATASETS
 from jobs.policies import POLICIES
+from sweeper.axes import RECIPE_AXES
 from sweeper.config.attack_checks import check_policies_and_metrics, check_shadows_and_attacks
 from sweeper.config.infra_checks import (check_cluster, check_resources, check_secrets, check_store,
                                          check_tracking)
@@ -193,8 +194,9 @@ def check_train(cfg: SweepConfig, check: Check) -> None:
     from jobs.steps import PRECISIONS
 
     train = cfg.train
-    check(train.epochs >= 1, f"train.epochs={train.epochs}: must be ≥ 1")
-    check(train.batch_size >= 1, f"train.batch_size={train.batch_size}: must be ≥ 1")
+    for axis in RECIPE_AXES:  # the settings the grid may sweep, by their axes' rules
+        holds, says = axis.rule
+        check(holds(getattr(train, axis.name)), f"train.{axis.name}={getattr(train, axis.name)}: {says}")
     check(train.eval_every >= 0, f"train.eval_every={train.eval_every}: must be ≥ 0 (0: the last "
                                  "epoch only)")
     check(train.checkpoint_seconds >= 0 and math.isfinite(train.checkpoint_seconds),
@@ -202,8 +204,6 @@ def check_train(cfg: SweepConfig, check: Check) -> None:
           "every epoch)")
     check(train.lr > 0 and math.isfinite(train.lr), f"train.lr={train.lr}: must be > 0 and finite")
     check(0 <= train.momentum < 1, f"train.momentum={train.momentum}: must be in [0, 1)")
-    check(train.max_grad_norm > 0 and math.isfinite(train.max_grad_norm),
-          f"train.max_grad_norm={train.max_grad_norm}: must be > 0 and finite")
     check(train.optimizer in OPTIMIZERS, unknown("train.optimizer", train.optimizer, OPTIMIZERS, "optimizers"))
     refused = REFUSED_ACCOUNTANTS.get(train.accountant)
     check(refused is None, f"train.accountant={train.accountant!r}: refused: {refused}")
@@ -272,28 +272,33 @@ def _check_mechanism_pairing(cfg: SweepConfig, check: Check) -> None:
     check(exact == bits or cfg.model.name not in MODEL_NAMES or cfg.dataset.name not in DATASETS,
           f"model.name={cfg.model.name!r} with dataset.name={cfg.dataset.name!r}: the "
           f"{MEMBERSHIP_MECHANISM!r} model goes with the 'membership_bits' dataset and only with it")
+    anywhere = [name for name, attack in ATTACKS.items() if not attack.reads_model]
     for attack in cfg.grid.attack:
-        if attack == "always_member" or attack not in ATTACKS:
+        if attack in anywhere or attack not in ATTACKS:
             continue
         fits = (attack in MECHANISM_ATTACKS) == exact
         check(fits, f"grid.attack: {attack!r} does not apply to model.name={cfg.model.name!r}; "
-                    + (f"use {sorted(MECHANISM_ATTACKS)} or always_member" if exact else
+                    + (f"use {sorted(MECHANISM_ATTACKS)} or {' or '.join(anywhere)}" if exact else
                        f"{sorted(MECHANISM_ATTACKS)} only attack {MEMBERSHIP_MECHANISM!r}"))
 
 
 def _check_grid_axes(grid: GridConfig, check: Check) -> None:
     """Every axis of `GridConfig` without duplicates, and given: alone, or as exactly one of its
     pair (`GRID_ALTERNATIVES`); then each axis's values."""
-    paired = {name for pair in GRID_ALTERNATIVES for name in pair}
+    optional = {name for pair in GRID_ALTERNATIVES for name in pair} | {a.name for a in RECIPE_AXES}
     for spec in dataclasses.fields(GridConfig):
         values = getattr(grid, spec.name)
-        check(spec.name in paired or len(values) > 0, f"grid.{spec.name}: must list at least one value")
+        check(spec.name in optional or len(values) > 0, f"grid.{spec.name}: must list at least one value")
         check(len(set(values)) == len(values), f"grid.{spec.name}={list(values)}: has duplicates")
     for (first, second), relation in GRID_ALTERNATIVES.items():
         given = [len(getattr(grid, name)) > 0 for name in (first, second)]
         check(given[0] != given[1],
               f"grid.{first}={list(getattr(grid, first))}, grid.{second}={list(getattr(grid, second))}: "
               f"give exactly one of them ({relation})")
+    for axis in RECIPE_AXES:  # each training setting's own range check (`sweeper.axes`)
+        holds, says = axis.rule
+        for value in getattr(grid, axis.name):
+            check(holds(value), f"grid.{axis.name}: {value} {says}")
     for gamma in grid.gamma:
         check(gamma > 0 and math.isfinite(gamma), f"grid.gamma: {gamma} must be > 0 and finite")
     for target in grid.precision_target:

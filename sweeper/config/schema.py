@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from jobs.attacks import ATTACKS, AttackSettings
 from jobs.datasets import DATASETS
 from jobs.policies import POLICIES, QUANTILE_MAX, CalibrationSettings
+from sweeper.axes import RECIPE_AXES
 from sweeper.bounds.thudi import DEFAULT_TPR_FLOOR
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ class TrainConfig:
 
 
 @dataclass
-class GridConfig:
+class _GridAxes:
     epsilon: list[float] = field(default_factory=lambda: [1.0, 8.0, math.inf])
     delta: list[float] = field(default_factory=lambda: [1e-5])
     p: list[float] = field(default_factory=lambda: [0.2, 0.5, 0.8])
@@ -125,6 +126,14 @@ class GridConfig:
     # Instead of `epsilon`: fixed bounds β (Thudi et al. §4.3); each p gets the ε whose bound U at
     # (p, δ, tpr_floor) is β, solved by the planner (`sweeper.bounds.epsilon_for_precision`).
     precision_target: list[float] = field(default_factory=list)
+
+
+#: The grid: the axes above, and a list per recipe axis (`sweeper.axes.RECIPE_AXES`: a training
+#: setting, empty unless the sweep varies it; then `train.<name>` is not read).
+GridConfig = dataclasses.make_dataclass(
+    "GridConfig", [(axis.name, list[axis.python_type], field(default_factory=list))
+                   for axis in RECIPE_AXES], bases=(_GridAxes,))
+GridConfig.__module__ = __name__
 
 
 def sampling_rates(grid: GridConfig) -> list[float]:
@@ -144,7 +153,10 @@ def grid_axes(grid: GridConfig) -> dict[str, int]:
     its alternative counted as one), by the axis's symbol."""
     instead = {second: first for first, second in GRID_ALTERNATIVES}
     counts: dict[str, int] = {}
+    recipe = {axis.name for axis in RECIPE_AXES}
     for spec in dataclasses.fields(GridConfig):
+        if spec.name in recipe and not getattr(grid, spec.name):
+            continue  # not swept: the train setting alone
         axis = instead.get(spec.name, spec.name)
         symbol = AXIS_SYMBOLS.get(axis, axis)
         counts[symbol] = counts.get(symbol, 0) or len(getattr(grid, spec.name))

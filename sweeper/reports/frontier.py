@@ -17,6 +17,7 @@ import pandas as pd
 
 from sweeper.bounds import precision_bound
 from sweeper.figures import DODGE, caption_below, colours, policy_label, save_figure
+from sweeper.axes import pooling_keys, swept
 from sweeper.formats import format_epsilon
 from sweeper.reports.registry import register_report
 from sweeper.reports.stats import POOLED_TEXT, pooled_table
@@ -77,8 +78,9 @@ def frontier_figure(frame: pd.DataFrame, title: str = ""):
 
     frame = frame[frame["precision"].notna() | (frame["attack"] == BASELINE_ATTACK)]  # not PDTP
     tests = frame[frame["attack"] != BASELINE_ATTACK]
+    varied = swept(tests)  # a training setting the sweep varies: its own panels
     keys = [c for c in ("attack", "policy") if c in frame.columns
-            and (c == "attack" or tests[c].nunique() > 1)]
+            and (c == "attack" or tests[c].nunique() > 1)] + [axis.name for axis in varied]
     panels = (list(tests.groupby(keys, sort=False)) if not tests.empty
               else [((BASELINE_ATTACK,), frame)])
     epsilons = sorted(frame["epsilon"].unique())
@@ -133,6 +135,8 @@ def frontier_figure(frame: pd.DataFrame, title: str = ""):
         panel_oracle = is_oracle(cells)
         oracle |= panel_oracle
         head = str(label.get("attack", BASELINE_ATTACK))
+        if varied:
+            head += " · " + " ".join(axis.format(label[axis.name]) for axis in varied)
         if "policy" in label or panel_oracle:
             head += "\n" + policy_label(label.get("policy", cells["policy"].iloc[0]
                                                   if "policy" in cells else ""), panel_oracle)
@@ -190,7 +194,7 @@ def frontier_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     """The generic frontier, so every experiment's report set includes the product's question.
 
     Drawn by `plot_frontier`, as the command draws it, so the two never disagree; the CSV
-    holds the per-(attack, ε, p) pooled precisions and intervals that function draws
+    holds the pooled precisions and intervals that function draws, one row per coordinate
     (`pooled_precision`), with the trials' mean and the bound at each point.
     """
     require(frame, FRONTIER_COLUMNS, "frontier")
@@ -198,7 +202,7 @@ def frontier_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     png = plot_frontier(frame, out_dir / "frontier.png")
     cells = frame[frame["precision"].notna() | (frame["attack"] == BASELINE_ATTACK)]
-    table = pooled_table(cells, ["attack", "epsilon", "delta", "p"])
+    table = pooled_table(cells, pooling_keys(cells))  # every coordinate but the trial
     floor, form = bound_settings(cells if not cells.empty else frame)
     table["bound"] = [float(precision_bound(e, p, d, floor, form=form))
                       for e, d, p in zip(table["epsilon"], table["delta"], table["p"])]

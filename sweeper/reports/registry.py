@@ -16,6 +16,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from jobs.registry import Registry
+from sweeper.axes import swept
 
 
 @dataclass(frozen=True)
@@ -47,12 +48,21 @@ def draw(name: str, frame: pd.DataFrame, out_dir: Path, store_root: Path,
     """The experiment's own figures beside the frontier, or none with a note saying why.
 
     A report that cannot be drawn (a grid too small for its figure) must not cost the results.
+    A sweep that varies a training setting (`sweeper.axes.swept`) gets the report once per
+    combination of its values, each in its own folder (`C=0.5`): a report pools only trials.
     """
     if name == "frontier":
         return []
     report = REPORTS[name]
-    try:
-        return report(frame, out_dir, **({"store_root": store_root} if report.reads_scores else {}))
-    except ValueError as error:
-        echo(f"report '{name}' not drawn: {error}")
-        return []
+    context = {"store_root": store_root} if report.reads_scores else {}
+    varied = swept(frame)  # training settings the sweep varies: one report per combination
+    parts = ([(out_dir, frame)] if not varied else
+             [(out_dir / " ".join(axis.format(value) for axis, value in zip(varied, key)), rows)
+              for key, rows in frame.groupby([axis.name for axis in varied], sort=True)])
+    written = []
+    for where, rows in parts:
+        try:
+            written += report(rows, where, **context)
+        except ValueError as error:
+            echo(f"report '{name}' not drawn{'' if where == out_dir else f' for {where.name}'}: {error}")
+    return written

@@ -26,7 +26,7 @@ from mlflow import MlflowClient
 from mlflow.entities import ViewType
 
 from sweeper.__main__ import run
-from sweeper.claim import Refused, held
+from sweeper.claim import SweepRefused, held
 from sweeper.validation import validate
 from sweeper.validation import find_problems
 from sweeper.credentials import redact_tree, scrub
@@ -69,7 +69,7 @@ def test_other_grid_under_a_taken_name_is_refused_unless_replaced(landed, capsys
     cfg, first = landed
     manifest = (Path(first.sweep_dir) / "sweep.json").read_text()
     other = dataclasses.replace(cfg, grid=dataclasses.replace(cfg.grid, p=[0.9]))
-    with pytest.raises(Refused) as refused:
+    with pytest.raises(SweepRefused) as refused:
         run_sweep(other, progress=False)
     message = str(refused.value)
     assert "grid.p: [0.5] → [0.9]" in message and "4 of its 4 cells are not in this run" in message
@@ -183,7 +183,7 @@ def test_lock_refuses_a_second_process_takes_over_a_dead_ones_and_waits(landed, 
     store = ArtifactStore(cfg.store.root)
     holder = hold_lock(procs, cfg, 600)
 
-    with pytest.raises(Refused) as refused:
+    with pytest.raises(SweepRefused) as refused:
         with held(store, cfg.name):
             pass
     assert f"pid {holder.pid}" in str(refused.value) and "--wait" in str(refused.value)
@@ -217,7 +217,7 @@ def test_a_lock_that_is_not_a_regular_file_is_refused_and_nothing_written_throug
         lock.mkdir()
     else:
         os.mkfifo(lock)
-    with pytest.raises(Refused) as refused:
+    with pytest.raises(SweepRefused) as refused:
         with held(store, "victim"):
             pass
     message = str(refused.value)

@@ -1,0 +1,103 @@
+"""A cell's coordinates — the grid's axes — each declared once, here.
+
+Why one declaration.  A coordinate listed by hand in each table, sort order, label and report is
+one a new axis can miss, and a report that misses one pools its values as if they were trials
+(two clip norms read as "2 trials").  So every coordinate is an `Axis`, and what needs the list
+derives it: the Parquet columns (`sweeper.schema`), `sweeper.plan.Cell.coordinates`, the sort
+order, the pooling key every report and figure uses (`pooling_keys`), the labels, MLflow's
+params, and the recipe axes the planner crosses (`RECIPE_AXES`).
+
+Contract:
+* `AXES`: every coordinate, in column order; `pooled` marks the one reports pool over (trial).
+* A **recipe axis** (`recipe=True`) is a training setting: `grid.<name>` lists its values (empty:
+  the sweep's `train.<name>` alone), each value trains its own models (its `TrainSettings`
+  field, so the model key), and every row records the value its target trained with.  Adding one
+  is its declaration here, with its range check.
+* `pooling_keys(rows)`: every coordinate present but the pooled one (a recipe axis where the
+  rows vary it); a report that needs a coarser view folds axes out of that, by name, itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+#: A rule on one value of an axis, and what its check says when the value breaks it.
+Rule = tuple[Callable[[Any], bool], str]
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One coordinate of a cell."""
+
+    name: str  # column, `Cell` attribute, MLflow param and `grid.<name>` for recipe axes
+    type: str  # Arrow type name: "string", "float64" or "int64"
+    doc: str  # the column's doc
+    label: str  # how tables, figures and names write it ("ε", "p", "C")
+    required: bool = True  # never null in a row (recipe axes are null in rows from before them)
+    sort: Optional[int] = None  # position in every table's row order; None: not sorted on
+    pooled: bool = False  # the axis reports pool over: another draw at the same coordinates
+    recipe: bool = False  # a training setting the grid may sweep (`TrainSettings.<name>`)
+    python_type: type = float  # what `grid.<name>` holds, for a recipe axis
+    rule: Optional[Rule] = None  # each value's range check, for a recipe axis
+    # What `scale=smoke` keeps of a recipe axis's values (`sweeper.scale`): at most two, small.
+    smoke: Callable[[list], list] = lambda values: list(values)[:2]
+
+    def format(self, value: Any) -> str:
+        """The value as a label writes it: `label=value`."""
+        return f"{self.label}={value:g}" if isinstance(value, float) else f"{self.label}={value}"
+
+
+AXES: tuple[Axis, ...] = (
+    Axis("dataset", "string", "dataset the models were trained on", "dataset", sort=0),
+    Axis("model", "string", "architecture of the target and shadow models", "model"),
+    Axis("epsilon", "float64", "claimed ε of the target's training (inf: non-private)", "ε", sort=3),
+    Axis("delta", "float64", "claimed δ of the target's training", "δ", sort=4),
+    Axis("p", "float64", "P(x* sampled into the training set): the prior of membership", "p", sort=5),
+    Axis("target_precision", "float64", "the fixed bound β this cell's ε was solved for (NaN: "
+                                        "none)", "β", required=False),
+    Axis("attack", "string", "membership-inference attack", "attack", sort=1),
+    Axis("policy", "string", "threshold policy (quantile_max is an oracle on the evaluation "
+                             "labels)", "policy", sort=2),
+    Axis("max_grad_norm", "float64", "DP-SGD's clipping norm C the target trained with "
+                                     "(grid.max_grad_norm, else train.max_grad_norm)", "C",
+         required=False, sort=6, recipe=True,
+         rule=(lambda v: v > 0 and math.isfinite(v), "must be > 0 and finite")),
+    Axis("epochs", "int64", "epochs the target trained for (grid.epochs, else train.epochs)",
+         "epochs", required=False, sort=7, recipe=True, python_type=int,
+         rule=(lambda v: v >= 1, "must be ≥ 1"), smoke=lambda values: [1, 2][:len(values)]),
+    Axis("batch_size", "int64", "expected batch size of the target's training, hence DP-SGD's q "
+                                "(grid.batch_size, else train.batch_size)", "B",
+         required=False, sort=8, recipe=True, python_type=int,
+         rule=(lambda v: v >= 1, "must be ≥ 1"),
+         smoke=lambda values: sorted({min(v, 64) for v in values})[:2]),
+    Axis("trial", "int64", "trial index: another target drawn at the same coordinates", "trial",
+         sort=9, pooled=True),
+)
+
+BY_NAME = {axis.name: axis for axis in AXES}
+#: Every coordinate's name, in column order.
+COORDINATES: tuple[str, ...] = tuple(axis.name for axis in AXES)
+#: The training settings the grid may sweep, in column order.
+RECIPE_AXES: tuple[Axis, ...] = tuple(axis for axis in AXES if axis.recipe)
+#: The row order of every table and command.
+SORT_ORDER: list[str] = [axis.name for axis in sorted((a for a in AXES if a.sort is not None),
+                                                      key=lambda a: a.sort)]
+
+
+def pooling_keys(rows: Any) -> list[str]:
+    """What a row of a pooled table is, for `rows` (a DataFrame): every coordinate it has but
+    the pooled one (trial), a recipe axis only where `rows` vary it (`swept`), in column order.
+    The one key every report, figure and view pools by."""
+    varied = {axis.name for axis in swept(rows)}
+    return [axis.name for axis in AXES if axis.name in rows and not axis.pooled
+            and (not axis.recipe or axis.name in varied)]
+
+
+def swept(rows: Any) -> list[Axis]:
+    """The recipe axes that take more than one value in `rows` (a DataFrame): the ones a view
+    must show, since the sweep varies them.  Rows from before the axis existed hold no value
+    (null), which tells nothing apart."""
+    return [axis for axis in RECIPE_AXES
+            if axis.name in rows and rows[axis.name].nunique(dropna=True) > 1]
