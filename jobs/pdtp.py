@@ -9,7 +9,7 @@ Each record costs one retrain per seed, so only the first few members are measur
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -61,13 +61,16 @@ class PdtpResult:
 
 
 def leave_one_out(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, records: int,
-                  seeds: Sequence[int], device: torch.device) -> PdtpResult:
+                  seeds: Sequence[int], device: torch.device,
+                  public_size: Optional[int] = None) -> PdtpResult:
     """PDTP of the first `records` members of `mask` (pool order), by retraining without each.
 
     Only members are candidates: removing a non-member leaves the training set unchanged, so its
     "leave-one-out" model would be the full model again. One full model is trained per seed and
     shared by every record; each record costs one retrain per seed, len(seeds)·(records + 1)
-    trainings in all. A seed is passed to `train_model` as is, full and leave-one-out alike.
+    trainings in all. A seed is passed to `train_model` as is, full and leave-one-out alike, and
+    so is the target's `public_size`: one record fewer changes neither DP-SGD's rate nor its
+    divisor, as it does not for the target (`jobs.accounting.rate_size`).
 
     `single` follows the paper's measurement on one pair of classifiers (seed seeds[0] for both).
     Under a randomized training algorithm (DP-SGD noise, initialization, batch order) it compares
@@ -91,7 +94,8 @@ def leave_one_out(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray,
         raise ValueError(f"records={records} but the mask holds only {len(members)} members")
 
     def probabilities(train_mask: np.ndarray, seed: int, rows: np.ndarray) -> np.ndarray:
-        logits = train_model(settings, data, train_mask, seed, device).pool_logits[rows]
+        logits = train_model(settings, data, train_mask, seed, device,
+                             public_size=public_size).pool_logits[rows]
         return softmax(logits.astype(np.float64), axis=1)
 
     full = np.stack([probabilities(mask, seed, members) for seed in seeds])  # (seeds, records, C)
@@ -127,7 +131,7 @@ def estimates(full: np.ndarray, loo: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def pdtp_table(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, records: int,
-               seeds: int, device: torch.device) -> np.ndarray:
+               seeds: int, device: torch.device, public_size: Optional[int] = None) -> np.ndarray:
     """The answer of a "pdtp" model query: one row per measured record, `TABLE_COLUMNS` (pool
     index, single PDTP, PDTP of the seed-averaged probabilities, mean of per-seed PDTP).
     Column 2 is the attack's score.
@@ -135,6 +139,6 @@ def pdtp_table(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, re
     Seeds 0 … seeds−1 train the full and the leave-one-out models alike: PDTP measures the
     training algorithm on this training set, not the one target model trained with its own seed.
     """
-    result = leave_one_out(settings, data, mask, records, range(seeds), device)
+    result = leave_one_out(settings, data, mask, records, range(seeds), device, public_size)
     return np.column_stack([result.record_ids, result.single, result.averaged,
                             result.seed_mean]).astype(np.float64)

@@ -95,7 +95,7 @@ def offline_shadows_needed(settings: RmiaOfflineSettings) -> tuple[int, str]:
     if settings.rmia_offline_a is not None:
         return 2, ""
     return 4, ("attack.rmia_offline_a=null: a is searched by attacking a shadow with the others; "
-               "or set a (0.33: the paper's code)")
+               "or set a (0.3: the paper's ICML configurations)")
 
 
 def held_out_query(settings: RmiaSettings) -> tuple[str, dict]:
@@ -125,7 +125,8 @@ def true_class_probability(logits: np.ndarray, labels: np.ndarray, temperature: 
 def taylor_soft_margin(logits: np.ndarray, labels: np.ndarray, temperature: float, margin: float,
                        terms: int) -> np.ndarray:
     """The authors' Taylor soft-margin softmax at each record's label, for any leading batch
-    shape: with v = logits / T and t(v) = Σ_{i<terms} vⁱ/i!, t(v_y − m) / (t(v_y − m) + Σ_{j≠y} t(v_j))."""
+    shape: with v = logits / T and t(v) = Σ_{i<terms} vⁱ/i!, t(v_y − m) / (t(v_y − m) + Σ_{j≠y} t(v_j)),
+    floored at the smallest normal float."""
     scaled = np.asarray(logits, dtype=np.float64) / temperature
 
     def series(values: np.ndarray) -> np.ndarray:
@@ -138,7 +139,11 @@ def taylor_soft_margin(logits: np.ndarray, labels: np.ndarray, temperature: floa
     label_logit = np.take_along_axis(scaled, np.broadcast_to(labels, scaled.shape[:-1])[..., None],
                                      axis=-1)[..., 0]
     label_term = series(label_logit - margin)
-    return label_term / (series(scaled).sum(axis=-1) - series(label_logit) + label_term)
+    # With an even number of terms the series is of odd degree and goes negative (v < −1.6 at
+    # 4 terms), which the authors' code lets through; floored as the softmax signal is, so no
+    # ratio changes sign.
+    return np.maximum(label_term / (series(scaled).sum(axis=-1) - series(label_logit) + label_term),
+                      np.finfo(np.float64).tiny)
 
 
 def signal(logits: np.ndarray, labels: np.ndarray, settings: RmiaSettings) -> np.ndarray:

@@ -43,6 +43,8 @@ class Axis:
     rule: Optional[Rule] = None  # each value's range check, for a recipe axis
     # What `scale=smoke` keeps of a recipe axis's values (`sweeper.scale`): at most two, small.
     smoke: Callable[[list], list] = lambda values: list(values)[:2]
+    # Read by DP-SGD alone (the clip norm): without DP one model serves every value.
+    private_only: bool = False
 
     def format(self, value: Any) -> str:
         """The value as a label writes it: `label=value`."""
@@ -62,7 +64,7 @@ AXES: tuple[Axis, ...] = (
                              "labels)", "policy", sort=2),
     Axis("max_grad_norm", "float64", "DP-SGD's clipping norm C the target trained with "
                                      "(grid.max_grad_norm, else train.max_grad_norm)", "C",
-         required=False, sort=6, recipe=True,
+         required=False, sort=6, recipe=True, private_only=True,
          rule=(lambda v: v > 0 and math.isfinite(v), "must be > 0 and finite")),
     Axis("epochs", "int64", "epochs the target trained for (grid.epochs, else train.epochs)",
          "epochs", required=False, sort=7, recipe=True, python_type=int,

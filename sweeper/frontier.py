@@ -146,7 +146,9 @@ def select(frame: pd.DataFrame, attacks: Sequence[str] = (), epsilons: Sequence[
     if attacks:
         keep &= frame["attack"].isin(list(attacks))
     for column, values in (("epsilon", epsilons), ("p", ps), *(recipe or {}).items()):
-        if values:
+        if values and column not in frame:  # a store from before the axis: no value matches
+            keep &= False
+        elif values:
             keep &= frame[column].apply(lambda v: any(math.isclose(v, w, rel_tol=1e-9)
                                                       or v == w for w in values))
     return frame[keep]
@@ -213,8 +215,10 @@ def _parser(prog: str = "python -m sweeper.frontier") -> argparse.ArgumentParser
     parser.add_argument("--p", action="append", default=[], metavar="P",
                         help="only this sampling probability p (repeat for several)")
     for axis in RECIPE_AXES:  # each training setting a grid may sweep
-        parser.add_argument(f"--{axis.name}", action="append", default=[], type=axis.python_type,
-                            metavar=axis.label, help=f"only this {axis.name} (repeat for several)")
+        parser.add_argument(option_of(axis.name), dest=axis.name, action="append", default=[],
+                            type=axis.python_type, metavar=axis.label,
+                            help=f"only this {axis.name} (a training setting the grid may sweep; "
+                                 "repeat for several)")
     parser.add_argument("--json", action="store_true",
                         help="print the rows as JSON records (the filtered cells, one per trial); "
                              "draws no figure unless --plot is given")
@@ -244,15 +248,20 @@ def filter_problems(frame: pd.DataFrame, attacks: Sequence[str], epsilons: Seque
     for option, values, column, show in (("--attack", attacks, "attack", str),
                                          ("--epsilon", epsilons, "epsilon", format_epsilon),
                                          ("--p", ps, "p", "{:g}".format),
-                                         *((f"--{name}", values, name, "{:g}".format)
+                                         *((option_of(name), values, name, "{:g}".format)
                                            for name, values in (recipe or {}).items())):
-        have = list(dict.fromkeys(frame[column]))
+        have = list(dict.fromkeys(frame[column].dropna())) if column in frame else []
         for value in values:
             if select(frame, **({FILTER_AXES[column]: [value]} if column in FILTER_AXES
                                 else {"recipe": {column: [value]}})).empty:
                 problems.append(f"{option} {show(value)}: the sweep has none "
-                                f"(it has {', '.join(show(v) for v in have)})")
+                                f"(it has {', '.join(show(v) for v in have) or 'no value'})")
     return problems
+
+
+def option_of(axis: str) -> str:
+    """A recipe axis's filter option, in the command's hyphenated style: `--max-grad-norm`."""
+    return "--" + axis.replace("_", "-")
 
 
 #: `select`'s argument for each filtered column.
@@ -340,7 +349,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
     if len(rows) < len(frame):
         given = [f"{option} {value}" for option, values in
                  (("--attack", args.attack), ("--epsilon", args.epsilon), ("--p", args.p),
-                  *((f"--{name}", values) for name, values in recipe.items()))
+                  *((option_of(name), values) for name, values in recipe.items()))
                  for value in values]
         print(f"shown: {len(rows)} of {len(frame)} cells ({', '.join(given)})", file=notes)
     if args.csv:

@@ -197,9 +197,8 @@ class Cell:
     violation_alpha: float
     calibration: tuple[tuple[str, Any], ...]  # CalibrationSettings items; empty unless calibrated
     audit_alpha: float = 0.05  # level of the one-sided epsilon_audit* claims (metrics.audit_alpha)
-    # The value of each recipe axis its target trained with (`sweeper.axes.RECIPE_AXES`), and
-    # which of them the grid sweeps (their values tell this cell from others; not in the key:
-    # the scores' key holds the recipe through the target's).
+    # The value of each recipe axis its cell stands at (`sweeper.axes.RECIPE_AXES`), and which
+    # of them the grid sweeps: their values enter the key, as they tell this cell from others.
     recipe: tuple[tuple[str, Any], ...] = ()
     swept: tuple[str, ...] = ()
 
@@ -211,13 +210,18 @@ class Cell:
             "audit_alpha": self.audit_alpha, "calibration": self.calibration,
             "epsilon": self.epsilon, "delta": self.delta, "p": self.p,
             "target_precision": self.target_precision,
+            # the swept recipe values: without DP a clip norm's cells share their scores
+            **({"recipe": [item for item in self.recipe if item[0] in self.swept]}
+               if self.swept else {}),
         })
 
     @property
     def coordinates(self) -> dict[str, Any]:
-        """Every coordinate's value (`sweeper.axes.COORDINATES`), the recipe axes' included."""
+        """Every coordinate's value (`sweeper.axes.COORDINATES`), the recipe axes' included
+        (None for a cell planned without them)."""
         recipe = dict(self.recipe)
-        return {name: recipe[name] if name in recipe else getattr(self, name) for name in COORDINATES}
+        return {name: recipe[name] if name in recipe else getattr(self, name, None)
+                for name in COORDINATES}
 
 
 @dataclass(frozen=True)
@@ -242,13 +246,13 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
     for epsilon, delta, p, target in operating_points(cfg):
         by_privacy[(epsilon, delta)].append((p, target))
     for (epsilon, delta), settings in by_privacy.items():
-        for train in training_recipes(cfg, epsilon, delta):
+        for train, recipe in training_recipes(cfg, epsilon, delta):
             shadows = plan.shadows(train)
             for trial in cfg.grid.trial:
                 for p, target_precision in settings:
                     target = plan.model("target", train, p, trial)
                     for attack in cfg.grid.attack:
-                        plan.score(attack, train, target, shadows,
+                        plan.score(attack, train, recipe, target, shadows,
                                    (delta, p, target_precision, trial))
     return SweepPlan(cfg, plan.models, plan.queries, plan.attacks, tuple(plan.cells))
 
@@ -302,8 +306,8 @@ class _Planner:
         return tuple(self.model("shadow", train, self.cfg.shadow.p, index)
                      for index in range(self.cfg.shadow.count if needed else 0))
 
-    def score(self, attack: str, train: TrainSettings, target: str, shadows: tuple[str, ...],
-              where: tuple[float, float, float, int]) -> None:
+    def score(self, attack: str, train: TrainSettings, recipe: tuple[tuple[str, Any], ...],
+              target: str, shadows: tuple[str, ...], where: tuple[float, float, float, int]) -> None:
         """`attack`'s scores on `target` (added once) and a cell for each policy, at `where`:
         the cell's (δ, p, target precision, trial); its ε is the recipe's."""
         cfg = self.cfg
@@ -318,7 +322,6 @@ class _Planner:
             shadow_records_from=self.shadow_offset if with_shadows else 0,
         )
         self.attacks.setdefault(spec.key, spec)
-        recipe = tuple((axis.name, getattr(train, axis.name)) for axis in RECIPE_AXES)
         for policy in cfg.grid.policy:
             self.cells.append(Cell(
                 dataset=cfg.dataset.name, model=cfg.model.name, epsilon=train.epsilon,

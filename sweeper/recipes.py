@@ -7,18 +7,22 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from typing import Optional
+from typing import Any, Optional
 
 from jobs.models import MEMBERSHIP_MECHANISM
 from jobs.training import TrainSettings
-from sweeper.axes import RECIPE_AXES
+from sweeper.axes import BY_NAME, RECIPE_AXES
 from sweeper.config.problems import whole_pool
 from sweeper.config.schema import SweepConfig
 
 
-def training_recipes(cfg: SweepConfig, epsilon: float, delta: float) -> list[TrainSettings]:
+def training_recipes(cfg: SweepConfig, epsilon: float, delta: float
+                     ) -> list[tuple[TrainSettings, tuple[tuple[str, Any], ...]]]:
     """The recipes a sweep trains at (ε, δ): `train.*`, once per combination of the values of
-    every recipe axis the grid sweeps (`sweeper.axes.RECIPE_AXES`; none swept: one recipe)."""
+    every recipe axis the grid sweeps (`sweeper.axes.RECIPE_AXES`; none swept: one recipe),
+    each with every recipe axis's value its cells record.  Without DP an axis only DP-SGD reads
+    (`Axis.private_only`: the clip norm) leaves the recipe as `train.*` sets it, so one model
+    serves each of its values."""
     base = TrainSettings(
         model=cfg.model.name, epochs=cfg.train.epochs, batch_size=cfg.train.batch_size,
         lr=cfg.train.lr, momentum=cfg.train.momentum, max_grad_norm=cfg.train.max_grad_norm,
@@ -28,8 +32,15 @@ def training_recipes(cfg: SweepConfig, epsilon: float, delta: float) -> list[Tra
         epsilon=epsilon, delta=delta if math.isfinite(epsilon) else None,
     )
     swept = [axis for axis in RECIPE_AXES if getattr(cfg.grid, axis.name)]
-    return [dataclasses.replace(base, **{axis.name: value for axis, value in zip(swept, values)})
-            for values in itertools.product(*(getattr(cfg.grid, axis.name) for axis in swept))]
+    recipes = []
+    for values in itertools.product(*(getattr(cfg.grid, axis.name) for axis in swept)):
+        chosen = {axis.name: axis.python_type(value) for axis, value in zip(swept, values)}
+        trained = {name: value for name, value in chosen.items()
+                   if math.isfinite(epsilon) or not BY_NAME[name].private_only}
+        recipes.append((dataclasses.replace(base, **trained),
+                        tuple((axis.name, chosen.get(axis.name, getattr(base, axis.name)))
+                              for axis in RECIPE_AXES)))
+    return recipes
 
 
 def public_size_for(cfg: SweepConfig, train: TrainSettings, pool: tuple[Optional[int], int],

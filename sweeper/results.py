@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sweeper.axes import SORT_ORDER
-from sweeper.schema import CELLS_SCHEMA, RESULTS_SCHEMA_VERSION, SCORES_DATASET_SCHEMA
+from sweeper.schema import CELLS_SCHEMA, RESULTS_SCHEMA_VERSION, SCORES_DATASET_SCHEMA, conform
 from sweeper.files import parquet_bytes, sha256_hex
 from sweeper.store import ArtifactStore
 
@@ -137,7 +137,8 @@ def load_results(store: ArtifactStore, sweep: str, cell_keys: Optional[list[str]
     else:
         try:
             data = store.read_with_checksum(rel, compacted["files"][rel])
-            table = pq.read_table(pa.BufferReader(data))
+            # Conformed: a dataset compacted before a column was added reads with it (null).
+            table = conform(pq.read_table(pa.BufferReader(data)), CELLS_SCHEMA, "the results dataset")
         except FileNotFoundError:
             coverage.notes.append(f"{store.location(rel)} is missing: read the cells' own files")
         except (OSError, ValueError, pa.ArrowException):
@@ -206,7 +207,6 @@ def _scores_file(store: ArtifactStore, keys: list[str]) -> tuple[bytes, list[str
     return sink.getvalue().to_pybytes(), lost
 
 
-#: How the results are read: by dataset, attack and policy, then along ε, δ, p and the trials.
 def sort_frontier(frame: pd.DataFrame) -> pd.DataFrame:
     """The results in the axes' order (`sweeper.axes.SORT_ORDER`), as every table and command
     shows them."""

@@ -201,7 +201,7 @@ def frontier_series(summary: pd.DataFrame) -> dict[str, list[tuple[int, float]]]
     series: dict[str, list[tuple[int, float]]] = {
         FRONTIER_EPSILON: [(index, float(epsilon)) for epsilon, index in step.items()]}
     keys = frontier_groups(finite)
-    groups = sorted(finite.groupby(keys + ["p"], sort=True),
+    groups = sorted(finite.groupby(keys + ["p"], sort=True, dropna=False),
                     key=lambda group: _decides(group[0][0]))  # stable: baselines last
     for key, rows in groups:
         *chart, p = key

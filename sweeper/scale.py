@@ -34,6 +34,8 @@ def scaled(cfg: SweepConfig) -> SweepConfig:
     small.train.epochs = 1
     small.train.batch_size = min(small.train.batch_size, 64)
     small.shadow.count = min(small.shadow.count, SMOKE_SHADOWS)
+    if small.train.public_size is not None:  # a declared size, no larger than the smoke pool
+        small.train.public_size = min(small.train.public_size, SMOKE_POOL)
     data = small.dataset
     if data.members is not None:  # pools follow from members and p: keep them small too
         data.members = min(data.members, SMOKE_EVAL_RECORDS)

@@ -155,7 +155,7 @@ def query_task(spec: QuerySpec, model_spec: ModelSpec, data: ArrayDataset, store
     if spec.kind == PDTP_QUERY:
         _, mask = store.read_model_outputs(spec.model)
         values = pdtp_table(model_spec.train, data, mask, settings["records"], settings["seeds"],
-                            resolve_device(device))
+                            resolve_device(device), model_spec.public_size)
     else:
         model = build_model(model_spec.train.model, data.input_shape, data.num_classes)
         model.load_state_dict(store.read_state_dict(spec.model))

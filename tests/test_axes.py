@@ -41,6 +41,15 @@ def test_a_swept_clip_norm_gives_separate_rows_and_points_end_to_end(ray_local, 
     assert len(rows) == 4 and sorted(rows["max_grad_norm"]) == [0.5, 0.5, 2.0, 2.0]
     assert set(rows["epochs"]) == {cfg.train.epochs} and set(rows["batch_size"]) == {cfg.train.batch_size}
     assert rows.groupby("max_grad_norm")["model_key"].nunique().to_dict() == {0.5: 2, 2.0: 2}
+    # Each DP model sampled at 1/⌈public size / B⌉ (Opacus's rule on the expected size).
+    from sweeper.plan import build_plan
+    from sweeper.store import ArtifactStore
+
+    store = ArtifactStore(cfg.store.root)
+    for key, spec in build_plan(cfg).models.items():
+        meta = store.read_model_meta(key)
+        assert meta["public_size"] == spec.public_size
+        assert meta["dp_sample_rate"] == 1 / math.ceil(spec.public_size / spec.train.batch_size)
     summary = summarize_frontier(rows)
     assert sorted(summary["max_grad_norm"]) == [0.5, 2.0] and set(summary["n_trials"]) == {2}
     assert {name for name in frontier_series(summary) if "frontier/" in name} == {
@@ -52,8 +61,8 @@ def test_a_swept_clip_norm_gives_separate_rows_and_points_end_to_end(ray_local, 
     table = capsys.readouterr().out.splitlines()
     assert table[0].split()[:5] == ["attack", "ε", "δ", "p", "C"]
     assert [line.split()[4] for line in table if line.startswith("loss")] == ["0.5", "2"]
-    assert main([*where, "--max_grad_norm", "0.5"]) == 0
+    assert main([*where, "--max-grad-norm", "0.5"]) == 0
     shown = capsys.readouterr().out
-    assert "shown: 2 of 4 cells (--max_grad_norm 0.5)" in shown
-    assert main([*where, "--max_grad_norm", "3"]) == 2
-    assert "--max_grad_norm 3: the sweep has none (it has 0.5, 2)" in capsys.readouterr().err
+    assert "shown: 2 of 4 cells (--max-grad-norm 0.5)" in shown
+    assert main([*where, "--max-grad-norm", "3"]) == 2
+    assert "--max-grad-norm 3: the sweep has none (it has 0.5, 2)" in capsys.readouterr().err

@@ -122,14 +122,25 @@ def non_private():
     calls = []
     real = pdtp_module.train_model
 
-    def spy(settings, data, train_mask, seed, device, checkpoint=None):
-        calls.append((train_mask.copy(), seed))
-        return real(settings, data, train_mask, seed, device, checkpoint)
+    def spy(settings, data, train_mask, seed, device, checkpoint=None, public_size=None):
+        calls.append((train_mask.copy(), seed, public_size))
+        return real(settings, data, train_mask, seed, device, checkpoint, public_size=public_size)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pdtp_module, "train_model", spy)
-        result = leave_one_out(lr_settings(math.inf), data, mask, records=8, seeds=[0, 1, 2], device=CPU)
+        result = leave_one_out(lr_settings(math.inf), data, mask, records=8, seeds=[0, 1, 2],
+                               device=CPU, public_size=PUBLIC_SIZE)
     return result, calls, mask
+
+
+#: The target's public size, which every retrain must keep: one record fewer must not change
+#: DP-SGD's rate or divisor (`jobs.accounting.rate_size`).
+PUBLIC_SIZE = 77
+
+
+def test_every_retrain_keeps_the_targets_public_size(non_private):
+    _, calls, _ = non_private
+    assert {public for _, _, public in calls} == {PUBLIC_SIZE}
 
 
 def test_leave_one_out_shapes_and_ranges(non_private):
@@ -147,10 +158,10 @@ def test_only_members_are_left_out_and_full_models_are_trained_once_per_seed(non
     # The first 8 members in pool order, skipping the non-members 0, 3, 6, 9.
     assert result.record_ids.tolist() == [1, 2, 4, 5, 7, 8, 10, 11]
     assert mask[result.record_ids].all()
-    full = [seed for train_mask, seed in calls if (train_mask == mask).all()]
+    full = [seed for train_mask, seed, _ in calls if (train_mask == mask).all()]
     assert sorted(full) == [0, 1, 2]  # one full model per seed, shared by all records
     left_out = []
-    for train_mask, seed in calls:
+    for train_mask, seed, _ in calls:
         if (train_mask == mask).all():
             continue
         removed = np.flatnonzero(mask & ~train_mask)

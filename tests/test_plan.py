@@ -164,6 +164,12 @@ def test_dp_models_take_their_rate_from_the_expected_size_unless_told_otherwise(
     cfg.grid.p = [0.3]  # pool round(100/0.3) = 333, expected round(333 · 0.3) = 100
     assert {m.public_size for m in roles(build_plan(cfg), "target")} - {None} == {100}
 
+    # Shadows at shadow.p = 0.25 draw from 400 records: 100 expected, their complements 300.
+    cfg.shadow.p = 0.25
+    shadows = roles(build_plan(cfg), "shadow")
+    assert {(m.mask_complement, m.public_size) for m in shadows if m.public_size} == {
+        (False, 100), (True, 300)}
+    cfg.shadow.p = 0.5
     cfg.train.rate_from, cfg.train.public_size = "declared", 321
     assert {m.public_size for m in build_plan(cfg).models.values()} == {321, None}
     cfg.train.rate_from, cfg.train.public_size = "actual", None
@@ -236,6 +242,12 @@ def test_a_swept_training_setting_trains_its_own_models_and_keeps_old_keys():
     # A value equal to train.max_grad_norm gives the very models a sweep without the axis has.
     cfg.grid.max_grad_norm = [SweepConfig().train.max_grad_norm, 2.0]
     assert set(plain.models) < set(build_plan(cfg).models)
+    # Without DP the clip norm has no effect: one model serves both values, whose cells differ.
+    cfg.grid.epsilon, cfg.grid.max_grad_norm = [math.inf], [0.5, 2.0]
+    private_free = build_plan(cfg)
+    assert len(private_free.models) == len(plain.models)
+    assert len({c.key for c in private_free.cells}) == len(private_free.cells) == 2 * len(plain.cells)
+    cfg.grid.epsilon, cfg.grid.max_grad_norm = [2.0], [SweepConfig().train.max_grad_norm, 2.0]
     # Two axes cross: 2 clip norms × 2 batch sizes.
     cfg.grid.batch_size = [32, 64]
     crossed = build_plan(cfg)

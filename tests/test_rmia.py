@@ -243,14 +243,22 @@ def authors_taylor_soft_margin(logits, label, temperature, margin, terms):
     return label_term / (others + label_term)
 
 
+TINY = np.finfo(np.float64).tiny
+
+
 @pytest.mark.parametrize("margin, terms, temperature", [(0.6, 4, 2.0), (0.0, 6, 1.0), (1.5, 2, 3.0)])
 def test_the_taylor_soft_margin_signal_is_the_authors_rule(margin, terms, temperature):
     rng = np.random.default_rng(5)
     logits, labels = rng.normal(0, 2, (3, 20, 5)), rng.integers(0, 5, 20)
     ours = taylor_soft_margin(logits, labels, temperature, margin, terms)
-    theirs = [[authors_taylor_soft_margin(list(logits[k, i]), labels[i], temperature, margin, terms)
-               for i in range(20)] for k in range(3)]
-    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    theirs = np.array([[authors_taylor_soft_margin(list(logits[k, i]), labels[i], temperature,
+                                                    margin, terms) for i in range(20)]
+                       for k in range(3)])
+    # Theirs where it is a probability; where their odd-degree series went negative, ours is
+    # floored (the softmax signal's floor) rather than flipping the ratio's sign.
+    np.testing.assert_allclose(ours, np.maximum(theirs, TINY), rtol=1e-12)
+    if terms == 4:
+        assert (theirs < 0).any() and (ours > 0).all()
     # Many terms and no margin: e^v itself, so the softmax.
     softmax_at_label = np.take_along_axis(softmax(logits, axis=-1),
                                           np.broadcast_to(labels, (3, 20))[..., None], axis=-1)[..., 0]
@@ -345,3 +353,9 @@ def test_rmia_in_a_sweep_takes_its_population_from_the_held_out_split(ray_local,
                                    atol=1e-4)
     auc = result.results.set_index("attack")["auc"]
     assert auc["rmia"] > 0.55 and auc["rmia_offline"] > 0.55, auc
+    # With query augmentations every model answers each view of both sets, and RMIA votes.
+    cfg.attack.augment_flip, cfg.grid.attack, cfg.name = True, ["rmia"], "tiny_voted"
+    voted = run_sweep(cfg, progress=False)
+    assert not voted.failures and voted.results["auc"].item() > 0.5
+    for key in build_plan(cfg).queries:
+        assert store.read_query(key).shape == (2, n + 150, 10)

@@ -46,7 +46,7 @@ REFUSED_ACCOUNTANTS = {
            "calibrate with rdp (an upper bound) or prv (numerically exact) instead",
 }
 OPTIMIZERS = ("sgd", "adam")
-#: Where DP-SGD's rate comes from (`train.rate_from`; `sweeper.plan.public_size_for`).
+#: Where DP-SGD's rate comes from (`train.rate_from`; `sweeper.recipes.public_size_for`).
 RATE_SOURCES = ("expected", "declared", "actual")
 SCALES = ("full", "smoke")
 

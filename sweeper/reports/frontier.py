@@ -81,7 +81,7 @@ def frontier_figure(frame: pd.DataFrame, title: str = ""):
     varied = swept(tests)  # a training setting the sweep varies: its own panels
     keys = [c for c in ("attack", "policy") if c in frame.columns
             and (c == "attack" or tests[c].nunique() > 1)] + [axis.name for axis in varied]
-    panels = (list(tests.groupby(keys, sort=False)) if not tests.empty
+    panels = (list(tests.groupby(keys, sort=False, dropna=False)) if not tests.empty
               else [((BASELINE_ATTACK,), frame)])
     epsilons = sorted(frame["epsilon"].unique())
     delta = float(frame["delta"].max())  # the loosest bound of the grid

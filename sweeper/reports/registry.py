@@ -58,7 +58,8 @@ def draw(name: str, frame: pd.DataFrame, out_dir: Path, store_root: Path,
     varied = swept(frame)  # training settings the sweep varies: one report per combination
     parts = ([(out_dir, frame)] if not varied else
              [(out_dir / " ".join(axis.format(value) for axis, value in zip(varied, key)), rows)
-              for key, rows in frame.groupby([axis.name for axis in varied], sort=True)])
+              for key, rows in frame.groupby([axis.name for axis in varied], sort=True,
+                                             dropna=False)])
     written = []
     for where, rows in parts:
         try:
