@@ -78,4 +78,14 @@ def test_smoke_shrinks_sizes_but_keeps_the_structure(compose_config):
     assert small.grid.attack == full.grid.attack and small.grid.policy == full.grid.policy
     assert small.train.epochs == 1 and small.shadow.count == 4
     assert small.dataset.eval_records <= 200 and small.model.name == full.model.name
+    # Swept training settings, a declared public size and the attacks' sizes shrink as their
+    # declarations say (`Axis.smoke`, `Setting.smoke`): still two epochs values, batches ≤ 64.
+    swept = compose_config("cifar10_lira", ["scale=smoke", "grid.epochs=[10,30]",
+                                            "grid.batch_size=[128,256]", "train.rate_from=declared",
+                                            "train.public_size=5000",
+                                            "attack.canary_gradient_count=1000"])
+    small = scaled(swept)
+    assert small.grid.epochs == [1, 2] and small.grid.batch_size == [64]
+    assert small.train.public_size == 400 and small.attack.canary_gradient_count == 200
+    assert small.attack.pdtp_records <= 2 and small.attack.merlin_perturbations <= 10
     assert list(itertools.chain(small.dataset.input_shape)) == list(full.dataset.input_shape)

@@ -253,3 +253,33 @@ def test_the_docs_attack_table_is_the_attack_registry(capsys):
             assert f"`attack.{spec.name}`" in row
     assert main(["--attacks"]) == 0
     assert capsys.readouterr().out == attack_markdown() + "\n"
+
+
+def test_a_dataset_compacted_before_the_recipe_columns_reads_beside_newer_cells(two_sweeps):
+    """A store compacted by the code before `sweeper.axes`' recipe columns, grown by a cell that
+    has them: both read as one table, the old rows null there (pyarrow refused to concatenate
+    the two schemas before the compacted part was conformed)."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from sweeper.axes import RECIPE_AXES
+    from sweeper.files import sha256_hex
+    from sweeper.results import CELLS_DATASET, part_path
+
+    store = ArtifactStore(two_sweeps)
+    rel = part_path(CELLS_DATASET, "alpha")
+    old = pq.read_table(two_sweeps / rel).drop_columns([axis.name for axis in RECIPE_AXES])
+    sink = io.BytesIO()
+    pq.write_table(old, sink)
+    (two_sweeps / rel).write_bytes(sink.getvalue())
+    manifest = store.read_results_manifest("alpha")
+    manifest["files"][rel] = sha256_hex(sink.getvalue())
+    store.write_results_manifest("alpha", manifest)
+    keys = [f"alpha-cell{i}" for i in range(4)]
+    store.write_manifest("alpha", {"name": "alpha", "cells": keys})
+    store.write_cell("alpha", keys[3], {**cell_row("alpha", 3), "max_grad_norm": 0.5})
+    loaded = load_results(store, "alpha")
+    assert loaded.coverage.complete and sorted(loaded.frame.cell_key) == keys
+    assert loaded.frame.set_index("cell_key")["max_grad_norm"].isna().to_dict() == {
+        "alpha-cell0": True, "alpha-cell1": True, "alpha-cell2": True, "alpha-cell3": False}
