@@ -22,7 +22,9 @@ measured), at the experiment's shipped settings (`train.models_per_task`, and N 
 `resources.train.num_gpus`) and at the best packing measured.
 
 `--reduced` shrinks everything (records, epochs, batch) so that it runs in under a minute on a
-CPU: what CI runs, to keep this command working.  Figures are medians of one run in one
+CPU: what CI runs, to keep this command working.  `--steps-only` stops after the step times
+(seconds: for comparing training options, given as overrides such as `train.tf32=false`), and
+`--profile ROWS` adds the eager DP step's costliest kernels.  Figures are medians of one run in one
 process; the machine and its load are printed first.
 """
 
@@ -64,6 +66,7 @@ class GridShape:
     models: tuple[tuple[str, float, int], ...]  # (role, p, expected |D|) per model
     shipped_k: int
     shipped_n: int
+    options: TrainOptions = TrainOptions()  # how the sweep's tasks train (`train.*` options)
 
     def steps(self, records: int) -> int:
         return training_steps(self.settings.epochs, PoissonSchedule(records, self.settings.batch_size).sample_rate)
@@ -79,7 +82,7 @@ def grid_shape(experiment: str, overrides: list[str]) -> GridShape:
     from omegaconf import OmegaConf
 
     from jobs.datasets import DATASETS
-    from sweeper.plan import build_plan, group_resources, models_per_task
+    from sweeper.plan import build_plan, group_resources, models_per_task, train_options_of
     from sweeper.preflight import CONF_DIR, composed
 
     shipped = OmegaConf.load(CONF_DIR / "experiment" / f"{experiment}.yaml")
@@ -101,7 +104,8 @@ def grid_shape(experiment: str, overrides: list[str]) -> GridShape:
     settings = settings or next(iter(plan.models.values())).train
     return GridShape(experiment, cfg.dataset.name, tuple(spec.input_shape), spec.num_classes,
                      full_pool, cfg.dataset.test_size, settings, cfg.shadow.p, tuple(models),
-                     shipped_k, max(1, int(round(1 / task_gpus))) if task_gpus > 0 else 1)
+                     shipped_k, max(1, int(round(1 / task_gpus))) if task_gpus > 0 else 1,
+                     train_options_of(cfg))
 
 
 def reduce(shape: GridShape) -> GridShape:
@@ -139,25 +143,29 @@ def _sync(device: torch.device) -> None:
 
 
 def step_times(shape: GridShape, data: ArrayDataset, device: torch.device,
-               rounds: int) -> dict[str, float]:
+               rounds: int, profile: int = 0) -> dict[str, float]:
     """Median seconds of a step on full batches of the recipe's size, interleaved: a plain
     PyTorch step, the engine's DP step eagerly, and the DP step as training takes it (on a GPU
-    replayed as CUDA graphs), all at the recipe's precision."""
+    replayed as CUDA graphs), all at the recipe's precision and with the sweep's training
+    options; with `profile`, a table of the eager DP step's costliest kernels."""
     from jobs.models import build_model
     from jobs.steps import EagerSteps
     from jobs.training import _stepper, on_device, start_run
 
-    settings, batch = shape.settings, shape.settings.batch_size
+    settings, batch, options = shape.settings, shape.settings.batch_size, shape.options.on(device)
     mask = np.ones(len(data.pool_y), bool)
     index = torch.arange(len(data.pool_y))
     batches = [torch.arange(start, start + batch) % len(data.pool_y) for start in range(0, 64 * batch, batch)]
     pool_x, pool_y = on_device(data.pool_x, data.pool_y, device)
     torch.manual_seed(0)
     model = build_model(settings.model, shape.input_shape, shape.num_classes).to(device)
+    if options.channels_last:
+        model = model.to(memory_format=torch.channels_last)
     steps = {"plain": _plain_step(model, settings, pool_x[:batch], pool_y[:batch])}
     for mode in ("DP eager", "DP as trained"):
-        run = start_run(settings, mask, shape.input_shape, shape.num_classes, 1, device)
-        stepper = _stepper(run, pool_x, pool_y, index, device, False)
+        run = start_run(settings, mask, shape.input_shape, shape.num_classes, 1, device,
+                        channels_last=options.channels_last)
+        stepper = _stepper(run, pool_x, pool_y, index, device, options)
         if mode == "DP eager":
             stepper = EagerSteps(run, pool_x, pool_y, index, stepper.clipper)
         with _stream(stepper.stream):
@@ -175,7 +183,23 @@ def step_times(shape: GridShape, data: ArrayDataset, device: torch.device,
             step()
             _sync(device)
             times[mode].append(time.perf_counter() - start)
+    if profile:
+        _profile(steps["DP eager"], device, profile)
     return {mode: statistics.median(values) for mode, values in times.items()}
+
+
+def _profile(step, device: torch.device, rows: int) -> None:
+    """The device's own time per kernel over 10 eager DP steps: the `rows` costliest."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as trace:
+        for _ in range(10):
+            step()
+        _sync(device)
+    sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    print(trace.key_averages().table(sort_by=sort, row_limit=rows, max_name_column_width=60),
+          flush=True)
 
 
 def _plain_step(model, settings: TrainSettings, x: torch.Tensor, y: torch.Tensor):
@@ -303,8 +327,8 @@ def exactness(shape: GridShape, data: ArrayDataset, device: torch.device,
     captured = training.train_model(settings, data, mask, 3, device, options=options)
     real = training._stepper
 
-    def padded_eagerly(run, pool_x, pool_y, index, device_, compiled):
-        stepper = real(run, pool_x, pool_y, index, device_, compiled)
+    def padded_eagerly(run, pool_x, pool_y, index, device_, options_):
+        stepper = real(run, pool_x, pool_y, index, device_, options_)
         return PaddedSteps(run, pool_x, pool_y, index, stepper.clipper)
 
     training._stepper = padded_eagerly
@@ -344,6 +368,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--reduced", action="store_true",
                         help="a pool of 640 records, 1 epoch of batch 32, packings 1x1, 2x1, 1x2 "
                              "and the shipped one: about a minute on a CPU")
+    parser.add_argument("--steps-only", action="store_true",
+                        help="the step times alone (seconds, not minutes: for comparing options)")
+    parser.add_argument("--profile", type=int, default=0, metavar="ROWS",
+                        help="also print the eager DP step's ROWS costliest kernels (torch.profiler)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for the experiment (key=value)")
     args = parser.parse_args(argv)
     if args.packings is None:
@@ -357,15 +385,16 @@ def main(argv: Optional[list[str]] = None) -> None:
     if any(len(p) != 2 or min(p) < 1 for p in packings):
         parser.error(f"--packings {args.packings!r}: give KxN pairs of integers ≥ 1, e.g. 1x1,4x1")
     device = resolve_device(args.device)
-    options = TrainOptions()
     shape = grid_shape(args.experiment, args.overrides)
     if args.reduced:
         shape = reduce(shape)
-    settings = shape.settings
+    settings, options = shape.settings, shape.options.on(device)
     print(f"bench.grid {shape.experiment}: {machine()}", flush=True)
     print(f"  plan: {len(shape.models)} models of {settings.model}, {settings.epochs} epochs of batch "
           f"{settings.batch_size}, pool {shape.pool_size} records, {shape.total_steps} steps in all; "
           f"shipped K = {shape.shipped_k}, N = {shape.shipped_n}", flush=True)
+    print(f"  precision {settings.precision}; channels_last {options.channels_last}, tf32 "
+          f"{options.tf32}", flush=True)
     data = noise_records(shape)
     shadow_records = int(round(shape.pool_size * shape.shadow_rate))
     small_records = min(records for _, _, records in shape.models)
@@ -373,11 +402,13 @@ def main(argv: Optional[list[str]] = None) -> None:
     for records in {shadow_records, small_records}:
         calibrate_noise(settings, PoissonSchedule(records, settings.batch_size).sample_rate, cache)
 
-    seconds = step_times(shape, data, device, args.rounds)
+    seconds = step_times(shape, data, device, args.rounds, args.profile)
     plain = seconds["plain"]
     print(f"  a step at batch {settings.batch_size} (median of {args.rounds}; × plain):", flush=True)
     for mode, value in seconds.items():
         print(f"    {mode:28s} {value * 1e3:8.2f} ms  {value / plain:5.2f}×", flush=True)
+    if args.steps_only:
+        return
     dp_step = seconds["DP as trained"]
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "records.npz")

@@ -46,7 +46,8 @@ from torch import nn
 from torch.autograd.graph import GradientEdge, get_gradient_edge
 
 from jobs import linear_stack
-from jobs.layer_rules import Samples, Seen, rule_for, set_grad, squared_norms, check_supported
+from jobs.layer_rules import (Samples, Seen, check_supported, rule_for, set_grad, squared_norms,
+                              weighted_sum)
 
 #: Added to each norm before dividing, as Opacus does, so the two engines clip identically.
 NORM_EPSILON = 1e-6
@@ -80,11 +81,13 @@ class PerSampleClipper:
     after which every trainable parameter's `.grad` holds Σ_i min(1, C/(‖∇ℓ_i‖+1e-6))·∇ℓ_i.
     """
 
-    def __init__(self, model: nn.Module, max_grad_norm: float):
+    def __init__(self, model: nn.Module, max_grad_norm: float, tf32: bool = False):
         problems = check_supported(model)
         if problems:
             raise ValueError("cannot clip per sample: " + "; ".join(problems))
         self.max_grad_norm = float(max_grad_norm)
+        # Per-record gradients' matrix products on a GPU in TF32 (`tf32_products`).
+        self.tf32 = tf32
         self._layers = [m for m in model.modules() if rule_for(m) is not None
                         and any(p.requires_grad for p in m.parameters(recurse=False))]
         # Asked every step: looked up once (a module's parameters() is slow next to a small step).
@@ -146,7 +149,8 @@ class PerSampleClipper:
         self._seen[index] = None
         rule = rule_for(seen.module)
         if keeps_samples:
-            samples = rule.per_sample(seen, grad)
+            with tf32_products(self.tf32):
+                samples = rule.per_sample(seen, grad)
             self._squared[index] = squared_norms(samples, grad.shape[0], grad.device)
             self._kept[index] = samples
         else:
@@ -183,8 +187,7 @@ class PerSampleClipper:
                     rule_for(kept[0].module).accumulate(kept[0], kept[1], factors)
                 else:
                     for parameter, per_record in kept:
-                        set_grad(parameter, torch.einsum("b,b...->...",
-                                                          factors.to(per_record.dtype), per_record))
+                        set_grad(parameter, weighted_sum(factors, per_record))
             return norms
         finally:
             self._seen, self._squared, self._kept = [], {}, {}
@@ -215,6 +218,23 @@ class PerSampleClipper:
         """An empty Poisson batch: the clipped sum is zero (the noise is added all the same)."""
         for parameter in self._parameters:
             parameter.grad = torch.zeros_like(parameter)
+
+
+@contextmanager
+def tf32_products(enabled: bool) -> Iterator[None]:
+    """CUDA matrix products in TF32 while computing per-record gradients, when `enabled`.
+
+    Safe for the mechanism because a layer that keeps per-record gradients reads its norms and
+    its clipped sum from the same tensor: whatever the products' rounding, each record's
+    clipped contribution has norm ≤ C exactly as computed.  (cuDNN's convolutions, the grouped
+    per-record route included, are TF32 by PyTorch's default already.)  Book-keeping layers,
+    whose norm and sum come from different products, stay in fp32."""
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
 
 
 def clip_factors(norms: torch.Tensor, max_grad_norm: float) -> torch.Tensor:

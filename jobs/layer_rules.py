@@ -58,11 +58,33 @@ class _Rule:
         return grad.shape[0] * parameters <= grad.numel() + seen.input.numel()
 
 
+def _in_memory_order(per_record: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
+    """(B, F) rows of `per_record` in its memory order, and the axes that order follows: a
+    permuted view (per-record gradients taken channels-last or by shifted products) is read
+    without a copy."""
+    order = sorted(range(1, per_record.dim()), key=lambda axis: -per_record.stride(axis))
+    dense = per_record.permute(0, *order)
+    if not dense.is_contiguous():
+        dense, order = per_record.contiguous(), list(range(1, per_record.dim()))
+    return dense.reshape(dense.shape[0], -1), order
+
+
 def squared_norms(samples: Samples, batch: int, device: torch.device) -> torch.Tensor:
     total = torch.zeros(batch, device=device, dtype=torch.float32)
     for _, per_record in samples:
-        total += per_record.float().pow(2).reshape(batch, -1).sum(1)
+        rows, _ = _in_memory_order(per_record)
+        # One reduction over each row (a squared copy first cost a GPU step 6 %).
+        total += torch.linalg.vector_norm(rows, dim=1).float().square()
     return total
+
+
+def weighted_sum(factors: torch.Tensor, per_record: torch.Tensor) -> torch.Tensor:
+    """Σ_i factors_i·per_record_i, as one matrix-vector product over the tensor's memory
+    order; the result keeps the per-record layout."""
+    rows, order = _in_memory_order(per_record)
+    shape = [per_record.shape[axis] for axis in order]
+    total = (factors.to(rows.dtype) @ rows).view(shape)
+    return total.permute(*sorted(range(len(order)), key=lambda axis: order[axis]))
 
 
 def _sequence(tensor: torch.Tensor) -> torch.Tensor:
@@ -74,6 +96,12 @@ def set_grad(parameter: Optional[nn.Parameter], value: torch.Tensor) -> None:
     if parameter is not None and parameter.requires_grad:
         parameter.grad = value if value.shape == parameter.shape and value.dtype == parameter.dtype \
             else value.reshape(parameter.shape).to(parameter.dtype)
+
+
+def _channels_last(tensor: torch.Tensor) -> bool:
+    """A 4-D tensor stored NHWC with more than one channel (one channel is both layouts)."""
+    return (tensor.dim() == 4 and tensor.shape[1] > 1 and not tensor.is_contiguous()
+            and tensor.is_contiguous(memory_format=torch.channels_last))
 
 
 def _trainable(parameter: Optional[nn.Parameter]) -> bool:
@@ -165,17 +193,73 @@ class _Conv2dRule(_Rule):
     @classmethod
     def _unfolded_weights(cls, module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """The same as `_grouped_weights`, as a batched matmul of each record's output gradient
-        (C_out, L) and its unfolded input (C_in·kh·kw, L)."""
+        (C_out, L) and its unfolded input (C_in·kh·kw, L); for channels-last inputs in their own
+        layout (`_channels_last_weights`)."""
         records = a.shape[0]
+        if _channels_last(a) and module.dilation == (1, 1):
+            return cls._channels_last_weights(module, a, g)
         return torch.bmm(g.reshape(records, module.out_channels, -1),
                          cls._unfold(module, a).transpose(1, 2)).reshape(records, *module.weight.shape)
 
+    @staticmethod
+    def _channels_last_weights(module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """Each record's weight gradient from channels-last (NHWC) inputs and output gradients
+        with no copy back to NCHW: the receptive fields as rows (L, kh·kw·C_in) in NHWC's own
+        order, one batched matmul with the output gradient's (L, C_out), and the result a
+        permuted view (b, C_out, C_in, kh, kw) with a channels-last weight's strides."""
+        (kh, kw), (sh, sw), (ph, pw) = module.kernel_size, module.stride, module.padding
+        nhwc = F.pad(a, (pw, pw, ph, ph)).permute(0, 2, 3, 1)  # (b, H+2ph, W+2pw, C): a view
+        windows = nhwc.unfold(1, kh, sh).unfold(2, kw, sw)  # (b, H_out, W_out, C, kh, kw)
+        b, rows, cols, channels = windows.shape[:4]
+        fields = windows.permute(0, 1, 2, 4, 5, 3).reshape(b, rows * cols, kh * kw * channels)
+        grads = g.permute(0, 2, 3, 1).reshape(b, rows * cols, module.out_channels)
+        per_record = torch.bmm(grads.transpose(1, 2), fields)  # (b, C_out, kh·kw·C_in)
+        return per_record.view(b, module.out_channels, kh, kw, channels).permute(0, 1, 4, 2, 3)
+
+    @staticmethod
+    def _shifts(module: nn.Conv2d) -> bool:
+        """Whether `_shifted_weights` applies: stride 1, no dilation."""
+        return module.stride == (1, 1) and module.dilation == (1, 1)
+
+    @staticmethod
+    def _shifted_weights(module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """The same as `_grouped_weights` with no unfolded copy: one batched matmul per kernel
+        offset (i, j), each record's output gradient (C_out, L′) against its padded input read
+        at that offset (L′, C_in), a strided view.  Output positions run over whole padded
+        rows, L′ = H_out·W_pad, the output gradient padded with zeros on the right, so that
+        offset (i, j) is the flat padded input shifted by i·W_pad + j (one extra zero row keeps
+        the last shift in bounds); for a stride-1 convolution.  Returns a permuted view
+        (b, C_out, C_in, kh, kw) of a (kh, kw, b, C_out, C_in) tensor."""
+        (kh, kw), (ph, pw) = module.kernel_size, module.padding
+        b, c_out = g.shape[:2]
+        padded = F.pad(a, (pw, pw, ph, ph + 1))  # (b, C_in, H_pad + 1, W_pad)
+        width = padded.shape[3]
+        grads = F.pad(g, (0, width - g.shape[3]))  # (b, C_out, H_out, W_pad)
+        positions = grads.shape[2] * width
+        out = torch.empty(kh, kw, b, c_out, a.shape[1], device=a.device, dtype=g.dtype)
+        if _channels_last(a):  # rows of channels: (b, positions, C) views, no copy of a
+            flat = padded.permute(0, 2, 3, 1).reshape(b, -1, a.shape[1])
+            rows = grads.permute(0, 2, 3, 1).reshape(b, positions, c_out).transpose(1, 2)
+            for i in range(kh):
+                for j in range(kw):
+                    shift = i * width + j
+                    torch.bmm(rows, flat[:, shift:shift + positions], out=out[i, j])
+        else:
+            flat = padded.reshape(b, a.shape[1], -1)
+            rows = grads.reshape(b, c_out, positions)
+            for i in range(kh):
+                for j in range(kw):
+                    shift = i * width + j
+                    torch.bmm(rows, flat[:, :, shift:shift + positions].transpose(1, 2),
+                              out=out[i, j])
+        return out.permute(2, 3, 4, 0, 1)
+
     @classmethod
     def _weights(cls, module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        """Each record's weight gradient: grouped convolution on a CPU, the faster of the two
+        """Each record's weight gradient: grouped convolution on a CPU, the fastest of the
         ways for this layer's shape on a GPU (`_fastest`)."""
-        if a.is_cuda and _fastest(module, a, g) == "unfold":
-            return cls._unfolded_weights(module, a, g)
+        if a.is_cuda:
+            return METHODS[_fastest(module, a, g)](module, a, g)
         return cls._grouped_weights(module, a, g)
 
     @staticmethod
@@ -249,18 +333,19 @@ _FASTEST_METHOD: dict[tuple, str] = {}
 
 
 def _fastest(module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> str:
-    """"grouped" or "unfold": whichever took less time over three runs each on these inputs.
-    Both compute the same per-record gradients (to float rounding): the choice changes speed,
+    """The name in `METHODS` of the one that took least time over three runs on these inputs.
+    All compute the same per-record gradients (to float rounding): the choice changes speed,
     not the mechanism.  Inside a CUDA graph's capture nothing can be timed: an unmeasured shape
-    takes "unfold", never the slowest by much in the shapes measured."""
+    takes "unfold", which works for every geometry."""
     key = (a.device.index, module.in_channels, module.out_channels, module.kernel_size,
-           module.stride, module.padding, module.dilation, tuple(a.shape[1:]))
+           module.stride, module.padding, module.dilation, tuple(a.shape[1:]), _channels_last(a))
     if key not in _FASTEST_METHOD:
         if torch.cuda.is_current_stream_capturing():
             return "unfold"
         seconds = {}
-        for method, take in (("grouped", _Conv2dRule._grouped_weights),
-                             ("unfold", _Conv2dRule._unfolded_weights)):
+        for method, take in METHODS.items():
+            if method == "shifted" and not _Conv2dRule._shifts(module):
+                continue
             take(module, a, g)  # warm-up: kernel choice and workspace outside the timing
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
@@ -271,6 +356,11 @@ def _fastest(module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> str:
             seconds[method] = start.elapsed_time(end)
         _FASTEST_METHOD[key] = min(seconds, key=seconds.get)
     return _FASTEST_METHOD[key]
+
+
+#: The ways to each record's convolution weight gradients, by name (`_fastest` times them).
+METHODS = {"grouped": _Conv2dRule._grouped_weights, "unfold": _Conv2dRule._unfolded_weights,
+           "shifted": _Conv2dRule._shifted_weights}
 
 
 class _NormRule(_Rule):

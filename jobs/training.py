@@ -20,6 +20,7 @@ long, or one epoch, when Ray retries the task.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import logging
 import math
@@ -104,10 +105,22 @@ class TrainOptions:
             layer's output, which a compiled graph does not expose.
         checkpoint_seconds: the training state is saved at an epoch's end once this long has
             passed since the last save (0: every epoch).
+        channels_last: convolutional models' weights and activations stored NHWC, per-record
+            gradients taken in that layout (saved weights are contiguous either way).
+        tf32: per-record gradients' products in TF32 on a GPU (`jobs.clipping.tf32_products`).
     """
 
     compile: bool = False
     checkpoint_seconds: float = 0.0
+    channels_last: bool = False
+    tf32: bool = False
+
+    def on(self, device: torch.device) -> "TrainOptions":
+        """The options as a sweep applies them on `device`: the GPU's own ones off on a CPU
+        (where they were not measured to pay); `jobs` itself honours them anywhere."""
+        if device.type == "cuda":
+            return self
+        return dataclasses.replace(self, channels_last=False, tf32=False)
 
 
 class Checkpoint(Protocol):
@@ -204,7 +217,8 @@ def start_run(settings: TrainSettings, mask: np.ndarray, input_shape: tuple[int,
               checkpoint: Optional[Checkpoint] = None,
               noise_cache: Optional[NoiseCache] = None,
               canaries: Optional[CanarySet] = None,
-              public_size: Optional[int] = None) -> ModelRun:
+              public_size: Optional[int] = None,
+              channels_last: bool = False) -> ModelRun:
     """A model's initial weights (from `seed`), optimizer, random streams, noise, accountant
     and canaries, restored from `checkpoint` when it holds a readable one.
 
@@ -213,6 +227,8 @@ def start_run(settings: TrainSettings, mask: np.ndarray, input_shape: tuple[int,
     """
     torch.manual_seed(stream_seed(seed, WEIGHTS))  # the initial weights
     model = build_model(settings.model, input_shape, num_classes).to(device)
+    if channels_last:  # 4-D weights NHWC: every convolution's output follows (`TrainOptions`)
+        model = model.to(memory_format=torch.channels_last)
     if settings.optimizer == "adam":
         optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     else:
@@ -296,7 +312,7 @@ def finish_run(run: ModelRun, data: ArrayDataset, mask: np.ndarray, pool_x: torc
     return TrainedModel(
         canary_outputs=canary_outputs(run, device),
         sample_rate=run.schedule.sample_rate if run.private else math.nan,
-        state_dict={k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
+        state_dict={k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()},
         pool_logits=pool_logits,
         test_accuracy=float(run.last if run.start_epoch < settings.epochs
                             else device_accuracy(model, test_x, test_y)),
@@ -344,10 +360,12 @@ class Member:
 
 
 def start_members(settings: TrainSettings, data: ArrayDataset, members: list[Member],
-                  device: torch.device, noise_cache: Optional[NoiseCache]) -> list[ModelRun]:
+                  device: torch.device, noise_cache: Optional[NoiseCache],
+                  channels_last: bool = False) -> list[ModelRun]:
     """Each member's run (`start_run`), for the one-by-one and the stacked trainers alike."""
     return [start_run(settings, m.mask, data.input_shape, data.num_classes, m.seed, device,
-                      m.checkpoint, noise_cache, m.canaries, m.public_size) for m in members]
+                      m.checkpoint, noise_cache, m.canaries, m.public_size, channels_last)
+            for m in members]
 
 
 def group_rows(data: ArrayDataset, members: list[Member]
@@ -371,11 +389,11 @@ def train_runs(settings: TrainSettings, data: ArrayDataset, members: list[Member
     each one finishes.  Each model is the model trained alone: its own weights, optimizer,
     streams, accountant and checkpoint; on a GPU its own CUDA stream and graphs (`jobs.steps`),
     so the members' kernels overlap.  The pool is on the device once for all of them."""
-    runs = start_members(settings, data, members, device, noise_cache)
+    runs = start_members(settings, data, members, device, noise_cache, options.channels_last)
     rows_x, rows_y, index = group_rows(data, members)
     pool_x, pool_y = on_device(rows_x, rows_y, device)
     test_x, test_y = on_device(data.test_x, data.test_y, device)
-    steppers = [_stepper(run, pool_x, pool_y, torch.as_tensor(rows), device, options.compile)
+    steppers = [_stepper(run, pool_x, pool_y, torch.as_tensor(rows), device, options)
                 for run, rows in zip(runs, index)]
     epoch = [run.start_epoch for run in runs]
     position = [0] * len(runs)
@@ -409,11 +427,12 @@ def train_runs(settings: TrainSettings, data: ArrayDataset, members: list[Member
 
 
 def _stepper(run: ModelRun, pool_x: torch.Tensor, pool_y: torch.Tensor, index: torch.Tensor,
-             device: torch.device, compile_model: bool) -> EagerSteps:
+             device: torch.device, options: TrainOptions) -> EagerSteps:
     """How `run` takes its steps: replayed as CUDA graphs where it can (`jobs.steps.captures`),
     else eagerly (with the compiled forward pass, for non-private training that asks for it)."""
-    clipper = PerSampleClipper(run.model, run.settings.max_grad_norm) if run.private else None
-    compiled = compile_model and not run.private
+    clipper = (PerSampleClipper(run.model, run.settings.max_grad_norm, options.tf32)
+               if run.private else None)
+    compiled = options.compile and not run.private
     if captures(run, device, compiled):
         return CapturedSteps(run, pool_x, pool_y, index, clipper)
     forward = torch.compile(run.model, dynamic=True) if compiled else None

@@ -20,6 +20,7 @@ Contract:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -103,3 +104,12 @@ def swept(rows: Any) -> list[Axis]:
     (null), which tells nothing apart."""
     return [axis for axis in RECIPE_AXES
             if axis.name in rows and rows[axis.name].nunique(dropna=True) > 1]
+
+
+def swept_in(grid: Any) -> tuple[str, ...]:
+    """The recipe axes a sweep's `grid` section lists values for (an object, or a mapping such as
+    the config read back from a manifest): the ones its cells are named by (`Cell.swept`).  Read
+    from the config, not from rows: a row records every recipe value, swept or not."""
+    def listed(name: str) -> Any:
+        return grid.get(name) if isinstance(grid, Mapping) else getattr(grid, name, None)
+    return tuple(axis.name for axis in RECIPE_AXES if listed(axis.name))

@@ -27,7 +27,7 @@ from sweeper.bounds import epsilon_for_precision
 from sweeper.config.schema import STAND_IN_POOL, SweepConfig, sampling_rates
 from sweeper.formats import format_epsilon
 from sweeper.recipes import public_size_for, training_recipes
-from sweeper.axes import COORDINATES, RECIPE_AXES
+from sweeper.axes import COORDINATES, swept_in
 
 #: Bump when the meaning of stored artifacts changes, so old ones are not reused.
 #: 4: noise calibrated on the exact step count, independent random streams per purpose.
@@ -271,7 +271,7 @@ class _Planner:
         self.calibration = tuple(sorted(dataclasses.asdict(cfg.calibration).items()))
         self.shadow_offset = disjoint_shadow_offset(cfg, self.data_for)
         self.canaries = canary_design(cfg, self.data_for, self.shadow_offset)
-        self.swept = tuple(axis.name for axis in RECIPE_AXES if getattr(cfg.grid, axis.name))
+        self.swept = swept_in(cfg.grid)
 
     def data_for(self, rate: float, offset: int = 0) -> DataSpec:
         cfg = self.cfg
@@ -371,7 +371,9 @@ def canary_design(cfg: SweepConfig, data_for, shadow_offset: int) -> Optional[Ca
 def train_options_of(cfg: SweepConfig) -> TrainOptions:
     """How the sweep's training tasks train (`jobs.training.TrainOptions`): nothing of it is in
     a model's key."""
-    return TrainOptions(compile=cfg.train.compile, checkpoint_seconds=cfg.train.checkpoint_seconds)
+    train = cfg.train
+    return TrainOptions(compile=train.compile, checkpoint_seconds=train.checkpoint_seconds,
+                        channels_last=train.channels_last, tf32=train.tf32)
 
 
 def models_per_task(cfg: SweepConfig) -> int:

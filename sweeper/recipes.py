@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from jobs.models import MEMBERSHIP_MECHANISM
 from jobs.training import TrainSettings
-from sweeper.axes import BY_NAME, RECIPE_AXES
+from sweeper.axes import BY_NAME, RECIPE_AXES, swept_in
 from sweeper.config.problems import whole_pool
 from sweeper.config.schema import SweepConfig
 
@@ -31,7 +31,7 @@ def training_recipes(cfg: SweepConfig, epsilon: float, delta: float
         secure_noise=cfg.train.secure_noise,
         epsilon=epsilon, delta=delta if math.isfinite(epsilon) else None,
     )
-    swept = [axis for axis in RECIPE_AXES if getattr(cfg.grid, axis.name)]
+    swept = [BY_NAME[name] for name in swept_in(cfg.grid)]
     recipes = []
     for values in itertools.product(*(getattr(cfg.grid, axis.name) for axis in swept)):
         chosen = {axis.name: axis.python_type(value) for axis, value in zip(swept, values)}

@@ -10,13 +10,14 @@ import getpass
 import hashlib
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
 
-from sweeper.axes import RECIPE_AXES, swept
+from sweeper.axes import BY_NAME, RECIPE_AXES, swept, swept_in
 from sweeper.credentials import redact, redact_tree
 from sweeper.formats import epsilon_name, format_epsilon
 
@@ -161,12 +162,23 @@ def config_params(config: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def cell_run_name(row: dict[str, Any]) -> str:
+def cell_run_name(row: dict[str, Any], swept: Sequence[str] = ()) -> str:
     """A cell run's name: every coordinate but the dataset and model (the sweep's), what tells
     cells apart first: MLflow's run list cuts names at about 15 characters, so ε, p and the
-    trial lead (`ε=4 p=0.3 t1 · lira_offline quantile_max δ=1e-05`)."""
-    return (f"ε={format_epsilon(row['epsilon'])} p={row['p']:g} t{row['trial']} · {row['attack']} "
-            f"{row['policy']} δ={row['delta']:g}")
+    trial lead (`ε=4 p=0.3 t1 · lira_offline quantile_max δ=1e-05`).  Each training setting the
+    sweep sweeps (`swept`, from `swept_recipe`) tells cells apart too, so its value joins them
+    as its axis writes it, where `sweeper.failures.cell_label` puts it (`ε=4 p=0.3 C=0.5 t1 · …`)."""
+    recipe = "".join(f" {BY_NAME[name].format(row[name])}" for name in swept
+                     if not pd.isna(row.get(name)))
+    return (f"ε={format_epsilon(row['epsilon'])} p={row['p']:g}{recipe} t{row['trial']} · "
+            f"{row['attack']} {row['policy']} δ={row['delta']:g}")
+
+
+def swept_recipe(params: dict[str, Any]) -> tuple[str, ...]:
+    """The recipe axes a sweep sweeps (`sweeper.axes.swept_in`), from its config as MLflow params
+    (`config_params`): a results row cannot tell, it records every recipe value."""
+    return swept_in({key.removeprefix("grid."): value for key, value in params.items()
+                     if key.startswith("grid.")})
 
 
 #: The sweep run's ε as a metric, the x-axis of its frontier charts: MLflow pairs two metrics of

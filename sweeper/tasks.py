@@ -53,10 +53,11 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
         mechanism = mechanism_for(spec.train.epsilon, spec.train.delta or 0.0)
         release = release_membership(mechanism, spec.train.epsilon, mask, seed=int(key[:8], 16))
         return _store_release(store, spec, mechanism, release, mask)
+    where = resolve_device(device)
     trained = train_model(spec.train, data, mask, seed=int(key[:8], 16),
-                          device=resolve_device(device), checkpoint=store.checkpoint(key),
-                          noise_cache=store.noise_cache(), canaries=canaries, options=options,
-                          public_size=spec.public_size)
+                          device=where, checkpoint=store.checkpoint(key),
+                          noise_cache=store.noise_cache(), canaries=canaries,
+                          options=options.on(where), public_size=spec.public_size)
     return _store_trained(store, spec, trained, mask)
 
 
@@ -96,8 +97,9 @@ def train_group_task(specs: list[ModelSpec], data: ArrayDataset, store_root: str
                           store.checkpoint(specs[index].key), model_canaries(specs[index], data),
                           specs[index].public_size)
                    for index in todo]
-        for position, trained in train_models(first.train, pool, members, resolve_device(device),
-                                              store.noise_cache(), options):
+        where = resolve_device(device)
+        for position, trained in train_models(first.train, pool, members, where,
+                                              store.noise_cache(), options.on(where)):
             index = todo[position]
             metas[index] = _store_trained(store, specs[index], trained, masks[index])
     return tuple(metas[index] for index in range(len(specs)))

@@ -51,7 +51,7 @@ from sweeper.credentials import redact, scrub
 from sweeper.interrupts import deferred, raise_swallowed, release_unwound
 from sweeper.mlflow_ui import MAX_TAG_VALUE, experiment_url, tracking_server, view_tag, view_tag_value
 from sweeper.run_records import (cell_metrics, cell_run_name, dataset_input, frontier_series,
-                                 frontier_view, score_quantiles, source_tags)
+                                 frontier_view, score_quantiles, source_tags, swept_recipe)
 from sweeper.axes import COORDINATES
 
 SWEEP_KEY_TAG = "sweeper.sweep_key"
@@ -146,6 +146,7 @@ class SweepTracker:
         library.setLevel(logging.CRITICAL)
         one_line_records(library, scrub)  # its tracebacks (`_logger.exception`), secrets masked
         self.uri, self.sweep_name, self.read_scores = uri, sweep_name, read_scores
+        self.swept = swept_recipe(params)  # the training settings its cell runs are named by
         self.opened_ms = _now_ms()
         relocate_artifacts(uri, artifact_location)
         self.client = MlflowClient(tracking_uri=uri)
@@ -284,7 +285,8 @@ class SweepTracker:
         run_id = self.orphans.pop(key, None)
         created = run_id is None
         if created:
-            run_id = self.client.create_run(self.experiment_id, run_name=cell_run_name(row),
+            run_id = self.client.create_run(self.experiment_id,
+                                            run_name=cell_run_name(row, self.swept),
                                             start_time=now_ms,
                                             tags={PARENT_TAG: self.run_id, CELL_KEY_TAG: key,
                                                   "sweeper.model_key": row["model_key"]}).info.run_id

@@ -26,6 +26,38 @@ def test_the_derived_lists_follow_the_declarations():
     assert pooling_keys(frame.assign(max_grad_norm=1.0)) == ["epsilon", "p", "attack"]
 
 
+def test_a_cell_run_is_named_by_the_value_of_each_swept_training_setting(tiny_config):
+    """MLflow's run list tells two clip norms' cells apart: a swept recipe axis's value joins
+    the run name as its axis writes it (`C=0.5`).  Which axes are swept is read from the sweep's
+    config (`grid.<name>` lists values), as the plan reads it: every row records its values."""
+    from omegaconf import OmegaConf
+
+    from sweeper.axes import BY_NAME, swept_in
+    from sweeper.failures import cell_label
+    from sweeper.plan import build_plan
+    from sweeper.run_records import cell_run_name, config_params, swept_recipe
+
+    tiny_config.grid.epsilon, tiny_config.grid.p, tiny_config.grid.attack = [2.0], [0.5], ["loss"]
+    tiny_config.grid.max_grad_norm = [0.5, 2.0]
+    plan = build_plan(tiny_config)
+    params = config_params(OmegaConf.to_container(OmegaConf.structured(tiny_config)))
+    assert swept_recipe(params) == swept_in(tiny_config.grid) == ("max_grad_norm",)
+    assert {cell.swept for cell in plan.cells} == {("max_grad_norm",)}
+    row = {"epsilon": 2.0, "p": 0.5, "trial": 1, "attack": "loss", "policy": "quantile_max",
+           "delta": 1e-5, **{axis.name: 7 for axis in RECIPE_AXES}, "max_grad_norm": 0.5}
+    named = cell_run_name(row, swept_recipe(params))
+    assert named == "ε=2 p=0.5 C=0.5 t1 · loss quantile_max δ=1e-05"
+    assert cell_run_name({**row, "max_grad_norm": 2.0}, swept_in(tiny_config.grid)).split()[2] == "C=2"
+    for cell in plan.cells:  # the Ray task's label and the MLflow run say the same value
+        value = dict(cell.recipe)["max_grad_norm"]
+        assert BY_NAME["max_grad_norm"].format(value) in cell_label(cell)
+        assert BY_NAME["max_grad_norm"].format(value) in cell_run_name(cell.coordinates, cell.swept)
+    # Unswept, the values in the row name nothing: `train.max_grad_norm` alone.
+    tiny_config.grid.max_grad_norm = []
+    unswept = swept_recipe(config_params(OmegaConf.to_container(OmegaConf.structured(tiny_config))))
+    assert unswept == () and cell_run_name(row, unswept) == "ε=2 p=0.5 t1 · loss quantile_max δ=1e-05"
+
+
 def test_a_swept_clip_norm_gives_separate_rows_and_points_end_to_end(ray_local, make_tiny_config,
                                                                      tmp_path, capsys):
     from sweeper.frontier import main, summarize_frontier
@@ -66,3 +98,13 @@ def test_a_swept_clip_norm_gives_separate_rows_and_points_end_to_end(ray_local, 
     assert "shown: 2 of 4 cells (--max-grad-norm 0.5)" in shown
     assert main([*where, "--max-grad-norm", "3"]) == 2
     assert "--max-grad-norm 3: the sweep has none (it has 0.5, 2)" in capsys.readouterr().err
+    # Each cell's MLflow run is named by its clip norm, as the sweep logged it.
+    from mlflow import MlflowClient
+
+    from sweeper.tracking import PARENT_TAG
+
+    client = MlflowClient(tracking_uri=result.tracking_uri)
+    experiment = client.get_experiment_by_name(cfg.tracking.experiment)
+    names = [run.info.run_name for run in client.search_runs([experiment.experiment_id])
+             if PARENT_TAG in run.data.tags]
+    assert sorted(name.split()[2] for name in names) == ["C=0.5", "C=0.5", "C=2", "C=2"]

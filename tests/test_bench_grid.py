@@ -12,10 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: A benchmark's smoke run (20 s of training every packing): `make test-slow`.
-pytestmark = pytest.mark.slow
-
-
+@pytest.mark.slow  # a benchmark's smoke run (20 s of training every packing): `make test-slow`
 def test_the_grid_benchmark_runs_reduced_and_reports_every_packing():
     done = subprocess.run([sys.executable, "-m", "bench.grid", "--reduced", "--experiment",
                            "mnist_lira", "--packings", "1x1,1x2"], capture_output=True, text=True,
@@ -35,3 +32,21 @@ def test_the_grid_benchmark_runs_reduced_and_reports_every_packing():
                      r"shipped K = 4, N = 1; ([\d.]+) min at the best measured", out)
     assert planned and grid and grid.group(1) == planned.group(1)
     assert 0 < float(grid.group(3)) <= float(grid.group(2))  # the best is at most the shipped
+
+
+@pytest.mark.parametrize("overrides, tf32", [([], "True"), (["train.tf32=false"], "False")])
+def test_the_step_times_alone_take_the_sweeps_training_options(overrides, tf32):
+    """`--steps-only` (what `make test` runs of this command: seconds): the step times at the
+    options a sweep would train with, overrides applied; on a CPU the GPU-only ones are off
+    (`TrainOptions.on`), whatever is asked.  `--profile` adds the costliest kernels' table."""
+    done = subprocess.run([sys.executable, "-m", "bench.grid", "--reduced", "--steps-only",
+                           "--profile", "5", "train.channels_last=true", *overrides],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    on_gpu = "NVIDIA" in out.splitlines()[0]
+    assert f"channels_last {on_gpu}, tf32 {tf32 if on_gpu else False}" in out
+    assert "Self CPU time total" in out
+    for mode in ("plain", "DP eager", "DP as trained"):
+        assert re.search(rf"^\s+{mode}\s+[\d.]+ ms\s+[\d.]+×$", out, re.M), mode
+    assert "s/model" not in out  # no model was trained

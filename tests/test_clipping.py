@@ -197,6 +197,39 @@ def test_each_per_layer_path_equals_opacus(path):
     _assert_matches_opacus(_Head(layer, features), x, torch.randint(0, 5, (9,)))
 
 
+@pytest.mark.parametrize("method", ["grouped", "unfold", "shifted"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_each_per_record_route_equals_opacus_in_either_layout(monkeypatch, method, layout):
+    """A GPU's choices on this CPU — every convolution keeps per-record gradients, taken by
+    each route `_fastest` can pick — with weights and activations stored NCHW or NHWC
+    (`train.channels_last`): `cifar10_cnn`'s clipped sum and norms against Opacus's
+    per-sample reference, computed on a contiguous copy of the same model."""
+    import copy
+
+    from jobs.layer_rules import METHODS, _Conv2dRule
+
+    monkeypatch.setattr(_Conv2dRule, "keeps_samples", lambda self, seen, grad, parameters: True)
+    taken = []
+    monkeypatch.setattr(_Conv2dRule, "_weights", classmethod(
+        lambda cls, module, a, g: (taken.append(module), METHODS[method](module, a, g))[1]))
+    torch.manual_seed(0)
+    model = build_model("cifar10_cnn", (3, 16, 16), 10)
+    x, y = torch.rand(6, 3, 16, 16), torch.randint(0, 10, (6,))
+    reference_norms, _ = opacus_clipped_sum(copy.deepcopy(model), x, y, 1.0)
+    clip = float(reference_norms.median())
+    _, reference = opacus_clipped_sum(copy.deepcopy(model), x, y, clip)
+    if layout == "nhwc":
+        model = model.to(memory_format=torch.channels_last)
+    clipper = PerSampleClipper(model, clip)
+    with clipper.watch():
+        logits = model(x)
+    norms = clipper.clip_and_sum(nn.functional.cross_entropy(logits, y, reduction="sum"))
+    assert len(taken) == 6  # each convolution, by this route
+    torch.testing.assert_close(norms, reference_norms, rtol=1e-5, atol=1e-6)
+    for parameter, expected in zip(model.parameters(), reference):
+        torch.testing.assert_close(parameter.grad, expected, rtol=1e-5, atol=1e-6)
+
+
 def _graph_nodes(tensor: torch.Tensor) -> list[str]:
     """The names of every autograd node behind `tensor`."""
     names, stack, visited = [], [tensor.grad_fn], set()

@@ -602,3 +602,68 @@ def test_a_swept_training_setting_is_kept_apart_by_the_frontier_and_every_other_
     # Rows from before the axis existed (null) tell nothing apart: one view, as before.
     unswept = lira_frame.assign(max_grad_norm=float("nan"))
     assert len(summarize_frontier(unswept)) == len(summarize_frontier(lira_frame))
+
+
+def declared(rule) -> list[str]:
+    """The registered attacks whose declaration (`jobs.attack_registry.Attack`) satisfies `rule`."""
+    from jobs.attacks import ATTACKS
+
+    return [name for name, attack in ATTACKS.items() if rule(attack)]
+
+
+BASELINES = declared(lambda attack: not attack.reads_model)
+MEASURES = declared(lambda attack: attack.measures_records)
+
+
+def test_the_reports_baselines_and_measures_are_what_the_attacks_declare():
+    """Issue 31: no report names an attack.  A baseline is an attack that reads nothing of the
+    model, so it says "member" for everyone and its precision is the share of members; a
+    per-record measure (PDTP) is no test.  Both read from the declarations."""
+    from jobs.attacks import ATTACKS, AttackInputs
+    from sweeper.reports import baseline_attacks, measure_attacks, not_tests
+
+    assert BASELINES and MEASURES  # else every check below checks nothing
+    assert list(baseline_attacks()) == BASELINES and list(measure_attacks()) == MEASURES
+    assert list(not_tests()) == [name for name in ATTACKS if name in BASELINES + MEASURES]
+    rng = np.random.default_rng(0)
+    inputs = AttackInputs(rng.normal(size=(6, 3)), np.arange(6) % 3)
+    for name in BASELINES:  # what makes its precision the share of members
+        attack = ATTACKS[name]
+        assert attack.decides and (attack.score(inputs, attack.settings_type()) == 1).all(), name
+
+
+@pytest.mark.parametrize("baseline", BASELINES)
+def test_every_declared_baseline_is_drawn_as_the_baseline(baseline, lira_frame, tmp_path):
+    """Its rows are the grey baseline in each test's panel, never a panel of their own; alone,
+    they are the one panel, named after it; the Thudi figures take them as no test."""
+    from sweeper.reports import frontier_figure
+
+    frame = lira_frame.replace({"attack": {"always_member": baseline}})
+    titles = [axis.get_title().splitlines()[0] for axis in frontier_figure(frame).axes
+              if axis.get_title()]
+    assert titles == ["lira_online"]
+    alone = frame[frame["attack"] == baseline]
+    assert [axis.get_title().splitlines()[0] for axis in frontier_figure(alone).axes
+            if axis.get_title()] == [baseline]
+    table = pd.read_csv(REPORTS["frontier"](frame, tmp_path)[1])
+    assert set(table["attack"]) == {"lira_online", baseline}
+    with pytest.raises(ValueError, match="no attack rows besides"):
+        REPORTS["thudi_lira"](alone, tmp_path / "thudi")
+
+
+@pytest.mark.parametrize("measure", MEASURES)
+def test_every_declared_measure_is_no_test(measure, lira_frame, tmp_path):
+    """A per-record measure's rows (no precision) are in no frontier panel nor Thudi figure."""
+    from sweeper.reports import frontier_figure
+
+    measured = lira_frame[lira_frame["attack"] == "lira_online"].assign(
+        attack=measure, precision=math.nan, tp=0, fp=0)
+    frame = pd.concat([lira_frame, measured], ignore_index=True)
+    titles = [axis.get_title().splitlines()[0] for axis in frontier_figure(frame).axes
+              if axis.get_title()]
+    assert titles == ["lira_online"]
+    REPORTS["thudi_lira"](frame, tmp_path)
+    drawn = pd.concat([pd.read_csv(path) for path in tmp_path.glob("thudi_lira_*.csv")])
+    assert set(drawn["attack"]) == {"lira_online"}
+    with pytest.raises(ValueError, match="no attack rows besides"):
+        REPORTS["thudi_lira"](measured, tmp_path / "alone")

@@ -200,3 +200,61 @@ def test_secure_noise_is_not_replayed_and_has_the_noise_it_claims():
     replayed = [randomness.gaussian_noise(2.0, 100, torch.zeros(1), randomness.TrainingRng(3, CPU))
                 for _ in range(2)]
     assert torch.equal(*replayed)  # the default stream is reproducible
+
+
+@pytest.mark.parametrize("routes", ["cpu", "gpu"])
+@pytest.mark.parametrize("epsilon", [2.0, math.inf])
+def test_channels_last_trains_the_contiguous_model(digits, monkeypatch, routes, epsilon):
+    """`TrainOptions(channels_last=True)` stores weights and activations NHWC: the same
+    arithmetic in another order, so the same model to float rounding.  "gpu" takes a GPU's
+    per-layer routes on this CPU (every convolution keeps per-record gradients, taken by
+    unfold and one batched matmul in NHWC order), where the layout matters most.  One epoch:
+    later, max-pooling's near ties turn rounding into a different winner now and then, as any
+    change of summation order does (measured: 1e-8 relative after 4 steps, 4e-6 after 8)."""
+    from jobs.layer_rules import _Conv2dRule
+
+    mask = draw_mask(len(digits.pool_y), 0.5, seed=1, complement=False)
+    nhwc_products = []
+    if routes == "gpu":
+        nhwc = _Conv2dRule._channels_last_weights
+        monkeypatch.setattr(_Conv2dRule, "keeps_samples", lambda self, seen, grad, parameters: True)
+        monkeypatch.setattr(_Conv2dRule, "_weights", classmethod(
+            lambda cls, module, a, g: cls._unfolded_weights(module, a, g)))
+        monkeypatch.setattr(_Conv2dRule, "_channels_last_weights", staticmethod(
+            lambda module, a, g: (nhwc_products.append(module.in_channels), nhwc(module, a, g))[1]))
+    contiguous = train_model(settings(epsilon, epochs=1), digits, mask, seed=3, device=CPU)
+    assert not nhwc_products  # contiguous activations take the NCHW route
+    nhwc_model = train_model(settings(epsilon, epochs=1), digits, mask, seed=3, device=CPU,
+                             options=training.TrainOptions(channels_last=True))
+    if routes == "gpu" and math.isfinite(epsilon):
+        assert nhwc_products and set(nhwc_products) == {16}  # mnist_cnn's second convolution
+    assert nhwc_model.steps == contiguous.steps
+    for name, tensor in contiguous.state_dict.items():
+        assert nhwc_model.state_dict[name].is_contiguous()
+        torch.testing.assert_close(nhwc_model.state_dict[name], tensor, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(nhwc_model.pool_logits, contiguous.pool_logits, rtol=1e-5, atol=1e-6)
+
+
+def test_tf32_is_asked_for_per_record_products_only(digits, monkeypatch):
+    """TF32 (`TrainOptions(tf32=True)`) is on while a layer computes per-record gradients, whose
+    norm and clipped sum read one tensor, and off for book-keeping layers' norms and sums,
+    which come from different products (`jobs.clipping.tf32_products`)."""
+    from jobs.layer_rules import _Conv2dRule, _LinearRule
+
+    asked: dict[str, set] = {"per_sample": set(), "norms": set(), "accumulate": set()}
+    for rule in (_Conv2dRule, _LinearRule):
+        for method in asked:
+            real = getattr(rule, method)
+            monkeypatch.setattr(rule, method, lambda self, *args, _real=real, _method=method: (
+                asked[_method].add(torch.backends.cuda.matmul.allow_tf32), _real(self, *args))[1])
+    mask = draw_mask(len(digits.pool_y), 0.5, seed=1, complement=False)
+    train_model(settings(2.0, epochs=1), digits, mask, seed=3, device=CPU,
+                options=training.TrainOptions(tf32=True))
+    assert asked == {"per_sample": {True}, "norms": {False}, "accumulate": {False}}
+    assert torch.backends.cuda.matmul.allow_tf32 is False
+
+
+def test_a_sweep_applies_the_gpu_options_on_a_gpu_only():
+    options = training.TrainOptions(channels_last=True, tf32=True, checkpoint_seconds=5.0)
+    assert options.on(torch.device("cuda")) == options
+    assert options.on(CPU) == training.TrainOptions(checkpoint_seconds=5.0)

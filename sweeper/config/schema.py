@@ -99,6 +99,11 @@ class TrainConfig:
     # since the last save (0: every epoch), so a killed worker loses at most that much training
     # or one epoch.  Not part of the model's key.
     checkpoint_seconds: float = 30.0
+    # How a GPU computes, never what (neither is in the model's key; docs/gpu.md measures
+    # both): convolutional models stored NHWC, per-record gradient products in TF32.  Both are
+    # ignored on a CPU.
+    channels_last: bool = False
+    tf32: bool = True
     # fp32, or bf16: forward passes under bfloat16 autocast; per-sample norms, clipped sums and
     # the optimizer stay in fp32.  It changes the model, so it is part of the model's key.
     precision: str = "fp32"

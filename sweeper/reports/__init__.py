@@ -32,15 +32,15 @@ from sweeper.reports.loading import load_pdtp_values, load_scores, load_target_s
 from sweeper.reports.long import pdtp_report
 from sweeper.reports.registry import REPORTS, draw, register_report
 from sweeper.reports.stats import improvement_interval, per_record_accuracy
-from sweeper.reports.tables import BASELINE_ATTACK
+from sweeper.reports.tables import baseline_attacks, measure_attacks, not_tests
 from sweeper.reports.thudi import fixed_bound_report, thudi_lira_report
 from sweeper.reports.yeom import advantage, best_advantage, generalization_report
 
 __all__ = [
-    "BASELINE_ATTACK",
     "REPORTS",
     "advantage",
     "audit_report",
+    "baseline_attacks",
     "best_advantage",
     "draw",
     "fixed_bound_report",
@@ -52,6 +52,8 @@ __all__ = [
     "load_pdtp_values",
     "load_scores",
     "load_target_scores",
+    "measure_attacks",
+    "not_tests",
     "pdtp_report",
     "per_record_accuracy",
     "plot_frontier",

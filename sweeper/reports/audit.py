@@ -29,7 +29,7 @@ from sweeper.figures import errorbar, panel_grid, save_figure
 from sweeper.reports.loading import load_scores
 from sweeper.reports.registry import register_report
 from sweeper.reports.stats import pooled_precision
-from sweeper.reports.tables import NOT_TESTS, require, write_csv
+from sweeper.reports.tables import not_tests, require, write_csv
 
 AUDIT_COLUMNS = ["attack", "policy", "epsilon", "delta", "p", "trial", "threat_model", "tp", "fp",
                  "audit_alpha", "noise_multiplier", "dp_sample_rate", "steps", "epsilon_spent",
@@ -77,7 +77,7 @@ def pooled_audits(frame: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
 def audit_report(frame: pd.DataFrame, out_dir: Path, store_root: Path) -> list[Path]:
     """Audit ε against claimed ε, and precision against p with U and `bound_profile`."""
     require(frame, AUDIT_COLUMNS, "audit")
-    rows = frame[~frame["attack"].isin(NOT_TESTS) & np.isfinite(frame["epsilon"])]
+    rows = frame[~frame["attack"].isin(not_tests()) & np.isfinite(frame["epsilon"])]
     if rows.empty:
         raise ValueError("audit report: no finite-ε attack cells")
     out_dir = Path(out_dir)

@@ -21,7 +21,7 @@ from sweeper.axes import pooling_keys, swept
 from sweeper.formats import format_epsilon
 from sweeper.reports.registry import register_report
 from sweeper.reports.stats import POOLED_TEXT, pooled_table
-from sweeper.reports.tables import BASELINE_ATTACK, bound_settings, is_oracle, require, write_csv
+from sweeper.reports.tables import baseline_attacks, bound_settings, is_oracle, require, write_csv
 
 FRONTIER_COLUMNS = ["attack", "epsilon", "delta", "p", "precision", "tp", "fp", "violation",
                     "tpr_floor", "bound_form"]
@@ -62,6 +62,12 @@ def frontier_title(frame: pd.DataFrame, name: str = "", shadows: Optional[int] =
     return head + "\n" + " · ".join(facts)
 
 
+def drawn_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows the frontier draws: the tests with a precision, and the baselines
+    (`baseline_attacks`); not per-record measures (PDTP), which have no precision."""
+    return frame[frame["precision"].notna() | frame["attack"].isin(baseline_attacks())]
+
+
 def frontier_figure(frame: pd.DataFrame, title: str = ""):
     """The frontier as a matplotlib Figure (not saved): one panel per attack (and policy, when the
     sweep has several), one colour per ε, one legend for the whole figure and a caption.
@@ -76,13 +82,14 @@ def frontier_figure(frame: pd.DataFrame, title: str = ""):
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    frame = frame[frame["precision"].notna() | (frame["attack"] == BASELINE_ATTACK)]  # not PDTP
-    tests = frame[frame["attack"] != BASELINE_ATTACK]
+    frame = drawn_cells(frame)
+    baselines = frame["attack"].isin(baseline_attacks())
+    tests = frame[~baselines]
     varied = swept(tests)  # a training setting the sweep varies: its own panels
     keys = [c for c in ("attack", "policy") if c in frame.columns
             and (c == "attack" or tests[c].nunique() > 1)] + [axis.name for axis in varied]
     panels = (list(tests.groupby(keys, sort=False, dropna=False)) if not tests.empty
-              else [((BASELINE_ATTACK,), frame)])
+              else [((frame["attack"].iloc[0],), frame)])  # baselines alone
     epsilons = sorted(frame["epsilon"].unique())
     delta = float(frame["delta"].max())  # the loosest bound of the grid
     floor = float(frame["tpr_floor"].max())
@@ -90,7 +97,7 @@ def frontier_figure(frame: pd.DataFrame, title: str = ""):
     colour_of = dict(zip(epsilons, colours(len(epsilons))))
     data_p = np.sort(frame["p"].unique())
     grid = np.unique(np.r_[np.linspace(0.01, 0.99, 197), data_p])
-    baseline = frame[frame["attack"] == BASELINE_ATTACK].groupby("p")["precision"].mean()
+    baseline = frame[baselines].groupby("p")["precision"].mean()
     offsets = dict(zip(epsilons, (np.arange(len(epsilons)) - (len(epsilons) - 1) / 2) * DODGE))
     vacuous = [eps for eps in epsilons
                if np.all(precision_bound(eps, data_p, delta, floor, form=form) >= VACUOUS_BOUND)]
@@ -134,7 +141,7 @@ def frontier_figure(frame: pd.DataFrame, title: str = ""):
         label = dict(zip(keys, key))
         panel_oracle = is_oracle(cells)
         oracle |= panel_oracle
-        head = str(label.get("attack", BASELINE_ATTACK))
+        head = str(label["attack"])
         if varied:
             head += " · " + " ".join(axis.format(label[axis.name]) for axis in varied)
         if "policy" in label or panel_oracle:
@@ -201,7 +208,7 @@ def frontier_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     png = plot_frontier(frame, out_dir / "frontier.png")
-    cells = frame[frame["precision"].notna() | (frame["attack"] == BASELINE_ATTACK)]
+    cells = drawn_cells(frame)
     table = pooled_table(cells, pooling_keys(cells))  # every coordinate but the trial
     floor, form = bound_settings(cells if not cells.empty else frame)
     table["bound"] = [float(precision_bound(e, p, d, floor, form=form))

@@ -18,10 +18,10 @@ from sweeper.figures import errorbar, policy_label, save_figure
 from sweeper.reports.registry import register_report
 from sweeper.reports.stats import POOLED_TEXT, pooled_precision
 from sweeper.reports.tables import (
-    NOT_TESTS,
     bound_settings,
     groups,
     is_oracle,
+    not_tests,
     panel_columns,
     privacy_keys,
     privacy_label,
@@ -46,7 +46,7 @@ def ppv_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     Clopper–Pearson interval (`pooled_precision`), as in every figure.
     """
     require(frame, PPV_COLUMNS, "ppv")
-    rows = frame[~frame["attack"].isin(NOT_TESTS) & frame["gamma"].notna()]
+    rows = frame[~frame["attack"].isin(not_tests()) & frame["gamma"].notna()]
     if rows.empty:
         raise ValueError("ppv report: the results table has no attack rows with a gamma")
     out_dir = Path(out_dir)

@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from sweeper.reports.tables import PDTP_ATTACK, require
+from sweeper.reports.tables import measure_attacks, require
 from sweeper.schema import SCORE_COLUMNS
 from sweeper.store import ArtifactStore
 
@@ -74,7 +74,7 @@ def load_pdtp_values(frame: pd.DataFrame, store_root: str | Path) -> pd.DataFram
 
     require(frame, ["attack", "model_key", "pdtp_query_key"], "pdtp")
     store = ArtifactStore(store_root)
-    rows = frame.loc[frame["attack"] == PDTP_ATTACK, ["model_key", "pdtp_query_key"]]
+    rows = frame.loc[frame["attack"].isin(measure_attacks()), ["model_key", "pdtp_query_key"]]
     parts = []
     for model_key, query_key in rows.dropna().drop_duplicates().itertuples(index=False):
         try:

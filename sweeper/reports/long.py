@@ -21,11 +21,11 @@ from sweeper.reports.loading import (
 from sweeper.reports.registry import register_report
 from sweeper.reports.stats import correlations, per_record_accuracy
 from sweeper.reports.tables import (
-    NOT_TESTS,
-    PDTP_ATTACK,
     groups,
     is_oracle,
     matching,
+    measure_attacks,
+    not_tests,
     require,
     write_csv,
 )
@@ -80,7 +80,7 @@ def pdtp_report(frame: pd.DataFrame, out_dir: Path, *, scores: Optional[pd.DataF
     out_dir = Path(out_dir)
     joined = _cell_scores(frame, scores)
     group = [c for c in ("dataset", "model") if c in joined.columns] + ["epsilon", "delta", "p"]
-    measured = joined[(joined["attack"] == PDTP_ATTACK) & joined["score"].notna()]
+    measured = joined[joined["attack"].isin(measure_attacks()) & joined["score"].notna()]
     if measured.empty:
         raise ValueError("pdtp report: no per-record PDTP scores (no pdtp cells in the sweep)")
     measured = measured.drop_duplicates(subset=["model_key", "record_id"])  # one per target
@@ -89,7 +89,7 @@ def pdtp_report(frame: pd.DataFrame, out_dir: Path, *, scores: Optional[pd.DataF
     targets = measured[group + ["model_key"]].drop_duplicates()
     papers = (pdtp_values.merge(targets, on="model_key", how="inner")
               .groupby(group + ["record_id"], sort=True)["pdtp_seed_mean"].mean().reset_index())
-    attacked = joined[~joined["attack"].isin(NOT_TESTS)]
+    attacked = joined[~joined["attack"].isin(not_tests())]
     accuracy = per_record_accuracy(attacked, group + ["attack", "policy"])
     points = (accuracy.merge(papers, on=group + ["record_id"], how="inner")
               .merge(ours, on=group + ["record_id"], how="inner"))

@@ -14,18 +14,39 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from jobs.attacks import ATTACKS
 from jobs.policies import POLICIES
 from sweeper.formats import format_epsilon
 
-#: The always-member attack: the baseline every figure draws as its own line.
-BASELINE_ATTACK = "always_member"
-PDTP_ATTACK = "pdtp"
 LOSS_ATTACK = "loss"
 LOSS_RANDOMIZED_ATTACK = "loss_randomized"
 
-#: Attacks that are not membership tests with a precision of their own: the baseline (drawn as
-#: its own line) and PDTP (a per-record measure).
-NOT_TESTS = (BASELINE_ATTACK, PDTP_ATTACK)
+
+# Which attacks are baselines or measures is read from each attack's declaration
+# (`jobs.attack_registry.Attack`), never from a list of names here: a new one is handled by
+# what it declares.  Functions, not constants: the registry is read when a report runs.
+def is_baseline(attack: Any) -> bool:
+    """A baseline, drawn as its own line: it reads nothing of the model (`Attack.reads_model`,
+    the always-member attack), so its precision is the share of members, the prior."""
+    return not attack.reads_model
+
+
+def baseline_attacks() -> tuple[str, ...]:
+    """The registered baselines (`is_baseline`), in registration order."""
+    return tuple(name for name, attack in ATTACKS.items() if is_baseline(attack))
+
+
+def measure_attacks() -> tuple[str, ...]:
+    """The per-record measures (PDTP, `Attack.measures_records`): no precision, figures of
+    their own."""
+    return tuple(name for name, attack in ATTACKS.items() if attack.measures_records)
+
+
+def not_tests() -> tuple[str, ...]:
+    """Attacks that are not membership tests with a precision of their own: baselines and
+    per-record measures, in registration order."""
+    return tuple(name for name, attack in ATTACKS.items()
+                 if is_baseline(attack) or attack.measures_records)
 
 
 def require(frame: pd.DataFrame, columns: Iterable[str], report: str,

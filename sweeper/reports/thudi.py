@@ -23,12 +23,12 @@ from sweeper.reports.registry import register_report
 from sweeper.reports.stats import (IMPROVEMENT_TEXT, POOLED_TEXT, improvement_interval,
                                    mean_interval, pooled_precision)
 from sweeper.reports.tables import (
-    BASELINE_ATTACK,
-    NOT_TESTS,
+    baseline_attacks,
     bound_settings,
     groups,
     is_oracle,
     matching,
+    not_tests,
     p_grid,
     panel_columns,
     privacy_keys,
@@ -43,10 +43,10 @@ THUDI_COLUMNS = ["attack", "policy", "epsilon", "delta", "p", "trial", "precisio
 
 def _thudi_tables(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The numbers of Figures 3 and 4, long format, one row per plotted point."""
-    attacks = frame[~frame["attack"].isin(NOT_TESTS)]
+    attacks = frame[~frame["attack"].isin(not_tests())]
     if attacks.empty:
         raise ValueError("thudi_lira report: the results table has no attack rows besides "
-                         f"{', '.join(NOT_TESTS)}")
+                         f"{', '.join(not_tests())}")
     panels = panel_columns(frame, ["attack", "policy"])
     several_deltas = frame["delta"].nunique() > 1
     fig3, fig4 = [], []
@@ -187,7 +187,7 @@ FIXED_BOUND_COLUMNS = ["attack", "target_precision", "p", "trial", "best_test_ac
 def _one_attack(frame: pd.DataFrame) -> pd.DataFrame:
     """Accuracy is a property of the target model, repeated on every attack's row: keep one."""
     attacks = list(dict.fromkeys(frame["attack"]))
-    chosen = BASELINE_ATTACK if BASELINE_ATTACK in attacks else attacks[0]
+    chosen = next((a for a in attacks if a in baseline_attacks()), attacks[0])
     rows = frame[frame["attack"] == chosen]
     keys = [c for c in ("dataset", "model", "target_precision", "p", "trial") if c in rows.columns]
     return rows.drop_duplicates(subset=keys)  # several policies share one target
