@@ -434,38 +434,6 @@ def test_thudi_figure4_says_what_its_bars_are_and_compares_panels(lira_frame):
         assert points and all(line.get_linestyle() == "None" for line in points)
 
 
-def two_clip_norms(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` twice, at clip norms 0.5 and 2 (a swept training setting), the second with
-    precisions moved, so a view that pooled the two would show neither."""
-    second = frame.assign(max_grad_norm=2.0, tp=frame["tp"] // 2)
-    return pd.concat([frame.assign(max_grad_norm=0.5), second], ignore_index=True)
-
-
-def test_a_swept_training_setting_is_kept_apart_by_the_frontier_and_every_other_report(
-        lira_frame, tmp_path):
-    """Issue 31: clip norms pooled as if they were trials read as "2 trials".  Every view pools
-    over the trial alone (`sweeper.axes.pooling_keys`)."""
-    from sweeper.frontier import format_summary, summarize_frontier
-    from sweeper.reports import draw, frontier_figure
-
-    frame = two_clip_norms(lira_frame)
-    summary = summarize_frontier(frame)
-    assert set(summary["max_grad_norm"]) == {0.5, 2.0}
-    assert len(summary) == 2 * len(summarize_frontier(lira_frame))
-    assert (summary["n_trials"] == len(lira_frame["trial"].unique())).all()
-    assert "C" in format_summary(frame).splitlines()[0].split()
-    titles = [axis.get_title() for axis in frontier_figure(frame).axes if axis.get_title()]
-    assert sum("C=0.5" in t for t in titles) == sum("C=2" in t for t in titles) == 1
-    table = pd.read_csv(REPORTS["frontier"](frame, tmp_path / "frontier")[1])
-    assert len(table) == 2 * len(pd.read_csv(REPORTS["frontier"](lira_frame, tmp_path / "one")[1]))
-    # A report that knows nothing of the axis is drawn once per value, each in its own folder.
-    written = draw("thudi_lira", frame, tmp_path / "report", tmp_path)
-    assert {path.parent.name for path in written} == {"C=0.5", "C=2"}
-    # Rows from before the axis existed (null) tell nothing apart: one view, as before.
-    unswept = lira_frame.assign(max_grad_norm=float("nan"))
-    assert len(summarize_frontier(unswept)) == len(summarize_frontier(lira_frame))
-
-
 def declared(rule) -> list[str]:
     """The registered attacks whose declaration (`jobs.attack_registry.Attack`) satisfies `rule`."""
     from jobs.attacks import ATTACKS
