@@ -26,8 +26,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sweeper.columns import CELL_COLUMNS, RESULTS_SCHEMA_VERSION
 from sweeper.results import CELLS_DATASET, compact
-from sweeper.schema import CELL_COLUMNS, RESULTS_SCHEMA_VERSION
 from sweeper.store import ArtifactStore
 
 SWEEP = "bench_results"

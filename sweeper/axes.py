@@ -3,7 +3,7 @@
 Why one declaration.  A coordinate listed by hand in each table, sort order, label and report is
 one a new axis can miss, and a report that misses one pools its values as if they were trials
 (two clip norms read as "2 trials").  So every coordinate is an `Axis`, and what needs the list
-derives it: the Parquet columns (`sweeper.schema`), `sweeper.plan.Cell.coordinates`, the sort
+derives it: the Parquet columns (`sweeper.columns`), `sweeper.plan.Cell.coordinates`, the sort
 order, the pooling key every report and figure uses (`pooling_keys`), the labels, MLflow's
 params, and the recipe axes the planner crosses (`RECIPE_AXES`).
 

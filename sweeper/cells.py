@@ -7,7 +7,7 @@ operating point (`jobs.metrics.OperatingPoint`), the scores and the target's met
 testable without a store.
 
 Contract: `cell_row(cell, point, scores, members, target_meta)` and `pdtp_row(cell, table,
-target_meta)` give the row's columns (`sweeper.schema.CELL_COLUMNS`); `violation_test` and
+target_meta)` give the row's columns (`sweeper.columns.CELL_COLUMNS`); `violation_test` and
 `audited` say whether the data prove the claimed (ε, δ) wrong, and which test did.
 """
 
@@ -29,8 +29,8 @@ from sweeper.audits import (Training, audit_epsilons, claimed_noise_ruled_out, b
                             violations)
 from sweeper.bounds import epsilon_from_precision, epsilon_from_rates, precision_bound, \
     precision_lower_bound, tightest_bound
+from sweeper.columns import RESULTS_SCHEMA_VERSION
 from sweeper.plan import Cell
-from sweeper.schema import RESULTS_SCHEMA_VERSION
 
 
 def cell_row(cell: Cell, point: OperatingPoint, scores: np.ndarray, members: np.ndarray,

@@ -12,7 +12,7 @@ The project's own exceptions, and what each command makes of them::
      ├── sweeper.config.problems.ConfigError   every problem of a configuration at once
      │    └── sweeper.claim.SweepRefused       a sweep's name held, or its cells at stake
      ├── sweeper.sync.SyncRefused              a `sweeper sync` command line
-     ├── sweeper.schema.SchemaError            a row or table that does not fit its columns
+     ├── sweeper.columns.SchemaError           a row or table that does not fit its columns
      ├── sweeper.store.ManifestError           an unreadable `sweep.json`
      └── sweeper.files.CorruptArtifact         a file failing its checksum: quarantined, redone
     OSError

@@ -24,12 +24,12 @@ from typing import Any, Optional
 
 import pandas as pd
 
+from sweeper.columns import SchemaError
 from sweeper.config import SweepConfig
 from sweeper.credentials import redact
 from sweeper.failures import Failure, cell_label, storing_failure
 from sweeper.plan import Cell
 from sweeper.reports import draw, plot_frontier
-from sweeper.schema import SchemaError
 from sweeper.files import atomic_write_bytes
 from sweeper.store import ArtifactStore
 from sweeper.run_records import config_params, summary_metrics

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sweeper.axes import SORT_ORDER
-from sweeper.schema import CELLS_SCHEMA, RESULTS_SCHEMA_VERSION, SCORES_DATASET_SCHEMA, conform
+from sweeper.columns import CELLS_SCHEMA, RESULTS_SCHEMA_VERSION, SCORES_DATASET_SCHEMA, conform
 from sweeper.files import parquet_bytes, sha256_hex
 from sweeper.store import ArtifactStore
 

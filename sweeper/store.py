@@ -46,11 +46,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from sweeper.columns import CELLS_SCHEMA, SCORES_SCHEMA, conform, row_table
 from sweeper.files import (CorruptArtifact, LocalFiles, ObjectFiles, StoredCheckpoint,
                            StoredNoiseCache, npy_bytes, read_parquet, is_uri, parquet_bytes,
                            quarantine, sha256_hex)
 from sweeper.paths import name_problem
-from sweeper.schema import CELLS_SCHEMA, SCORES_SCHEMA, conform, row_table
 
 if TYPE_CHECKING:
     import torch

@@ -215,7 +215,7 @@ def test_the_coordinates_are_declared_once():
     """`sweeper.axes.AXES` are the rows' first columns and the keys of `Cell.coordinates`: an
     axis added there reaches the rows, the plan and MLflow's parameters, or fails here."""
     from sweeper.axes import AXES, COORDINATES
-    from sweeper.schema import CELL_COLUMNS
+    from sweeper.columns import CELL_COLUMNS
 
     assert [column.name for column in CELL_COLUMNS[:len(AXES)]] == list(COORDINATES)
     assert [column.doc for column in CELL_COLUMNS[:len(AXES)]] == [axis.doc for axis in AXES]

@@ -18,9 +18,9 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 
+from sweeper.columns import SchemaError
 from sweeper.frontier import EXIT_INCOMPLETE, EXIT_OK, EXIT_REFUSED, main as frontier_main
 from sweeper.results import compact, load_results
-from sweeper.schema import SchemaError
 from sweeper.store import ArtifactStore
 
 RECORDS = 4  # per-record scores per attack
@@ -218,16 +218,16 @@ def test_a_dataset_that_cannot_be_written_leaves_the_rows_readable(tmp_path, cap
 
 
 def test_the_docs_column_tables_are_the_declared_schema(capsys):
-    """docs/results.md's column tables are `sweeper.schema`'s, verbatim: regenerate them with
-    `python -m sweeper.schema --markdown` when a column changes."""
+    """docs/results.md's column tables are `sweeper.columns`'s, verbatim: regenerate them with
+    `python -m sweeper.columns --markdown` when a column changes."""
     from pathlib import Path
 
-    from sweeper.schema import CELL_COLUMNS, SCORE_COLUMNS, main, markdown, marked_section
+    from sweeper.columns import CELL_COLUMNS, SCORE_COLUMNS, main, markdown, marked_section
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "results.md").read_text(encoding="utf-8")
     section = marked_section(page)
     assert section is not None, "docs/results.md lacks the generated column tables' markers"
-    assert section == markdown(), "docs/results.md's column tables differ from sweeper/schema.py"
+    assert section == markdown(), "docs/results.md's column tables differ from sweeper/columns.py"
     for column in (*CELL_COLUMNS, *SCORE_COLUMNS):  # every declared column, with its doc
         assert f"| `{column.name}` |" in section and column.doc.replace("|", "\\|") in section
     assert main(["--markdown"]) == 0
@@ -236,11 +236,11 @@ def test_the_docs_column_tables_are_the_declared_schema(capsys):
 
 def test_the_docs_attack_table_is_the_attack_registry(capsys):
     """docs/attacks.md lists the attacks from their registrations (what each is, needs, reads),
-    as docs/results.md does the columns: regenerate it with `python -m sweeper.schema --attacks`."""
+    as docs/results.md does the columns: regenerate it with `python -m sweeper.columns --attacks`."""
     from pathlib import Path
 
     from jobs.attacks import ATTACKS
-    from sweeper.schema import ATTACKS_BEGIN, ATTACKS_END, attack_markdown, main, marked_section
+    from sweeper.columns import ATTACKS_BEGIN, ATTACKS_END, attack_markdown, main, marked_section
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "attacks.md").read_text(encoding="utf-8")
     section = marked_section(page, ATTACKS_BEGIN, ATTACKS_END)

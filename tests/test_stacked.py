@@ -27,7 +27,7 @@ from jobs.training import TrainSettings, draw_mask, start_run, train_model
 from sweeper.config import ConfigError, SweepConfig
 from sweeper.validation import validate
 from sweeper.plan import DataSpec, ModelSpec, build_plan, group_resources, training_groups
-from sweeper.schema import COST_COLUMNS
+from sweeper.columns import COST_COLUMNS
 from sweeper.store import ArtifactStore
 from testkit.opacus_reference import opacus_clipped_sum
 

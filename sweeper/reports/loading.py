@@ -14,8 +14,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from sweeper.columns import SCORE_COLUMNS
 from sweeper.reports.tables import measure_attacks, require
-from sweeper.schema import SCORE_COLUMNS
 from sweeper.store import ArtifactStore
 
 #: The per-record scores' columns, as the store holds them.

@@ -1,0 +1,197 @@
+"""Every registered report keeps a swept training setting's values apart (issue 31).
+
+Why a test per report.  A report pools what its table gives it; handed two clip norms it reads
+them as two trials.  The frontier, which every sweep draws on the whole table, keeps them apart
+itself (a column and a panel per value); every other report is guarded at once by
+`sweeper.reports.registry.draw`, which draws it once per value into `<label>=<value>/`.  So each
+report is drawn through that one dispatcher from a table holding two values, and each folder's
+CSVs must be exactly those of that value drawn alone, and differ from the other value's.  The
+list comes from `REPORTS`: a report registered later fails by name until `TABLES` has a table
+it draws.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sweeper.axes import BY_NAME
+from sweeper.reports import REPORTS, draw
+from sweeper.store import ArtifactStore
+from testkit import report_frames
+from testkit.report_frames import DELTA, FLOOR
+
+#: The swept recipe axis and its two values; the second's table has other numbers.
+AXIS = BY_NAME["max_grad_norm"]
+VALUES = (0.5, 2.0)
+
+
+def two_clip_norms(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` twice, at clip norms 0.5 and 2 (a swept training setting), the second with
+    precisions moved, so a view that pooled the two would show neither."""
+    second = frame.assign(max_grad_norm=2.0, tp=frame["tp"] // 2)
+    return pd.concat([frame.assign(max_grad_norm=0.5), second], ignore_index=True)
+
+
+def test_a_swept_training_setting_is_kept_apart_by_the_frontier(tmp_path):
+    """Issue 31: clip norms pooled as if they were trials read as "2 trials".  Every view pools
+    over the trial alone (`sweeper.axes.pooling_keys`); every other report is drawn once per
+    value (below)."""
+    from sweeper.frontier import format_summary, summarize_frontier
+    from sweeper.reports import frontier_figure
+
+    lira_frame = report_frames.lira_frame()
+    frame = two_clip_norms(lira_frame)
+    summary = summarize_frontier(frame)
+    assert set(summary["max_grad_norm"]) == {0.5, 2.0}
+    assert len(summary) == 2 * len(summarize_frontier(lira_frame))
+    assert (summary["n_trials"] == len(lira_frame["trial"].unique())).all()
+    assert "C" in format_summary(frame).splitlines()[0].split()
+    titles = [axis.get_title() for axis in frontier_figure(frame).axes if axis.get_title()]
+    assert sum("C=0.5" in t for t in titles) == sum("C=2" in t for t in titles) == 1
+    table = pd.read_csv(REPORTS["frontier"](frame, tmp_path / "frontier")[1])
+    assert len(table) == 2 * len(pd.read_csv(REPORTS["frontier"](lira_frame, tmp_path / "one")[1]))
+    # Rows from before the axis existed (null) tell nothing apart: one view, as before.
+    unswept = lira_frame.assign(max_grad_norm=float("nan"))
+    assert len(summarize_frontier(unswept)) == len(summarize_frontier(lira_frame))
+
+
+def store_scores(store: ArtifactStore, scores: pd.DataFrame) -> None:
+    """Each (target, attack)'s per-record scores under the key `<model_key>-<attack>`."""
+    for (key, attack), part in scores.groupby(["model_key", "attack"]):
+        store.write_scores(f"{key}-{attack}", part.reset_index(drop=True))
+
+
+def lira(store: ArtifactStore, variant: int) -> pd.DataFrame:
+    frame = report_frames.lira_frame()
+    return frame.assign(precision=frame["precision"] - 0.1 * variant,
+                        tp=frame["tp"] // (1 + variant))
+
+
+def fixed_bound(store: ArtifactStore, variant: int) -> pd.DataFrame:
+    return report_frames.fixed_bound_frame(
+        {key: [(best - 0.1 * variant, final - 0.1 * variant) for best, final in trials]
+         for key, trials in report_frames.FIXED_BOUND_ACCURACY.items()})
+
+
+def ppv(store: ArtifactStore, variant: int) -> pd.DataFrame:
+    return report_frames.ppv_frame({p: tuple(v - 0.1 * variant for v in values)
+                                    for p, values in report_frames.PPV_PRECISIONS.items()})
+
+
+def pdtp(store: ArtifactStore, variant: int) -> pd.DataFrame:
+    """Each value's targets are its own models (other keys), with other PDTP values."""
+    frame, scores, values = report_frames.pdtp_inputs()
+    prefix = f"C{variant}-"
+    frame = frame.assign(model_key=prefix + frame["model_key"],
+                         pdtp_query_key=prefix + frame["pdtp_query_key"])
+    frame["scores_key"] = frame["model_key"] + "-" + frame["attack"]
+    scores = scores.assign(model_key=prefix + scores["model_key"])
+    scores.loc[scores["attack"] == "pdtp", "score"] *= 1 + variant
+    store_scores(store, scores)
+    for key, part in values.groupby("model_key"):
+        ids = part["record_id"].to_numpy(float)  # the query answer's layout (`jobs.pdtp`)
+        store.write_query(f"{prefix}query{key.removeprefix('target')}", np.column_stack(
+            [ids, np.zeros_like(ids), np.zeros_like(ids),
+             part["pdtp_seed_mean"].to_numpy() * (1 + variant)]))
+    return frame
+
+
+def generalization(store: ArtifactStore, variant: int) -> pd.DataFrame:
+    frame, scores = report_frames.generalization_inputs()
+    prefix = f"C{variant}-"
+    frame = frame.assign(model_key=prefix + frame["model_key"],
+                         scores_key=prefix + frame["scores_key"],
+                         train_accuracy=frame["train_accuracy"] - 0.05 * variant)
+    scores = scores.assign(model_key=prefix + scores["model_key"])
+    scores.loc[scores["attack"] == "loss", "score"] *= 1 + variant
+    store_scores(store, scores)
+    return frame
+
+
+def audit(store: ArtifactStore, variant: int) -> pd.DataFrame:
+    """Input-canary audits of two trials at two ε, 40 canaries a target, half of them members;
+    the second value's scores separate members less."""
+    rng = np.random.default_rng(variant)
+    rows, scores = [], []
+    tp, fp = 12 - 4 * variant, 4
+    for eps in (1.0, 4.0):
+        for trial in range(2):
+            key = f"C{variant}-eps{eps:g}-t{trial}"
+            member = np.arange(40) % 2 == 0
+            scores.append(pd.DataFrame({
+                "record_id": np.arange(40), "member": member, "model_key": key,
+                "attack": "canary_input_loss",
+                "score": rng.normal(size=40) + member * (2.0 - variant)}))
+            rows.append(dict(attack="canary_input_loss", policy="calibrated", epsilon=eps,
+                             delta=DELTA, p=0.5, trial=trial, threat_model="black_box_final",
+                             tp=tp, fp=fp, precision=tp / (tp + fp),
+                             audit_alpha=0.05, noise_multiplier=1.0, dp_sample_rate=0.1,
+                             steps=100, epsilon_spent=eps, tpr_floor=FLOOR,
+                             bound_form="derived", scores_key=f"{key}-canary_input_loss",
+                             model_key=key))
+    store_scores(store, pd.concat(scores, ignore_index=True))
+    return pd.DataFrame(rows)
+
+
+#: Report name → a results table it draws (and the scores it reads, written to the store), for
+#: variant 0 or 1 of its numbers.
+TABLES: dict[str, Callable[[ArtifactStore, int], pd.DataFrame]] = {
+    "frontier": lira, "thudi_lira": lira, "fixed_bound": fixed_bound, "ppv": ppv, "pdtp": pdtp,
+    "generalization": generalization, "audit": audit,
+}
+
+
+def swept_table(name: str, store: ArtifactStore) -> tuple[pd.DataFrame, list[pd.DataFrame]]:
+    """The report's table at both values of the axis, and each value's rows alone."""
+    if name not in TABLES:
+        pytest.fail(f"report {name!r} has no table here: add its builder to TABLES")
+    parts = [TABLES[name](store, variant).assign(**{AXIS.name: value})
+             for variant, value in enumerate(VALUES)]
+    return pd.concat(parts, ignore_index=True), parts
+
+
+def csvs(folder: Path) -> dict[str, pd.DataFrame]:
+    return {path.name: pd.read_csv(path) for path in sorted(folder.glob("*.csv"))}
+
+
+def same(one: dict[str, pd.DataFrame], other: dict[str, pd.DataFrame]) -> bool:
+    return one.keys() == other.keys() and all(
+        one[name].shape == other[name].shape and one[name].equals(other[name]) for name in one)
+
+
+@pytest.mark.parametrize("name", list(REPORTS))
+def test_every_report_is_drawn_once_per_swept_value_from_its_rows_alone(name, tmp_path):
+    store = tmp_path / "store"
+    frame, parts = swept_table(name, ArtifactStore(store))
+    context = {"store_root": store} if REPORTS[name].reads_scores else {}
+    notes: list[str] = []
+    written = draw(name, frame, tmp_path / "report", store, echo=notes.append)
+    assert notes == []  # a report the dispatcher could not draw says so here: none may
+    if name == "frontier":
+        # Not the dispatcher's: every sweep draws it on the whole table, a column per value.
+        assert written == []
+        table = pd.read_csv(REPORTS[name](frame, tmp_path / "whole", **context)[1])
+        for value, part in zip(VALUES, parts):
+            alone = pd.read_csv(REPORTS[name](part, tmp_path / AXIS.format(value), **context)[1])
+            assert AXIS.name in table and AXIS.name not in alone  # one value: no column
+            mine = table[table[AXIS.name] == value].drop(columns=AXIS.name)
+            pd.testing.assert_frame_equal(mine.reset_index(drop=True), alone)
+        return
+    folders = [tmp_path / "report" / AXIS.format(value) for value in VALUES]
+    assert {path.parent for path in written} == set(folders)
+    drawn = []
+    for folder, part in zip(folders, parts):
+        alone = REPORTS[name](part, tmp_path / "alone" / folder.name, **context)
+        assert sorted(p.name for p in written if p.parent == folder) == sorted(p.name for p in alone)
+        assert csvs(folder), f"{name} wrote no CSV to read back"
+        # Its rows and no other's: exactly the CSVs of this value drawn alone.
+        assert same(csvs(folder), csvs(alone[0].parent)), f"{folder.name} holds other rows"
+        drawn.append(csvs(folder))
+    # And the check discriminates: the two values' outputs differ, so folders handed the whole
+    # table, or each other's rows, cannot both pass as their own.
+    assert not same(*drawn)
