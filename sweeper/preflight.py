@@ -143,13 +143,15 @@ def composed(overrides: list[str], config_name: str = CONFIG_NAME) -> tuple[Swee
             # named and the good ones are still validated.  Experiments first: they set defaults.
             accepted: list[str] = []
             latest: Optional[DictConfig] = None  # the composition of `accepted`, once it has one
+            named = {o for o in overrides if any(p.startswith(f"{scrub_override(o)}:") for p in problems)}
             ordered = sorted(overrides, key=lambda o: not o.lstrip("+~").startswith("experiment="))
             for override in ordered:
                 try:
                     latest = attempt([*accepted, override])
                     accepted.append(override)
                 except Exception as error:  # noqa: BLE001
-                    problems.append(_describe(override, error))
+                    if override not in named:  # a check above named it already: once is enough
+                        problems.append(_describe(override, error))
             raw = latest if latest is not None else attempt([])
 
     data = OmegaConf.to_container(raw, resolve=False)

@@ -235,6 +235,13 @@ def test_malformed_input_is_refused_naming_it(overrides, fragments, tmp_path):
     assert "hunter2" not in message, "a secret was echoed"
 
 
+def test_a_word_for_a_boolean_is_named_once(tmp_path):
+    """`train.compile=maybe` is refused by the boolean check and by OmegaConf: one line."""
+    message = refused(tmp_path, ["train.compile=maybe", "train.tf32=maybe"])
+    for override in ("train.compile=maybe", "train.tf32=maybe"):
+        assert message.count(f"{override}:") == 1, message
+
+
 def test_pdtp_records_beyond_a_targets_members(tmp_path):
     # The quickstart's target at p = 0.5 (trial 0; the quickstart runs four) draws from a pool of 500/0.5 = 1000 records, each a
     # member when its uniform draw from the target's seed is below p (jobs.training.draw_mask):
