@@ -27,8 +27,9 @@ cheaper route exists:
   per-record gradients (up to `GPU_CHUNK_FLOATS` of them, never sliced below that), so its
   weight gradient is never computed twice and its norm and its clipped sum are read from the
   same tensor; each convolution's per-record gradients come from whichever of cuDNN's grouped
-  convolution or unfold + batched matmul measured faster for its shape on this card
-  (`_fastest`: on an H100, 2× either way depending on the layer, and 16× once).
+  convolution, unfold + batched matmul or shifted products measured fastest for its shape on
+  this card (`_fastest`: on an H100, 2× either way depending on the layer, and 16× once), in
+  TF32 when asked (`tf32_products`).
 
 The mechanism is exactly Opacus's: clip factor min(1, C / (‖∇ℓ_i‖ + 1e-6)) on the gradient of
 each record's own loss, so `jobs.training` can add the same Gaussian noise and the accountant's
@@ -228,7 +229,9 @@ def tf32_products(enabled: bool) -> Iterator[None]:
     its clipped sum from the same tensor: whatever the products' rounding, each record's
     clipped contribution has norm ≤ C exactly as computed.  (cuDNN's convolutions, the grouped
     per-record route included, are TF32 by PyTorch's default already.)  Book-keeping layers,
-    whose norm and sum come from different products, stay in fp32."""
+    whose norm and sum come from different products, keep PyTorch's defaults: fp32 matrix
+    products (a convolution book-keeps on a GPU only past `GPU_CHUNK_FLOATS`, and then its sum
+    is cuDNN's, TF32 by that default)."""
     previous = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = enabled
     try:

@@ -60,8 +60,8 @@ class _Rule:
 
 def _in_memory_order(per_record: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
     """(B, F) rows of `per_record` in its memory order, and the axes that order follows: a
-    permuted view (per-record gradients taken channels-last or by shifted products) is read
-    without a copy."""
+    permuted view whose batch axis is outermost (per-record gradients taken channels-last) is
+    read without a copy; any other (shifted products) is copied first."""
     order = sorted(range(1, per_record.dim()), key=lambda axis: -per_record.stride(axis))
     dense = per_record.permute(0, *order)
     if not dense.is_contiguous():
@@ -244,7 +244,11 @@ class _Conv2dRule(_Rule):
         rows, L′ = H_out·W_pad, the output gradient padded with zeros on the right, so that
         offset (i, j) is the flat padded input shifted by i·W_pad + j (one extra zero row keeps
         the last shift in bounds); for a stride-1 convolution.  Returns a permuted view
-        (b, C_out, C_in, kh, kw) of a (kh, kw, b, C_out, C_in) tensor."""
+        (b, C_out, C_in, kh, kw) of a (kh, kw, b, C_out, C_in) tensor (whose norms and clipped
+        sum, batch not outermost, take a copy: `_in_memory_order`)."""
+        if not _Conv2dRule._shifts(module):
+            raise ValueError(f"shifted products need stride 1 and no dilation, not stride "
+                             f"{module.stride}, dilation {module.dilation}")
         (kh, kw), (ph, pw) = module.kernel_size, module.padding
         b, c_out = g.shape[:2]
         padded = F.pad(a, (pw, pw, ph, ph + 1))  # (b, C_in, H_pad + 1, W_pad)

@@ -34,18 +34,30 @@ def test_the_grid_benchmark_runs_reduced_and_reports_every_packing():
     assert 0 < float(grid.group(3)) <= float(grid.group(2))  # the best is at most the shipped
 
 
-@pytest.mark.parametrize("overrides, tf32", [([], "True"), (["train.tf32=false"], "False")])
-def test_the_step_times_alone_take_the_sweeps_training_options(overrides, tf32):
-    """`--steps-only` (what `make test` runs of this command: seconds): the step times at the
-    options a sweep would train with, overrides applied; on a CPU the GPU-only ones are off
-    (`TrainOptions.on`), whatever is asked.  `--profile` adds the costliest kernels' table."""
+def test_the_grid_benchmark_trains_with_the_sweeps_options_as_overridden():
+    """`bench.grid` measures what a sweep would run: its overrides reach the training options
+    (`sweeper.plan.train_options_of`), and the defaults are the sweep's."""
+    from bench.grid import grid_shape
+    from jobs.training import TrainOptions
+
+    shipped = grid_shape("mnist_lira", []).options
+    assert (shipped.tf32, shipped.channels_last) == (True, False)
+    changed = grid_shape("mnist_lira", ["train.tf32=false", "train.channels_last=true",
+                                        "train.checkpoint_seconds=5"]).options
+    assert changed == TrainOptions(tf32=False, channels_last=True, checkpoint_seconds=5.0)
+
+
+def test_the_step_times_alone_run_in_seconds():
+    """`--steps-only` (what `make test` runs of this command): the options line, the three step
+    times and `--profile`'s table, no model trained.  On a CPU the GPU-only options are off
+    (`TrainOptions.on`), whatever is asked."""
     done = subprocess.run([sys.executable, "-m", "bench.grid", "--reduced", "--steps-only",
-                           "--profile", "5", "train.channels_last=true", *overrides],
+                           "--profile", "5", "train.channels_last=true"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     on_gpu = "NVIDIA" in out.splitlines()[0]
-    assert f"channels_last {on_gpu}, tf32 {tf32 if on_gpu else False}" in out
+    assert f"channels_last {on_gpu}, tf32 {on_gpu}" in out
     assert "Self CPU time total" in out
     for mode in ("plain", "DP eager", "DP as trained"):
         assert re.search(rf"^\s+{mode}\s+[\d.]+ ms\s+[\d.]+×$", out, re.M), mode

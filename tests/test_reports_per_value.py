@@ -172,7 +172,7 @@ def test_every_report_is_drawn_once_per_swept_value_from_its_rows_alone(name, tm
     notes: list[str] = []
     written = draw(name, frame, tmp_path / "report", store, echo=notes.append)
     assert notes == []  # a report the dispatcher could not draw says so here: none may
-    if REPORTS[name].keeps_swept_apart:
+    if REPORTS[name].whole_table:
         # Not the dispatcher's: every sweep draws it on the whole table, a column per value.
         assert written == []
         table = pd.read_csv(REPORTS[name](frame, tmp_path / "whole", **context)[1])
@@ -198,13 +198,18 @@ def test_every_report_is_drawn_once_per_swept_value_from_its_rows_alone(name, tm
 
 
 @pytest.mark.parametrize("name", [name for name, report in REPORTS.items()
-                                  if not report.keeps_swept_apart])
+                                  if not report.whole_table])
 def test_a_report_handed_several_swept_values_directly_refuses_them(name, tmp_path):
     """Called on its own with both values, a report that pools only trials would read them as
-    trials (`fixed_bound` kept only the first value's targets): it refuses, naming the axis."""
+    trials (`fixed_bound` kept only the first value's targets): it refuses, naming the axis,
+    whether called from the registry or by the name it is defined under."""
+    import sweeper.reports as reports
+
     store = tmp_path / "store"
     frame, _ = swept_table(name, ArtifactStore(store))
     context = {"store_root": store} if REPORTS[name].reads_scores else {}
-    with pytest.raises(ValueError, match=r"\(C=0\.5, C=2\).*once per value"):
-        REPORTS[name](frame, tmp_path / "report", **context)
+    defined = getattr(reports, REPORTS[name].draw.__name__, None)
+    for call in filter(None, (REPORTS[name], defined)):
+        with pytest.raises(ValueError, match=r"\(C=0\.5, C=2\).*once per value"):
+            call(frame, tmp_path / "report", **context)
     assert not (tmp_path / "report").exists() or not any((tmp_path / "report").iterdir())

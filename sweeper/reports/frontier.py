@@ -196,7 +196,7 @@ def plot_frontier(frame: pd.DataFrame, path: str | Path, title: str = "",
     return save_figure(figure, Path(path), layout=False)  # laid out by frontier_figure
 
 
-@register_report("frontier", keeps_swept_apart=True)
+@register_report("frontier", whole_table=True)
 def frontier_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     """The generic frontier, so every experiment's report set includes the product's question.
 

@@ -9,6 +9,7 @@ experiment names, beside the frontier that every sweep draws anyway.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -22,18 +23,19 @@ from sweeper.axes import swept
 @dataclass(frozen=True)
 class Report:
     """A registered report: its drawing function, whether it reads the scores tables, and
-    whether it keeps a swept training setting's values apart itself."""
+    whether every sweep draws it on its whole table."""
 
     draw: Callable[..., list[Path]]
     # Reads the per-record scores from the store (pass it `store_root=`), not only the cells.
     reads_scores: bool
-    # Pools only trials on a table of several swept values (the frontier: a column and a panel
-    # per value).  Any other report, handed such a table, refuses it rather than read the
-    # values as trials: `draw` hands it one value at a time.
-    keeps_swept_apart: bool = False
+    # Drawn by every sweep on its whole table (the frontier), so it keeps a swept training
+    # setting's values apart itself (a column and a panel per value) and `draw` leaves it out.
+    # Any other report, handed several swept values, refuses them rather than read them as
+    # trials: `draw` hands it one value at a time.
+    whole_table: bool = False
 
     def __call__(self, frame: pd.DataFrame, out_dir: Path, **context: Any) -> list[Path]:
-        varied = [] if self.keeps_swept_apart else swept(frame)
+        varied = [] if self.whole_table else swept(frame)
         if varied:
             values = ", ".join(axis.format(value) for axis in varied
                                for value in sorted(frame[axis.name].dropna().unique()))
@@ -48,11 +50,17 @@ REPORTS: Registry[Report] = Registry("report")
 
 
 def register_report(name: str, *, reads_scores: bool = False,
-                    keeps_swept_apart: bool = False) -> Callable:
-    """Decorator: register the drawing function as report `name`."""
+                    whole_table: bool = False) -> Callable:
+    """Decorator: register the drawing function as report `name`; the name it is defined under
+    calls the registered report, so a direct call is guarded as `REPORTS[name]` is."""
     def register(function: Callable[..., list[Path]]) -> Callable[..., list[Path]]:
-        REPORTS.add(name, Report(function, reads_scores, keeps_swept_apart))
-        return function
+        report = Report(function, reads_scores, whole_table)
+        REPORTS.add(name, report)
+
+        @functools.wraps(function)
+        def guarded(frame: pd.DataFrame, out_dir: Path, **context: Any) -> list[Path]:
+            return report(frame, out_dir, **context)
+        return guarded
     return register
 
 
@@ -65,7 +73,7 @@ def draw(name: str, frame: pd.DataFrame, out_dir: Path, store_root: Path,
     combination of its values, each in its own folder (`C=0.5`): a report pools only trials.
     """
     report = REPORTS[name]
-    if report.keeps_swept_apart:  # the frontier: every sweep draws it on the whole table
+    if report.whole_table:  # the frontier: every sweep draws it anyway
         return []
     context = {"store_root": store_root} if report.reads_scores else {}
     varied = swept(frame)  # training settings the sweep varies: one report per combination
