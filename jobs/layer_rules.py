@@ -58,33 +58,38 @@ class _Rule:
         return grad.shape[0] * parameters <= grad.numel() + seen.input.numel()
 
 
-def _in_memory_order(per_record: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
-    """(B, F) rows of `per_record` in its memory order, and the axes that order follows: a
-    permuted view whose batch axis is outermost (per-record gradients taken channels-last) is
-    read without a copy; any other (shifted products) is copied first."""
-    order = sorted(range(1, per_record.dim()), key=lambda axis: -per_record.stride(axis))
-    dense = per_record.permute(0, *order)
+def _around_batch(per_record: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
+    """`per_record` read in its memory order as (A, B, F) — the axes stored outside its batch
+    axis, the batch, the axes inside — and the order of those non-batch axes.  A permuted
+    view of a dense tensor is read without a copy, whether its batch axis is outermost
+    (per-record gradients taken channels-last) or not (shifted products: (kh, kw, B, …))."""
+    order = sorted(range(per_record.dim()), key=lambda axis: -per_record.stride(axis))
+    dense = per_record.permute(*order)
     if not dense.is_contiguous():
-        dense, order = per_record.contiguous(), list(range(1, per_record.dim()))
-    return dense.reshape(dense.shape[0], -1), order
+        dense, order = per_record.contiguous(), list(range(per_record.dim()))
+    batch = order.index(0)
+    view = dense.reshape(math.prod(dense.shape[:batch]), dense.shape[batch], -1)
+    return view, order[:batch] + order[batch + 1:]
 
 
 def squared_norms(samples: Samples, batch: int, device: torch.device) -> torch.Tensor:
     total = torch.zeros(batch, device=device, dtype=torch.float32)
     for _, per_record in samples:
-        rows, _ = _in_memory_order(per_record)
-        # One reduction over each row (a squared copy first cost a GPU step 6 %).
-        total += torch.linalg.vector_norm(rows, dim=1).float().square()
+        view, _ = _around_batch(per_record)
+        # One reduction per record (a squared copy first cost a GPU step 6 %).
+        total += torch.linalg.vector_norm(view, dim=(0, 2)).float().square()
     return total
 
 
 def weighted_sum(factors: torch.Tensor, per_record: torch.Tensor) -> torch.Tensor:
-    """Σ_i factors_i·per_record_i, as one matrix-vector product over the tensor's memory
-    order; the result keeps the per-record layout."""
-    rows, order = _in_memory_order(per_record)
+    """Σ_i factors_i·per_record_i, as matrix-vector products over the tensor's memory order;
+    the result keeps the per-record layout when the batch axis is outermost, else it is
+    made contiguous (a parameter-sized copy)."""
+    view, order = _around_batch(per_record)
     shape = [per_record.shape[axis] for axis in order]
-    total = (factors.to(rows.dtype) @ rows).view(shape)
-    return total.permute(*sorted(range(len(order)), key=lambda axis: order[axis]))
+    total = torch.matmul(factors.to(view.dtype), view).view(shape)  # (A, B)·(B) per outer row
+    total = total.permute(*sorted(range(len(order)), key=lambda axis: order[axis]))
+    return total if view.shape[0] == 1 else total.contiguous()
 
 
 def _sequence(tensor: torch.Tensor) -> torch.Tensor:
@@ -244,8 +249,8 @@ class _Conv2dRule(_Rule):
         rows, L′ = H_out·W_pad, the output gradient padded with zeros on the right, so that
         offset (i, j) is the flat padded input shifted by i·W_pad + j (one extra zero row keeps
         the last shift in bounds); for a stride-1 convolution.  Returns a permuted view
-        (b, C_out, C_in, kh, kw) of a (kh, kw, b, C_out, C_in) tensor (whose norms and clipped
-        sum, batch not outermost, take a copy: `_in_memory_order`)."""
+        (b, C_out, C_in, kh, kw) of a (kh, kw, b, C_out, C_in) tensor, which the norms and the
+        clipped sum read in that order (`_around_batch`)."""
         if not _Conv2dRule._shifts(module):
             raise ValueError(f"shifted products need stride 1 and no dilation, not stride "
                              f"{module.stride}, dilation {module.dilation}")
