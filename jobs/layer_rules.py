@@ -19,6 +19,9 @@ from torch import nn
 CHUNK_FLOATS = 1 << 24
 #: The same on a GPU (1 GB), and the most per-record gradients a convolution keeps there.
 GPU_CHUNK_FLOATS = 1 << 28
+#: On a CPU, the most receptive-field floats a record may gather for its per-record weight
+#: gradients to be taken by one batched matmul (`_cpu_method`), 128 KB.
+CPU_GATHER_FLOATS = 1 << 15
 
 
 
@@ -157,8 +160,8 @@ class _LinearRule(_Rule):
 class _Conv2dRule(_Rule):
     """Norms either from L×L Gram matrices of the unfolded input and the output gradient (the
     ghost form, for small feature maps) or from each record's weight gradient, computed for a
-    slice of the batch at once as one convolution with one group per record (measured faster
-    on a CPU than unfold + batched matmul for every conv of the shipped models)."""
+    slice of the batch at once by one of `METHODS`: on a CPU chosen by the layer's geometry
+    (`_cpu_method`), on a GPU by timing (`_fastest`)."""
 
     @staticmethod
     def _ghost(module: nn.Conv2d, positions: int) -> bool:
@@ -214,27 +217,28 @@ class _Conv2dRule(_Rule):
     def _unfolded_weights(cls, module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """The same as `_grouped_weights`, as a batched matmul of each record's output gradient
         (C_out, L) and its unfolded input (C_in·kh·kw, L); for channels-last inputs in their own
-        layout (`_channels_last_weights`)."""
+        layout (`_rows_weights`)."""
         records = a.shape[0]
         if _channels_last(a) and module.dilation == (1, 1):
-            return cls._channels_last_weights(module, a, g)
+            return cls._rows_weights(module, a, g)
         return torch.bmm(g.reshape(records, module.out_channels, -1),
                          cls._unfold(module, a).transpose(1, 2)).reshape(records, *module.weight.shape)
 
-    @staticmethod
-    def _channels_last_weights(module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        """Each record's weight gradient from channels-last (NHWC) inputs and output gradients
-        with no copy back to NCHW: the receptive fields as rows (L, kh·kw·C_in) in NHWC's own
-        order, one batched matmul with the output gradient's (L, C_out), and the result a
-        permuted view (b, C_out, C_in, kh, kw) with a channels-last weight's strides."""
-        (kh, kw), (sh, sw), (ph, pw) = module.kernel_size, module.stride, module.padding
-        nhwc = F.pad(a, (pw, pw, ph, ph)).permute(0, 2, 3, 1)  # (b, H+2ph, W+2pw, C): a view
-        windows = nhwc.unfold(1, kh, sh).unfold(2, kw, sw)  # (b, H_out, W_out, C, kh, kw)
-        b, rows, cols, channels = windows.shape[:4]
-        fields = windows.permute(0, 1, 2, 4, 5, 3).reshape(b, rows * cols, kh * kw * channels)
-        grads = g.permute(0, 2, 3, 1).reshape(b, rows * cols, module.out_channels)
-        per_record = torch.bmm(grads.transpose(1, 2), fields)  # (b, C_out, kh·kw·C_in)
-        return per_record.view(b, module.out_channels, kh, kw, channels).permute(0, 1, 4, 2, 3)
+    @classmethod
+    def _rows_weights(cls, module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """The same as `_grouped_weights`, from the receptive fields as NHWC rows (L, kh·kw·C_in)
+        (`_field_rows`: no copy back to NCHW for channels-last inputs) and one batched matmul
+        with the output gradient (C_out, L); the result is a permuted view (b, C_out, C_in, kh,
+        kw) with a channels-last weight's strides.  No dilation."""
+        if module.dilation != (1, 1):
+            raise ValueError(f"receptive fields as rows need no dilation, not {module.dilation}")
+        records = a.shape[0]
+        fields = cls._field_rows(module, a)  # (b, L, kh·kw·C_in)
+        grads = (g.permute(0, 2, 3, 1).reshape(records, -1, module.out_channels).transpose(1, 2)
+                 if _channels_last(g) else g.reshape(records, module.out_channels, -1))
+        per_record = torch.bmm(grads, fields)  # (b, C_out, kh·kw·C_in)
+        return per_record.view(records, module.out_channels, *module.kernel_size,
+                               module.in_channels).permute(0, 1, 4, 2, 3)
 
     @staticmethod
     def _shifts(module: nn.Conv2d) -> bool:
@@ -280,11 +284,10 @@ class _Conv2dRule(_Rule):
 
     @classmethod
     def _weights(cls, module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        """Each record's weight gradient: grouped convolution on a CPU, the fastest of the
-        ways for this layer's shape on a GPU (`_fastest`)."""
-        if a.is_cuda:
-            return METHODS[_fastest(module, a, g)](module, a, g)
-        return cls._grouped_weights(module, a, g)
+        """Each record's weight gradient: on a CPU by the layer's geometry (`_cpu_method`), on
+        a GPU by the fastest of the ways for this layer's shape on the card (`_fastest`)."""
+        method = _fastest(module, a, g) if a.is_cuda else _cpu_method(module, g)
+        return METHODS[method](module, a, g)
 
     @staticmethod
     def _slice(grad: torch.Tensor, floats_per_record: int) -> int:
@@ -351,6 +354,22 @@ class _Conv2dRule(_Rule):
         return samples
 
 
+def _cpu_method(module: nn.Conv2d, g: torch.Tensor) -> str:
+    """The name in `METHODS` a CPU takes for this layer, by its geometry alone, so that every
+    process takes the same one (timings on shared cores vary by ±40 %, and two routes round
+    differently).  Gathered receptive fields, then one batched matmul, where a record's fields
+    are small (at most `CPU_GATHER_FLOATS`): as rows (NHWC) or as columns (`F.unfold`'s order),
+    whichever copies longer contiguous runs (kw·C_in floats against W_out at stride 1); else
+    one grouped convolution.  Measured on 2 cores, batch 512 (`bench/README.md`): `mnist_cnn`'s
+    convolutions 3.6 and 2.7 ms as rows against 5.0 and 4.7 grouped; `cifar10_cnn`'s first 12.4
+    as columns against 26.2 grouped, its wider layers 1.2–9× slower gathered."""
+    fan_in = module.in_channels * math.prod(module.kernel_size)
+    if module.dilation != (1, 1) or g.shape[2] * g.shape[3] * fan_in > CPU_GATHER_FLOATS:
+        return "grouped"
+    column_run = g.shape[3] if module.stride[1] == 1 else 1
+    return "rows" if module.kernel_size[1] * module.in_channels >= column_run else "unfold"
+
+
 #: The faster per-record method of each convolution shape met on a GPU in this process, by
 #: (device, layer geometry, input shape); measured once, at the shape's first (eager) step.
 _FASTEST_METHOD: dict[tuple, str] = {}
@@ -368,7 +387,7 @@ def _fastest(module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> str:
             return "unfold"
         seconds = {}
         for method, take in METHODS.items():
-            if method == "shifted" and not _Conv2dRule._shifts(module):
+            if not takes(method, module):
                 continue
             take(module, a, g)  # warm-up: kernel choice and workspace outside the timing
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -382,9 +401,17 @@ def _fastest(module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> str:
     return _FASTEST_METHOD[key]
 
 
+def takes(method: str, module: nn.Conv2d) -> bool:
+    """Whether `METHODS[method]` can take this layer: shifted products need stride 1 and no
+    dilation, rows no dilation; the others take any geometry."""
+    if method == "shifted":
+        return _Conv2dRule._shifts(module)
+    return method != "rows" or module.dilation == (1, 1)
+
+
 #: The ways to each record's convolution weight gradients, by name (`_fastest` times them).
 METHODS = {"grouped": _Conv2dRule._grouped_weights, "unfold": _Conv2dRule._unfolded_weights,
-           "shifted": _Conv2dRule._shifted_weights}
+           "rows": _Conv2dRule._rows_weights, "shifted": _Conv2dRule._shifted_weights}
 
 
 class _NormRule(_Rule):

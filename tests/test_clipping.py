@@ -197,7 +197,7 @@ def test_each_per_layer_path_equals_opacus(path):
     _assert_matches_opacus(_Head(layer, features), x, torch.randint(0, 5, (9,)))
 
 
-@pytest.mark.parametrize("method", ["grouped", "unfold", "shifted"])
+@pytest.mark.parametrize("method", ["grouped", "unfold", "rows", "shifted"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 def test_each_per_record_route_equals_opacus_in_either_layout(monkeypatch, method, layout):
     """A GPU's choices on this CPU — every convolution keeps per-record gradients, taken by
@@ -230,31 +230,36 @@ def test_each_per_record_route_equals_opacus_in_either_layout(monkeypatch, metho
         torch.testing.assert_close(parameter.grad, expected, rtol=1e-5, atol=1e-6)
 
 
-GEOMETRIES = [  # (kernel, stride, padding, input H × W): non-square, lopsided, padding ≥ kernel
-    (3, 1, 1, (7, 7)), ((2, 5), 1, (0, 2), (6, 9)), ((5, 1), 1, (3, 0), (5, 4)),
-    ((4, 2), 1, (1, 3), (8, 5)), (3, 1, 4, (3, 3)), (3, 2, 1, (7, 8)), ((4, 3), (2, 1), 0, (9, 7)),
+GEOMETRIES = [  # (kernel, stride, padding, dilation, input H × W): non-square, lopsided,
+    # padding ≥ kernel, dilated
+    (3, 1, 1, 1, (7, 7)), ((2, 5), 1, (0, 2), 1, (6, 9)), ((5, 1), 1, (3, 0), 1, (5, 4)),
+    ((4, 2), 1, (1, 3), 1, (8, 5)), (3, 1, 4, 1, (3, 3)), (3, 2, 1, 1, (7, 8)),
+    ((4, 3), (2, 1), 0, 1, (9, 7)), (3, 1, 2, (2, 1), (9, 8)),
 ]
 
 
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-@pytest.mark.parametrize("kernel, stride, padding, size", GEOMETRIES)
-def test_every_per_record_route_is_each_records_own_gradient(kernel, stride, padding, size, layout):
-    """Each route `_fastest` may pick, on geometries the shipped models do not have, against
-    torch's own convolution backward run on one record at a time; shifted products refuse a
-    stride they cannot take rather than answer wrongly."""
-    from jobs.layer_rules import METHODS, _Conv2dRule
+@pytest.mark.parametrize("kernel, stride, padding, dilation, size", GEOMETRIES)
+def test_every_per_record_route_is_each_records_own_gradient(kernel, stride, padding, dilation,
+                                                             size, layout):
+    """Each route `_fastest` or `_cpu_method` may pick, on geometries the shipped models do not
+    have, against torch's own convolution backward run on one record at a time; a route
+    refuses a geometry it cannot take (shifted products a stride, rows a dilation) rather than
+    answer wrongly, and a CPU never picks one that refuses."""
+    from jobs.layer_rules import METHODS, _cpu_method, takes
 
     torch.manual_seed(3)
-    conv = nn.Conv2d(4, 6, kernel, stride=stride, padding=padding).double()
+    conv = nn.Conv2d(4, 6, kernel, stride=stride, padding=padding, dilation=dilation).double()
     a = torch.randn(3, 4, *size, dtype=torch.double)
     g = torch.randn_like(conv(a)).detach()
     expected = torch.stack([torch.autograd.grad((conv(a[i:i + 1]) * g[i:i + 1]).sum(), conv.weight)[0]
                             for i in range(len(a))])
     if layout == "nhwc":
         a, g = a.contiguous(memory_format=torch.channels_last), g.contiguous(memory_format=torch.channels_last)
+    assert takes(_cpu_method(conv, g), conv)
     for method, take in METHODS.items():
-        if method == "shifted" and not _Conv2dRule._shifts(conv):
-            with pytest.raises(ValueError, match="stride 1"):
+        if not takes(method, conv):
+            with pytest.raises(ValueError, match="no dilation"):
                 take(conv, a, g)
             continue
         torch.testing.assert_close(take(conv, a, g), expected, rtol=1e-10, atol=1e-10, msg=method)

@@ -216,12 +216,12 @@ def test_channels_last_trains_the_contiguous_model(digits, monkeypatch, routes, 
     mask = draw_mask(len(digits.pool_y), 0.5, seed=1, complement=False)
     nhwc_products = []
     if routes == "gpu":
-        nhwc = _Conv2dRule._channels_last_weights
+        nhwc = _Conv2dRule._rows_weights
         monkeypatch.setattr(_Conv2dRule, "keeps_samples", lambda self, seen, grad, parameters: True)
         monkeypatch.setattr(_Conv2dRule, "_weights", classmethod(
             lambda cls, module, a, g: cls._unfolded_weights(module, a, g)))
-        monkeypatch.setattr(_Conv2dRule, "_channels_last_weights", staticmethod(
-            lambda module, a, g: (nhwc_products.append(module.in_channels), nhwc(module, a, g))[1]))
+        monkeypatch.setattr(_Conv2dRule, "_rows_weights", classmethod(
+            lambda cls, module, a, g: (nhwc_products.append(module.in_channels), nhwc(module, a, g))[1]))
     contiguous = train_model(settings(epsilon, epochs=1), digits, mask, seed=3, device=CPU)
     assert not nhwc_products  # contiguous activations take the NCHW route
     nhwc_model = train_model(settings(epsilon, epochs=1), digits, mask, seed=3, device=CPU,
