@@ -105,6 +105,16 @@ class Attack:
     # B, the loss bound its scores divide by, from its settings (Yeom et al.'s Adversary 1: the
     # row's `loss_bound`); None: it has none.
     loss_bound: Optional[Callable[[Any], float]] = None
+    # Its score is each record's −loss (Yeom et al.'s threshold adversary): the generalization
+    # report reads its scores as losses.
+    scores_losses: bool = False
+
+    @property
+    def is_baseline(self) -> bool:
+        """A baseline, drawn as its own line and charted last: it reads nothing of the model
+        (`reads_model`, the always-member attack), so its precision is the share of members,
+        the prior."""
+        return not self.reads_model
 
     def settings_from(self, config: Any) -> Any:
         """Its settings, each field taken by name from the sweep's `attack.*` section."""
@@ -137,36 +147,31 @@ def settings_items(settings: Any) -> tuple[tuple[str, Any], ...]:
 ATTACKS: Registry[Attack] = Registry("attack")
 
 
-def register_attack(name: str, settings_type: type, *, needs_shadows: bool, reads_release: bool = False,
-                    asks: Optional[Callable[[Any], Optional[tuple[str, dict]]]] = None,
-                    measures_records: bool = False,
-                    evaluates: str = RECORDS, threat_model: str = "black_box_final",
-                    fits_per_record: bool = False, decides: bool = False,
-                    retrains: Optional[str] = None,
-                    shadows_needed: Optional[Callable[[Any], tuple[int, str]]] = None,
-                    reads_model: bool = True,
-                    loss_bound: Optional[Callable[[Any], float]] = None,
-                    ) -> Callable[[Callable], Callable]:
-    """Decorator: register the scoring function as attack `name`, reading `settings_type`.
+def register_attack(name: str, settings_type: type, *, needs_shadows: bool,
+                    **facts: Any) -> Callable[[Callable], Callable]:
+    """Decorator: register the scoring function as attack `name`, reading `settings_type`,
+    with what else it declares as `facts`: `Attack`'s fields by name (each declared, with its
+    default and meaning, there alone).
 
     Raises:
         TypeError: the settings type is not a frozen dataclass whose every field is declared
-            with `Setting(...).field()`: the attack is handed an instance of it and nothing
-            else, so it can read no other setting.
+            with `Setting(...).field()` (the attack is handed an instance of it and nothing
+            else, so it can read no other setting); a fact `Attack` does not have; a threat
+            model not in `THREAT_MODELS`.
     """
     params = getattr(settings_type, "__dataclass_params__", None)
     if params is None or not params.frozen:
         raise TypeError(f"attack {name!r}: settings {settings_type.__name__} must be a frozen dataclass")
     declared(settings_type)
-    if threat_model not in THREAT_MODELS:
-        raise TypeError(f"attack {name!r}: threat model {threat_model!r} is not one of {THREAT_MODELS}")
+    unknown = set(facts) - {spec.name for spec in dataclasses.fields(Attack)}
+    if unknown:
+        raise TypeError(f"attack {name!r}: {sorted(unknown)} are not facts an attack declares")
+    if facts.get("threat_model", Attack.threat_model) not in THREAT_MODELS:
+        raise TypeError(f"attack {name!r}: threat model {facts['threat_model']!r} is not one of "
+                        f"{THREAT_MODELS}")
 
     def register(score: Callable) -> Callable:
-        ATTACKS.add(name, Attack(score, settings_type, needs_shadows, reads_release=reads_release,
-                                 asks=asks, measures_records=measures_records, evaluates=evaluates,
-                                 threat_model=threat_model, fits_per_record=fits_per_record,
-                                 decides=decides, retrains=retrains, shadows_needed=shadows_needed,
-                                 reads_model=reads_model, loss_bound=loss_bound))
+        ATTACKS.add(name, Attack(score, settings_type, needs_shadows, **facts))
         return score
     return register
 

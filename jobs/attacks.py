@@ -68,7 +68,7 @@ class LossSettings:
     loss_clamp: float = LOSS_CLAMP.field()
 
 
-@register_attack("loss", LossSettings, needs_shadows=False)
+@register_attack("loss", LossSettings, needs_shadows=False, scores_losses=True)
 def loss_threshold(inputs: AttackInputs, settings: LossSettings) -> np.ndarray:
     """Yeom et al.: members have low loss; score = −cross-entropy with p_y clamped."""
     return clamped_log_p(inputs.target_logits, inputs.labels, settings.loss_clamp)

@@ -27,8 +27,8 @@ cheaper route exists:
   per-record gradients (up to `GPU_CHUNK_FLOATS` of them, never sliced below that), so its
   weight gradient is never computed twice and its norm and its clipped sum are read from the
   same tensor; each convolution's per-record gradients come from whichever of cuDNN's grouped
-  convolution, unfold + batched matmul or shifted products measured fastest for its shape on
-  this card (`_fastest`: on an H100, 2× either way depending on the layer, and 16× once), in
+  convolution, unfold or rows + batched matmul, or shifted products measured fastest for its
+  shape on this card (`_fastest`: on an H100, 2× either way depending on the layer, and 16× once), in
   TF32 when asked (`tf32_products`).
 
 The mechanism is exactly Opacus's: clip factor min(1, C / (‖∇ℓ_i‖ + 1e-6)) on the gradient of

@@ -214,7 +214,7 @@ def frontier_series(summary: pd.DataFrame) -> dict[str, list[tuple[int, float]]]
         FRONTIER_EPSILON: [(index, float(epsilon)) for epsilon, index in step.items()]}
     keys = frontier_groups(finite)
     groups = sorted(finite.groupby(keys + ["p"], sort=True, dropna=False),
-                    key=lambda group: _decides(group[0][0]))  # stable: baselines last
+                    key=lambda group: _is_baseline(group[0][0]))  # stable: baselines last
     for key, rows in groups:
         *chart, p = key
         name = frontier_chart_name(dict(zip(keys, chart)))
@@ -226,11 +226,11 @@ def frontier_series(summary: pd.DataFrame) -> dict[str, list[tuple[int, float]]]
     return series
 
 
-def _decides(attack: str) -> bool:
-    """Whether `attack` decides without scoring (the always-member baseline): its chart last."""
+def _is_baseline(attack: str) -> bool:
+    """Whether `attack` is a baseline (`Attack.is_baseline`): its chart last."""
     from jobs.attacks import ATTACKS
 
-    return attack in ATTACKS and ATTACKS[attack].decides
+    return attack in ATTACKS and ATTACKS[attack].is_baseline
 
 
 def frontier_chart_name(coordinates: dict[str, Any]) -> str:

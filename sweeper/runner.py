@@ -20,10 +20,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
-import math
 import os
 import time
-from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,12 +36,10 @@ from sweeper.config import ConfigError, SweepConfig
 from sweeper.validation import validate
 from sweeper.console import Progress, forwarded
 from sweeper.credentials import redact, redact_tree
-from sweeper.failures import TRANSIENT_EXCEPTIONS, Failure, cell_label, classify
+from sweeper.failures import Failure, cell_label, classify
 from sweeper.listeners import (FigureDrawer, Listeners, NotLanded, RowWriter, SweepEnd,
                                TrackingListener)
-from sweeper.plan import (AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, build_plan,
-                          group_label, group_resources, models_per_task, train_options_of,
-                          training_groups)
+from sweeper.plan import Cell, ModelSpec, SweepPlan, build_plan
 from sweeper.probes import store_endpoint_problem, tracking_server_problem
 from sweeper.ray_start import auth_hint, ray_session
 from sweeper.sweep_data import sweep_data
@@ -51,7 +47,8 @@ from sweeper.results import CELLS_DATASET, compact, sort_frontier
 from sweeper.scale import scaled
 from sweeper.files import sweep_stale_parts
 from sweeper.store import ArtifactStore
-from sweeper.tasks import attack_task, query_task, train_group_task, train_task
+from sweeper.submission import (Submitted, check_cluster_resources, submit_attacks,
+                                submit_queries, submit_training, task_options)
 from sweeper.tracking import default_tracking_uri
 
 logger = logging.getLogger(__name__)
@@ -287,60 +284,34 @@ def start_up(cfg: SweepConfig, plan: SweepPlan, data_dir: Path,
 
 def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: ArtifactStore,
              listeners: Listeners, progress: bool) -> list[tuple[str, str]]:
-    """Submit the missing training, query and attack tasks; as each attack lands, tell the
-    listeners of its cells (`_land`).  The failed cells, with their reasons."""
+    """Submit the missing training, query and attack tasks (`sweeper.submission`); as each
+    attack lands, tell the listeners of its cells (`_land`).  The failed cells, with their
+    reasons."""
     import ray
 
     cfg = plan.config
-    train_res, attack_res = cfg.resources.train, cfg.resources.attack
-    # Ray 2.60's `.options()` cannot be chained, so each task gets all of its options at once.
-    attack_remote = ray.remote(_attack_after_training)
-    # A lost worker or node, or memory another task held, is retried (Ray's `max_retries`); an
-    # exception of the task's own (bad data, a bug) would fail again, so it is not.
-    transient = list(TRANSIENT_EXCEPTIONS)
-    train_options = dict(num_cpus=train_res.num_cpus, num_gpus=train_res.num_gpus,
-                         max_retries=train_res.max_retries, retry_exceptions=transient)
-    attack_options = dict(num_cpus=attack_res.num_cpus, num_gpus=attack_res.num_gpus,
-                          max_retries=attack_res.max_retries, retry_exceptions=transient)
+    train_options, attack_options = task_options(cfg.resources.train), task_options(cfg.resources.attack)
     data_ref = ray.put(data)
-    labels_ref, held_out_labels_ref = ray.put(data.pool_y), ray.put(data.test_y)
-    root = store.uri
-    threads = max(1, int(train_res.num_cpus))
-    training = submit_training(plan, todo_models, data_ref, root, train_options)
-    # Model queries (augmented logits, Merlin) load a trained model again: trainer resources.
-    query_remote = ray.remote(_query_after_training)
-    asked = {key for cell in todo_cells for key in cell.scores.queries if not store.has_query(key)}
-    querying = {}
-    for key in sorted(asked):
-        query = plan.queries[key]
-        model = plan.models[query.model]
-        querying[key] = query_remote.options(name=f"query {query.kind} {model.description}",
-                                             **train_options).remote(
-            query, model, data_ref, root, cfg.train.device, threads,
-            *([training[query.model]] if query.model in training else []))
-    cells_by_scores: dict[str, list[Cell]] = defaultdict(list)
-    for cell in todo_cells:
-        cells_by_scores[cell.scores.key].append(cell)
-    scoring: dict[Any, list[Cell]] = {}
-    upstream: dict[Any, list[tuple[Any, str]]] = {}  # each attack's training and query tasks
-    for scores_key, cells in cells_by_scores.items():
-        spec: AttackSpec = cells[0].scores
-        needed = [training[k] for k in (spec.target, *spec.shadows) if k in training]
-        needed += [querying[k] for k in spec.queries if k in querying]
-        ref = attack_remote.options(name=f"attack {cell_label(cells[0])}", **attack_options).remote(
-            spec, cells, labels_ref, held_out_labels_ref, root, *needed)
-        scoring[ref] = cells
-        upstream[ref] = [(training[k], plan.models[k].label) for k in (spec.target, *spec.shadows)
-                         if k in training]
-        upstream[ref] += [(querying[k], f"query {plan.queries[k].kind}") for k in spec.queries
-                          if k in querying]
+    training = submit_training(plan, todo_models, data_ref, store.uri, train_options)
+    querying = submit_queries(plan, todo_cells, store, training, data_ref, train_options)
+    scoring = submit_attacks(plan, todo_cells, training, querying, data, store.uri, attack_options)
+    return _await_cells(scoring, set(training.values()), len(todo_cells), listeners,
+                        (cfg.resources.train.max_retries, cfg.resources.attack.max_retries),
+                        progress)
+
+
+def _await_cells(scoring: dict[Any, Submitted], model_refs: set, cells: int,
+                 listeners: Listeners, retries: tuple[int, int],
+                 progress: bool) -> list[tuple[str, str]]:
+    """Wait for every training and attack task, landing each attack's cells as it finishes
+    (`_land`) and counting both on the terminal; the failed cells, with their reasons."""
+    import ray
 
     failures: list[tuple[str, str]] = []
-    model_refs = set(training.values())
     pending = list(model_refs) + list(scoring)
     trimmed_at = time.monotonic()
     with Progress(len(model_refs), "models trained", "model", progress) as models_bar, \
-         Progress(len(todo_cells), "cells computed", "cell", progress) as cells_bar:
+         Progress(cells, "cells computed", "cell", progress) as cells_bar:
         while pending:
             interrupts.check()  # a signal a `__del__` saw, say Ray's (`sweeper.interrupts`)
             done, pending = ray.wait(pending, num_returns=1, timeout=CHECK_SECONDS)
@@ -351,88 +322,14 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
                 if ref in model_refs:  # a failed model surfaces in its cells
                     models_bar.update(1)
                     continue
-                cells = scoring.pop(ref)  # popped: Ray may free the result once it has landed
-                failures += _land(ref, cells, upstream.pop(ref), listeners,
-                                  train_res.max_retries, attack_res.max_retries)
-                cells_bar.update(len(cells))
+                submitted = scoring.pop(ref)  # popped: Ray may free the result once it has landed
+                failures += _land(ref, submitted.cells, submitted.upstream, listeners, *retries)
+                cells_bar.update(len(submitted.cells))
             if time.monotonic() - trimmed_at > TRIM_SECONDS:
                 release_freed_memory()
                 trimmed_at = time.monotonic()
     release_freed_memory()
     return failures
-
-
-def submit_training(plan: SweepPlan, todo_models: list[ModelSpec], data_ref, root: str,
-                    train_options: dict[str, Any]) -> dict[str, Any]:
-    """One Ray task per group of up to K models (`training_groups`); each model's own result
-    reference (a group task has one return per model), by model key.  A group asks for K
-    times one model's CPUs and GPUs (`group_resources`, capped at the largest node)."""
-    import ray
-
-    cfg = plan.config
-    largest = largest_node()
-    single, grouped = ray.remote(train_task), ray.remote(train_group_task)
-    training = {}
-    for group in training_groups(longest_first(todo_models), models_per_task(cfg)):
-        options = {**train_options,
-                   "num_cpus": group_resources(train_options["num_cpus"], len(group),
-                                               largest.get("CPU", 0.0)),
-                   "num_gpus": group_resources(train_options["num_gpus"], len(group),
-                                               largest.get("GPU", 0.0))}
-        args = (data_ref, root, cfg.train.device, max(1, int(options["num_cpus"])), train_options_of(cfg))
-        if len(group) == 1:
-            training[group[0].key] = single.options(name=group_label(group), **options).remote(
-                group[0], *args)
-            continue
-        refs = grouped.options(name=group_label(group), num_returns=len(group),
-                               **options).remote(group, *args)
-        training.update({spec.key: ref for spec, ref in zip(group, refs)})
-    return training
-
-
-def check_cluster_resources(cfg: SweepConfig) -> None:
-    """Refuse (before anything is written or submitted) CPU and GPU requests that no node of the
-    cluster can meet: Ray would queue such a task for ever ("No available node types can fulfill
-    resource request").  A group of K models is capped at the largest node (`group_resources`),
-    so each role's own request is what must fit."""
-    largest = largest_node()
-    problems = []
-    for role in ("train", "attack"):
-        res = getattr(cfg.resources, role)
-        for field_name, kind in (("num_cpus", "CPU"), ("num_gpus", "GPU")):
-            wanted = getattr(res, field_name)
-            has = largest.get(kind, 0.0)
-            if wanted > has:
-                problems.append(
-                    f"resources.{role}.{field_name}={wanted:g}: the Ray cluster's largest node has "
-                    f"{has:g} {kind}s, so no {role} task could ever start; ask for at most {has:g}"
-                    + (" (0: no GPU)" if kind == "GPU" else "")
-                    + ", or add larger nodes")
-    if problems:
-        raise ConfigError(problems)
-
-def largest_node() -> dict[str, float]:
-    """The CPUs and GPUs of the cluster's largest live node (each the largest of any node)."""
-    import ray
-
-    largest: dict[str, float] = {}
-    for node in ray.nodes():
-        if node.get("Alive"):
-            for kind in ("CPU", "GPU"):
-                largest[kind] = max(largest.get(kind, 0.0), float(node["Resources"].get(kind, 0.0)))
-    return largest
-
-
-def longest_first(specs: list[ModelSpec]) -> list[ModelSpec]:
-    """The models in the order their training tasks are submitted: the most records trained on
-    (epochs × p × pool) first, DP before non-private training at a tie (per-sample clipping costs
-    more).  Ray starts tasks in submission order, so the longest ones no longer end up alone at
-    the end of the sweep with the other CPUs idle (longest processing time first)."""
-    def work(spec: ModelSpec) -> tuple[float, bool]:
-        return (spec.train.epochs * spec.sample_rate * (spec.data.pool_size or 1),
-                math.isfinite(spec.train.epsilon))
-
-    return sorted(specs, key=work, reverse=True)
 
 
 #: How often the driver hands freed heap back to the OS while cells land.
@@ -486,15 +383,3 @@ def _first_failure(error: Exception, attack: str, upstream: list[tuple[Any, str]
         except Exception as cause:  # noqa: BLE001 - the culprit, whatever it raised
             return classify(cause, train_retries, task=name)
     return classify(error, attack_retries, task=attack)
-
-
-def _query_after_training(spec: QuerySpec, model: ModelSpec, data, store_root: str, device: str,
-                          threads: int, *_trained: Any) -> None:
-    """`query_task`, taking the training result it waits for as an ignored argument."""
-    query_task(spec, model, data, store_root, device, threads)
-
-
-def _attack_after_training(spec: AttackSpec, cells: list[Cell], labels, held_out_labels,
-                           store_root: str, *_trained: Any) -> list[dict[str, Any]]:
-    """`attack_task`, taking the training results it waits for as ignored arguments."""
-    return attack_task(spec, cells, labels, store_root, held_out_labels)

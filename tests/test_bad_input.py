@@ -692,7 +692,7 @@ def test_requests_no_node_can_meet_are_refused_before_submitting(ray_local):
     """Item 8, a cluster's side: on main a task asking 64 CPUs of 2-CPU nodes waited for ever
     ("No available node types can fulfill resource request").  The sweep reads the cluster's
     nodes once Ray is up and refuses before anything is submitted or written."""
-    from sweeper.runner import check_cluster_resources
+    from sweeper.submission import check_cluster_resources
 
     cpus = max(node["Resources"].get("CPU", 0) for node in ray_local.nodes() if node["Alive"])
     cfg = SweepConfig()

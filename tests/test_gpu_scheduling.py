@@ -1,6 +1,6 @@
 """Ray's GPU scheduling of training tasks, on a machine without a GPU: a real Ray told it has
 one GPU (Ray schedules declared resources and sets CUDA_VISIBLE_DEVICES whatever the hardware),
-the sweep's own submission (`sweeper.runner.submit_training`), real training tasks."""
+the sweep's own submission (`sweeper.submission.submit_training`), real training tasks."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ DRIVER = textwrap.dedent('''
 
     from conftest import build_tiny_config
     from sweeper.plan import build_plan
-    from sweeper.runner import submit_training
+    from sweeper.submission import submit_training
     from sweeper.store import ArtifactStore
     from sweeper.sweep_data import sweep_data
 

@@ -330,6 +330,29 @@ def test_generalization_reads_the_loss_bound_each_row_used(tmp_path):
     assert line["x"].item() == pytest.approx(0.4625) and line["loss_bound"].item() == 1.0
 
 
+def test_generalization_finds_its_adversaries_by_what_they_declare(tmp_path, monkeypatch):
+    """The report reads the attack that scores −loss and the one with a loss bound, found by
+    those declarations (`Attack.scores_losses`, `Attack.loss_bound`), never by name: renamed,
+    they are still found; a second attack declaring −loss scores is refused, not guessed."""
+    import dataclasses
+
+    from jobs.attacks import ATTACKS
+
+    frame, scores = generalization_inputs()
+    entries = dict(ATTACKS._entries)
+    renamed = {"loss": "threshold_loss", "loss_randomized": "adversary_one"}
+    monkeypatch.setattr(ATTACKS, "_entries", {renamed.get(name, name): attack
+                                              for name, attack in entries.items()})
+    frame["attack"], scores["attack"] = frame["attack"].replace(renamed), scores["attack"].replace(renamed)
+    REPORTS["generalization"](frame, tmp_path, scores=scores)
+    series = set(pd.read_csv(tmp_path / "generalization.csv")["series"])
+    assert series == {"threshold_loss: Yeom's threshold (mean training loss)",
+                      "threshold_loss: best threshold (max TPR − FPR)", "adversary_one: Adversary 1"}
+    ATTACKS._entries["canary_loss"] = dataclasses.replace(ATTACKS["canary_input_loss"], scores_losses=True)
+    with pytest.raises(LookupError, match="2 registered attacks score each record's −loss"):
+        REPORTS["generalization"](frame, tmp_path, scores=scores)
+
+
 def test_best_advantage_accepts_ties_together_and_nan_never():
     from sweeper.reports import best_advantage
 

@@ -114,6 +114,18 @@ def test_an_attack_reading_an_undeclared_setting_is_refused_at_registration():
     assert "not_registered" not in ATTACKS
 
 
+def test_an_attack_declaring_a_fact_attack_does_not_have_is_refused_at_registration():
+    """What an attack declares is `Attack`'s fields by name: a misspelt or unknown fact, or a
+    threat model not in `THREAT_MODELS`, is refused before anything is registered."""
+    from jobs.attack_registry import NoSettings
+
+    with pytest.raises(TypeError, match=r"\['reads_modle'\] are not facts an attack declares"):
+        register_attack("not_registered", NoSettings, needs_shadows=False, reads_modle=False)
+    with pytest.raises(TypeError, match="threat model 'grey_box' is not one of"):
+        register_attack("not_registered", NoSettings, needs_shadows=False, threat_model="grey_box")
+    assert "not_registered" not in ATTACKS
+
+
 def test_the_attack_yamls_show_the_declared_defaults():
     """conf/attack/*.yaml document the settings a user overrides: each value there is the
     declaration's default, so the YAML cannot quietly change a default."""

@@ -18,22 +18,12 @@ from jobs.attacks import ATTACKS
 from jobs.policies import POLICIES
 from sweeper.formats import format_epsilon
 
-LOSS_ATTACK = "loss"
-LOSS_RANDOMIZED_ATTACK = "loss_randomized"
-
-
 # Which attacks are baselines or measures is read from each attack's declaration
 # (`jobs.attack_registry.Attack`), never from a list of names here: a new one is handled by
 # what it declares.  Functions, not constants: the registry is read when a report runs.
-def is_baseline(attack: Any) -> bool:
-    """A baseline, drawn as its own line: it reads nothing of the model (`Attack.reads_model`,
-    the always-member attack), so its precision is the share of members, the prior."""
-    return not attack.reads_model
-
-
 def baseline_attacks() -> tuple[str, ...]:
-    """The registered baselines (`is_baseline`), in registration order."""
-    return tuple(name for name, attack in ATTACKS.items() if is_baseline(attack))
+    """The registered baselines (`Attack.is_baseline`), in registration order."""
+    return tuple(name for name, attack in ATTACKS.items() if attack.is_baseline)
 
 
 def measure_attacks() -> tuple[str, ...]:
@@ -46,7 +36,7 @@ def not_tests() -> tuple[str, ...]:
     """Attacks that are not membership tests with a precision of their own: baselines and
     per-record measures, in registration order."""
     return tuple(name for name, attack in ATTACKS.items()
-                 if is_baseline(attack) or attack.measures_records)
+                 if attack.is_baseline or attack.measures_records)
 
 
 def require(frame: pd.DataFrame, columns: Iterable[str], report: str,

@@ -8,8 +8,9 @@ scores.  Writes the PNG and, next to it, a CSV with exactly the points drawn.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import pandas as pd
@@ -18,21 +19,45 @@ from sweeper.figures import colours, panel_grid, save_figure
 from sweeper.formats import format_epsilon
 from sweeper.reports.loading import SCORES_COLUMNS, load_target_scores
 from sweeper.reports.registry import register_report
-from sweeper.reports.tables import (
-    LOSS_ATTACK,
-    LOSS_RANDOMIZED_ATTACK,
-    groups,
-    panel_columns,
-    require,
-    write_csv,
-)
+from jobs.attacks import ATTACKS
+from sweeper.reports.tables import groups, panel_columns, require, write_csv
 
 GENERALIZATION_COLUMNS = ["attack", "epsilon", "model_key", "scores_key", "train_accuracy",
                           "test_accuracy"]
-#: The CSV's series: what each plotted point is.
-YEOM_SERIES = "loss: Yeom's threshold (mean training loss)"
-BEST_SERIES = "loss: best threshold (max TPR − FPR)"
-RANDOMIZED_SERIES = "loss_randomized: Adversary 1"
+
+
+@dataclass(frozen=True)
+class Adversaries:
+    """The two attacks the report reads, found by what they declare, never by name: the
+    threshold adversary, whose scores are each record's −loss (`Attack.scores_losses`), and
+    Adversary 1, which divides by a loss bound (`Attack.loss_bound`); and the CSV's series,
+    what each plotted point is."""
+
+    loss: str
+    randomized: str
+
+    @classmethod
+    def registered(cls) -> "Adversaries":
+        def the_one(holds: Callable[[Any], bool], what: str) -> str:
+            names = [name for name, attack in ATTACKS.items() if holds(attack)]
+            if len(names) != 1:
+                raise LookupError(f"generalization report: {len(names)} registered attacks "
+                                  f"{what} ({names}), not one")
+            return names[0]
+        return cls(the_one(lambda attack: attack.scores_losses, "score each record's −loss"),
+                   the_one(lambda attack: attack.loss_bound is not None, "declare a loss bound"))
+
+    @property
+    def threshold_series(self) -> str:
+        return f"{self.loss}: Yeom's threshold (mean training loss)"
+
+    @property
+    def best_series(self) -> str:
+        return f"{self.loss}: best threshold (max TPR − FPR)"
+
+    @property
+    def randomized_series(self) -> str:
+        return f"{self.randomized}: Adversary 1"
 
 
 def advantage(decisions: np.ndarray, member: np.ndarray) -> float:
@@ -102,48 +127,49 @@ def default_loss_bound() -> float:
     return yeom_loss_bound(AttackSettings())
 
 
-def _row_loss_bounds(frame: pd.DataFrame) -> dict[str, float]:
-    """B that each target's `loss_randomized` cell used, from the row's `loss_bound` column."""
+def _row_loss_bounds(frame: pd.DataFrame, randomized: str) -> dict[str, float]:
+    """B that each target's Adversary 1 cell used, from the row's `loss_bound` column."""
     if "loss_bound" not in frame.columns:
         return {}
-    rows = frame[(frame["attack"] == LOSS_RANDOMIZED_ATTACK) & frame["loss_bound"].notna()]
+    rows = frame[(frame["attack"] == randomized) & frame["loss_bound"].notna()]
     return dict(zip(rows["model_key"], rows["loss_bound"].astype(float)))
 
 
-def _generalization_table(frame: pd.DataFrame, scores: pd.DataFrame,
-                          bound: Optional[float]) -> pd.DataFrame:
+def _generalization_table(frame: pd.DataFrame, scores: pd.DataFrame, bound: Optional[float],
+                          adversaries: Adversaries) -> pd.DataFrame:
     """One row per (target, series): x, y and what they were computed from (long format).
     B is `bound` when given, else what each target's row says it used, else the default."""
-    row_bounds = _row_loss_bounds(frame)
+    loss_attack, randomized_attack = adversaries.loss, adversaries.randomized
+    row_bounds = _row_loss_bounds(frame, randomized_attack)
     keep = [c for c in ("dataset", "model", "epsilon", "delta", "p", "trial") if c in frame.columns]
-    targets = (frame[frame["attack"].isin([LOSS_ATTACK, LOSS_RANDOMIZED_ATTACK])]
+    targets = (frame[frame["attack"].isin([loss_attack, randomized_attack])]
                .drop_duplicates(subset="model_key"))
     by_key = {key: rows for key, rows in scores.groupby(["model_key", "attack"], sort=False)}
     out = []
     for target in targets.to_dict("records"):
         key = target["model_key"]
-        loss = by_key.get((key, LOSS_ATTACK))
+        loss = by_key.get((key, loss_attack))
         if loss is None:
             raise ValueError(f"generalization report: target {key} has no per-record scores of "
-                             f"the {LOSS_ATTACK!r} attack (both figures read its losses)")
+                             f"the {loss_attack!r} attack (both figures read its losses)")
         loss = loss.sort_values("record_id")
         base = {c: target[c] for c in keep} | {"model_key": key}
         gap = float(target["train_accuracy"]) - float(target["test_accuracy"])
         threshold, yeom = yeom_threshold(loss["score"], loss["member"])
-        out.append({**base, "series": YEOM_SERIES, "x": gap, "y": yeom,
+        out.append({**base, "series": adversaries.threshold_series, "x": gap, "y": yeom,
                     "x_is": "0–1 gap: train − test accuracy", "yeom_threshold_loss": threshold})
-        out.append({**base, "series": BEST_SERIES, "x": gap,
+        out.append({**base, "series": adversaries.best_series, "x": gap,
                     "y": best_advantage(loss["score"], loss["member"]),
                     "x_is": "0–1 gap: train − test accuracy"})
-        randomized = by_key.get((key, LOSS_RANDOMIZED_ATTACK))
+        randomized = by_key.get((key, randomized_attack))
         if randomized is not None:
             decisions = randomized.sort_values("record_id")
             if not np.array_equal(decisions["record_id"].to_numpy(), loss["record_id"].to_numpy()):
-                raise ValueError(f"generalization report: target {key}'s loss and "
-                                 "loss_randomized scores cover different records")
+                raise ValueError(f"generalization report: target {key}'s {loss_attack} and "
+                                 f"{randomized_attack} scores cover different records")
             target_bound = (bound if bound is not None
                             else row_bounds.get(key, default_loss_bound()))
-            out.append({**base, "series": RANDOMIZED_SERIES,
+            out.append({**base, "series": adversaries.randomized_series,
                         "x": expected_loss_gap(loss["score"], loss["member"], target_bound),
                         "y": advantage(decisions["score"].to_numpy(float) >= 0.5,
                                        decisions["member"]),
@@ -172,34 +198,38 @@ def generalization_report(frame: pd.DataFrame, out_dir: Path, *,
     −ln(loss_clamp) set).  One point per target, coloured by ε.
     """
     require(frame, GENERALIZATION_COLUMNS, "generalization")
-    if not (frame["attack"] == LOSS_ATTACK).any():
-        raise ValueError(f"generalization report: no rows of the {LOSS_ATTACK!r} attack")
+    adversaries = Adversaries.registered()
+    threshold_series, best_series, randomized_series = (
+        adversaries.threshold_series, adversaries.best_series, adversaries.randomized_series)
+    if not (frame["attack"] == adversaries.loss).any():
+        raise ValueError(f"generalization report: no rows of the {adversaries.loss!r} attack")
     if scores is None:
         if store_root is None:
             raise ValueError("generalization report: needs the per-record scores: pass scores= "
                              "(see load_target_scores) or store_root=")
-        scores = load_target_scores(frame, store_root, [LOSS_ATTACK, LOSS_RANDOMIZED_ATTACK])
+        scores = load_target_scores(frame, store_root, [adversaries.loss, adversaries.randomized])
     require(scores, SCORES_COLUMNS, "generalization", what="scores table")
     out_dir = Path(out_dir)
-    table = _generalization_table(frame, scores, None if loss_bound is None else float(loss_bound))
+    table = _generalization_table(frame, scores, None if loss_bound is None else float(loss_bound),
+                                  adversaries)
     panels = panel_columns(table, [])
     panel_groups = groups(table, panels)
-    randomized = (table["series"] == RANDOMIZED_SERIES).any()
+    randomized = (table["series"] == randomized_series).any()
     epsilons = sorted(table["epsilon"].unique())
     colour = dict(zip(epsilons, colours(len(epsilons))))
     fig, axes = panel_grid(len(panel_groups) * (2 if randomized else 1), width=5.0,
                            columns=2 if randomized else 3)
-    styles = {YEOM_SERIES: dict(marker="o", s=30), BEST_SERIES: dict(marker="x", s=30),
-              RANDOMIZED_SERIES: dict(marker="s", s=26)}
+    styles = {threshold_series: dict(marker="o", s=30), best_series: dict(marker="x", s=30),
+              randomized_series: dict(marker="s", s=26)}
     for index, (key, panel_rows) in enumerate(panel_groups):
         head = " · ".join(str(v) for v in key)
-        pairs = [(axes[index * (2 if randomized else 1)], (YEOM_SERIES, BEST_SERIES),
+        pairs = [(axes[index * (2 if randomized else 1)], (threshold_series, best_series),
                   "generalization gap (0–1 loss): train − test accuracy",
                   "advantage = gap (Yeom et al., Thm 2 with 0–1 loss, B = 1)")]
         if randomized:
-            bounds = panel_rows.loc[panel_rows["series"] == RANDOMIZED_SERIES, "loss_bound"].unique()
+            bounds = panel_rows.loc[panel_rows["series"] == randomized_series, "loss_bound"].unique()
             b_is = f"B = {bounds[0]:.3g}" if len(bounds) == 1 else "B per target"
-            pairs.append((axes[index * 2 + 1], (RANDOMIZED_SERIES,),
+            pairs.append((axes[index * 2 + 1], (randomized_series,),
                           f"expected loss gap / B (cross-entropy, {b_is})",
                           "advantage = E[loss gap]/B (Yeom et al., Thm 2)"))
         for ax, series, xlabel, line in pairs:
@@ -214,8 +244,9 @@ def generalization_report(frame: pd.DataFrame, out_dir: Path, *,
             low = min(0.0, float(np.nanmin(values))) if len(values) else 0.0
             high = max(0.05, float(np.nanmax(values)) * 1.1) if len(values) else 1.0
             ax.plot([low, high], [low, high], "--", color="black", lw=1, label=line)
-            what = ("loss attack: Yeom's threshold and the best one" if series[0] == YEOM_SERIES
-                    else "loss_randomized: Yeom et al.'s Adversary 1")
+            what = (f"{adversaries.loss} attack: Yeom's threshold and the best one"
+                    if series[0] == threshold_series
+                    else f"{adversaries.randomized}: Yeom et al.'s Adversary 1")
             ax.set(title=f"{head}\n{what}" if head else what, xlabel=xlabel,
                    ylabel="membership advantage (TPR − FPR)")
             ax.grid(alpha=0.3)
