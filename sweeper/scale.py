@@ -11,11 +11,10 @@ from __future__ import annotations
 import copy
 
 from jobs.settings import smoke_caps
-from sweeper.axes import RECIPE_AXES
+from sweeper.axes import GRID_AXES
 from sweeper.config import SweepConfig
 
-#: What `smoke` keeps of each size.
-SMOKE_AXIS_VALUES = 2
+#: What `smoke` keeps of each size (of each axis's values: as the axis declares, `Axis.smoke`).
 SMOKE_POOL = 400
 SMOKE_EVAL_RECORDS = 200
 SMOKE_TEST_SIZE = 100
@@ -27,10 +26,11 @@ def scaled(cfg: SweepConfig) -> SweepConfig:
     if cfg.scale != "smoke":
         return cfg
     small = copy.deepcopy(cfg)
-    for axis in ("epsilon", "delta", "p", "gamma", "precision_target", "trial"):
-        setattr(small.grid, axis, list(getattr(small.grid, axis))[:SMOKE_AXIS_VALUES])
-    for recipe in RECIPE_AXES:  # each training setting the grid sweeps, as its axis shrinks it
-        setattr(small.grid, recipe.name, recipe.smoke(getattr(small.grid, recipe.name)))
+    for axis in GRID_AXES:  # each axis as it declares (every attack and policy kept)
+        setattr(small.grid, axis.name, axis.smoke(getattr(small.grid, axis.name)))
+        if axis.alternative is not None:
+            name = axis.alternative.name
+            setattr(small.grid, name, axis.smoke(getattr(small.grid, name)))
     small.train.epochs = 1
     small.train.batch_size = min(small.train.batch_size, 64)
     small.shadow.count = min(small.shadow.count, SMOKE_SHADOWS)

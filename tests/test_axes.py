@@ -26,6 +26,40 @@ def test_the_derived_lists_follow_the_declarations():
     assert pooling_keys(frame.assign(max_grad_norm=1.0)) == ["epsilon", "p", "attack"]
 
 
+def test_the_grid_section_and_its_checks_are_the_axes_declarations(tiny_config, monkeypatch):
+    """`grid` is derived from `GRID_AXES`: a field per grid axis with its declared default and
+    one per alternative; the checks read each axis's declared rules, registry and alternative,
+    so a rule changed in the declaration is the rule the config check applies (shown by
+    declaring a stricter δ), a name outside the registry is refused with its neighbours, and
+    an axis given both ways is refused with what relates them."""
+    import dataclasses
+
+    import sweeper.config.checks as checks
+    from sweeper.axes import GRID_AXES
+    from sweeper.config.checks import section_problems
+    from sweeper.config.schema import GridConfig
+
+    fields = {spec.name: spec for spec in dataclasses.fields(GridConfig)}
+    expected = [axis.name for axis in GRID_AXES] + [axis.alternative.name for axis in GRID_AXES
+                                                    if axis.alternative is not None]
+    assert list(fields) == expected
+    for axis in GRID_AXES:
+        assert fields[axis.name].default_factory() == (axis.grid_values() if axis.grid_values else [])
+    assert section_problems(tiny_config) == []
+    stricter = tuple(dataclasses.replace(axis, rules=((lambda v: v < 1e-6, "must be < 1e-6"),))
+                     if axis.name == "delta" else axis for axis in GRID_AXES)
+    monkeypatch.setattr(checks, "GRID_AXES", stricter)
+    assert section_problems(tiny_config) == [f"grid.delta: {tiny_config.grid.delta[0]} must be < 1e-6"]
+    monkeypatch.undo()
+    tiny_config.grid.policy, tiny_config.grid.gamma = ["quantile_maxx"], [1.0]
+    problems = section_problems(tiny_config)
+    assert any(problem.startswith("grid.policy: 'quantile_maxx' is unknown; known policies are")
+               and "did you mean 'quantile_max'" in problem for problem in problems), problems
+    assert any(problem.startswith(f"grid.p={list(tiny_config.grid.p)}, grid.gamma=[1.0]: give "
+                                  "exactly one of them (γ non-members per member")
+               for problem in problems), problems
+
+
 def test_a_cell_run_is_named_by_the_value_of_each_swept_training_setting(tiny_config):
     """MLflow's run list tells two clip norms' cells apart: a swept recipe axis's value joins
     the run name as its axis writes it (`C=0.5`).  Which axes are swept is read from the sweep's

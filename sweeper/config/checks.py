@@ -22,14 +22,13 @@ from typing import Any, Optional
 from jobs.accounting import CALIBRATING_ACCOUNTANTS
 from jobs.attacks import ATTACKS
 from jobs.datasets import DATASETS
-from jobs.policies import POLICIES
-from sweeper.axes import RECIPE_AXES
+from sweeper.axes import GRID_AXES, INT64_MAX, RECIPE_AXES
 from sweeper.config.attack_checks import check_policies_and_metrics, check_shadows_and_attacks
 from sweeper.config.infra_checks import (check_cluster, check_resources, check_secrets, check_store,
                                          check_tracking)
 from sweeper.config.problems import Check, ConfigError, did_you_mean, local_accelerator, unknown, \
     whole_pool
-from sweeper.config.schema import GRID_ALTERNATIVES, GridConfig, SweepConfig, grid_axes, sampling_rates
+from sweeper.config.schema import GridConfig, SweepConfig, grid_axes
 from sweeper.paths import control_problem, name_problem, shortened
 
 __all__ = ["Check", "ConfigError", "SECTIONS", "did_you_mean", "section_problems", "shape_problems"]
@@ -73,8 +72,6 @@ def section_problems(cfg: SweepConfig) -> list[str]:
     return problems
 
 
-#: The largest integer NumPy's generators, Parquet's int64 columns and Ray's seeds take.
-INT64_MAX = 2**63 - 1
 _SCALARS = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
 _PLURALS = {int: "integers", float: "numbers", str: "strings", bool: "booleans"}
 
@@ -195,8 +192,8 @@ def check_train(cfg: SweepConfig, check: Check) -> None:
 
     train = cfg.train
     for axis in RECIPE_AXES:  # the settings the grid may sweep, by their axes' rules
-        holds, says = axis.rule
-        check(holds(getattr(train, axis.name)), f"train.{axis.name}={getattr(train, axis.name)}: {says}")
+        for holds, says in axis.rules:
+            check(holds(getattr(train, axis.name)), f"train.{axis.name}={getattr(train, axis.name)}: {says}")
     check(train.eval_every >= 0, f"train.eval_every={train.eval_every}: must be ≥ 0 (0: the last "
                                  "epoch only)")
     check(train.checkpoint_seconds >= 0 and math.isfinite(train.checkpoint_seconds),
@@ -283,42 +280,33 @@ def _check_mechanism_pairing(cfg: SweepConfig, check: Check) -> None:
 
 
 def _check_grid_axes(grid: GridConfig, check: Check) -> None:
-    """Every axis of `GridConfig` without duplicates, and given: alone, or as exactly one of its
-    pair (`GRID_ALTERNATIVES`); then each axis's values."""
-    optional = {name for pair in GRID_ALTERNATIVES for name in pair} | {a.name for a in RECIPE_AXES}
-    for spec in dataclasses.fields(GridConfig):
-        values = getattr(grid, spec.name)
-        check(spec.name in optional or len(values) > 0, f"grid.{spec.name}: must list at least one value")
-        check(len(set(values)) == len(values), f"grid.{spec.name}={list(values)}: has duplicates")
-    for (first, second), relation in GRID_ALTERNATIVES.items():
-        given = [len(getattr(grid, name)) > 0 for name in (first, second)]
-        check(given[0] != given[1],
-              f"grid.{first}={list(getattr(grid, first))}, grid.{second}={list(getattr(grid, second))}: "
-              f"give exactly one of them ({relation})")
-    for axis in RECIPE_AXES:  # each training setting's own range check (`sweeper.axes`)
-        holds, says = axis.rule
-        for value in getattr(grid, axis.name):
-            check(holds(value), f"grid.{axis.name}: {value} {says}")
-    for gamma in grid.gamma:
-        check(gamma > 0 and math.isfinite(gamma), f"grid.gamma: {gamma} must be > 0 and finite")
-    for target in grid.precision_target:
-        check(0 < target <= 1, f"grid.precision_target: {target} must be in (0, 1]")
-    for eps in grid.epsilon:
-        check(eps > 0 and not math.isnan(eps), f"grid.epsilon: {eps} must be > 0 (inf allowed: no privacy)")
-    for delta in grid.delta:
-        check(0 <= delta < 1, f"grid.delta: {delta} must be in [0, 1)")
-    for p in sampling_rates(grid):
-        check(0 < p <= 1, f"grid.p: {p} must be in (0, 1]")
-    for attack in grid.attack:
-        check(attack in ATTACKS, f"grid.attack: {attack!r} is unknown; known attacks are "
-                                 f"{sorted(ATTACKS)}{did_you_mean(attack, ATTACKS)}")
-    for policy in grid.policy:
-        check(policy in POLICIES, f"grid.policy: {policy!r} is unknown; known policies are "
-                                  f"{list(POLICIES)}{did_you_mean(policy, POLICIES)}")
-    for trial in grid.trial:
-        check(trial >= 0, f"grid.trial: {trial} must be ≥ 0")
-        check(trial <= INT64_MAX, f"grid.trial: {trial} is beyond a 64-bit integer (at most "
-                                  f"{INT64_MAX}), which seeds and Parquet's trial column hold")
+    """Each grid axis (`sweeper.axes.GRID_AXES`) as it declares: given (a recipe axis may be
+    empty; an axis with an alternative is given one way, exactly), without duplicates, each
+    value within its rules and, with `choices`, a name in that registry."""
+    for axis in GRID_AXES:
+        values = list(getattr(grid, axis.name))
+        lists = [(axis.name, values, axis.rules)]
+        alternative = axis.alternative
+        if alternative is not None:
+            given = list(getattr(grid, alternative.name))
+            lists.append((alternative.name, given, alternative.rules))
+            check(bool(values) != bool(given),
+                  f"grid.{axis.name}={values}, grid.{alternative.name}={given}: give exactly "
+                  f"one of them ({alternative.relation})")
+        else:
+            check(axis.recipe or len(values) > 0, f"grid.{axis.name}: must list at least one value")
+        for name, listed, rules in lists:
+            check(len(set(listed)) == len(listed), f"grid.{name}={listed}: has duplicates")
+            for value in listed:
+                for holds, says in rules:
+                    check(holds(value), f"grid.{name}: {value} {says}")
+        if axis.choices is not None:
+            known = axis.choices()
+            kind = getattr(known, "family", axis.name)
+            for value in values:
+                check(value in known, f"grid.{axis.name}: {value!r} is unknown; known "
+                                      f"{kind[:-1] + 'ies' if kind.endswith('y') else kind + 's'} "
+                                      f"are {sorted(known)}{did_you_mean(value, known)}")
 
 
 #: The checks `section_problems` runs, one per section of the configuration, in this order.

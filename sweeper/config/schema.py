@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from jobs.attacks import ATTACKS, AttackSettings
 from jobs.datasets import DATASETS
-from jobs.policies import POLICIES, QUANTILE_MAX, CalibrationSettings
-from sweeper.axes import RECIPE_AXES
+from jobs.policies import POLICIES, CalibrationSettings
+from sweeper.axes import GRID_AXES
 from sweeper.bounds.thudi import DEFAULT_TPR_FLOOR
 
 if TYPE_CHECKING:
@@ -118,26 +117,15 @@ class TrainConfig:
     public_size: Optional[int] = None
 
 
-@dataclass
-class _GridAxes:
-    epsilon: list[float] = field(default_factory=lambda: [1.0, 8.0, math.inf])
-    delta: list[float] = field(default_factory=lambda: [1e-5])
-    p: list[float] = field(default_factory=lambda: [0.2, 0.5, 0.8])
-    attack: list[str] = field(default_factory=lambda: ["lira_online", "lira_offline", "loss", "always_member"])
-    policy: list[str] = field(default_factory=lambda: [QUANTILE_MAX])
-    trial: list[int] = field(default_factory=lambda: [0])
-    # Instead of `p`: non-members per member (Jayaraman et al.), p = 1/(1 + γ) for each.
-    gamma: list[float] = field(default_factory=list)
-    # Instead of `epsilon`: fixed bounds β (Thudi et al. §4.3); each p gets the ε whose bound U at
-    # (p, δ, tpr_floor) is β, solved by the planner (`sweeper.bounds.epsilon_for_precision`).
-    precision_target: list[float] = field(default_factory=list)
-
-
-#: The grid: the axes above, and a list per recipe axis (`sweeper.axes.RECIPE_AXES`: a training
-#: setting, empty unless the sweep varies it; then `train.<name>` is not read).
+#: The grid: a list per grid axis (`sweeper.axes.GRID_AXES`), each with its declared default
+#: (a recipe axis's is empty: then `train.<name>` alone), and a list per axis's alternative
+#: (`Axis.alternative`: p as γ, ε as a target bound β), empty unless given instead.
 GridConfig = dataclasses.make_dataclass(
-    "GridConfig", [(axis.name, list[axis.python_type], field(default_factory=list))
-                   for axis in RECIPE_AXES], bases=(_GridAxes,))
+    "GridConfig",
+    [(axis.name, list[axis.python_type], field(default_factory=axis.grid_values or list))
+     for axis in GRID_AXES]
+    + [(axis.alternative.name, list[axis.alternative.python_type], field(default_factory=list))
+       for axis in GRID_AXES if axis.alternative is not None])
 GridConfig.__module__ = __name__
 
 
@@ -146,25 +134,16 @@ def sampling_rates(grid: GridConfig) -> list[float]:
     return [float(p) for p in grid.p] if grid.p else [1.0 / (1.0 + g) for g in grid.gamma]
 
 
-#: Axes given instead of one another, with what relates them: exactly one of each pair is set.
-GRID_ALTERNATIVES = {("epsilon", "precision_target"): "a target bound fixes ε for each p",
-                     ("p", "gamma"): "γ non-members per member means p = 1/(1 + γ)"}
-#: How an axis is written where the grid is counted ("3 ε × 1 δ × …").
-AXIS_SYMBOLS = {"epsilon": "ε", "delta": "δ"}
-
-
 def grid_axes(grid: GridConfig) -> dict[str, int]:
-    """The number of values on each axis of the grid, as the planner crosses them (an axis and
-    its alternative counted as one), by the axis's symbol."""
-    instead = {second: first for first, second in GRID_ALTERNATIVES}
+    """The number of values on each axis of the grid, as the planner crosses them (an axis or
+    its alternative), by the axis's label; a recipe axis only where the grid sweeps it."""
     counts: dict[str, int] = {}
-    recipe = {axis.name for axis in RECIPE_AXES}
-    for spec in dataclasses.fields(GridConfig):
-        if spec.name in recipe and not getattr(grid, spec.name):
-            continue  # not swept: the train setting alone
-        axis = instead.get(spec.name, spec.name)
-        symbol = AXIS_SYMBOLS.get(axis, axis)
-        counts[symbol] = counts.get(symbol, 0) or len(getattr(grid, spec.name))
+    for axis in GRID_AXES:
+        values = len(getattr(grid, axis.name))
+        if axis.alternative is not None:
+            values = values or len(getattr(grid, axis.alternative.name))
+        if values or not axis.recipe:
+            counts[axis.label] = values
     return counts
 
 
