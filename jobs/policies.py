@@ -21,6 +21,7 @@ import numpy as np
 
 from jobs.metrics import OperatingPoint, operating_point, ppv, quantile_max, reaches_min_tpr
 from jobs.registry import Registry
+from jobs.settings import Between, OneOf, Setting
 
 OBJECTIVES = ("fpr", "ppv")
 
@@ -66,13 +67,18 @@ def _quantile_max_point(scores: np.ndarray, members: np.ndarray, labels: np.ndar
 class CalibrationSettings:
     """What `calibrated` optimizes on the holdout models (config `calibration.*`)."""
 
-    # "fpr": the highest TPR whose FPR is at most `fpr`; "ppv": the highest PPV at the cell's p,
-    # ties to the higher TPR (Jayaraman et al.: then "maximize the number of members identified").
-    objective: str = "fpr"
-    fpr: float = 0.01
-    # "ppv" only: the chosen threshold must find at least this share of the holdout members (the
-    # guard Morgan's search uses too, `jobs.metrics.reaches_min_tpr`); none does: accept nobody.
-    min_tpr: float = 0.01
+    objective: str = Setting(
+        "fpr", OneOf(OBJECTIVES, "objectives"),
+        '"fpr": the highest TPR whose FPR is at most `fpr`; "ppv": the highest PPV at the '
+        "cell's p, ties to the higher TPR (Jayaraman et al.: then \"maximize the number of "
+        'members identified").').field()
+    fpr: float = Setting(0.01, Between(0, 1, low_open=True, high_open=True),
+                         "The FPR limit of the \"fpr\" objective.").field()
+    min_tpr: float = Setting(
+        0.01, Between(0, 1, high_open=True),
+        '"ppv" only: the chosen threshold must find at least this share of the holdout members '
+        "(the guard Morgan's search uses too, `jobs.metrics.reaches_min_tpr`); none does: accept "
+        "nobody.").field()
     # One threshold per class label (the label is public; membership is not).
     per_class: bool = False
 

@@ -11,12 +11,16 @@ and its checks are derived from the declarations (`config_dataclass`, `problems`
 - Rules (`Between`, `AtLeast`, `OneOf`): what a value must be, worded for a person.
 - `config_dataclass`: one mutable dataclass with every setting of some settings types, for
   Hydra's schema; a setting declared twice under one name differently is refused.
-- `problems`: each value a setting's rule refuses, named as `attack.<name>=<value>: must …`.
+- `problems`: each value a setting's rule refuses, named as `attack.<name>=<value>: must …`
+  (with the close names of an unknown choice, `did_you_mean`); the `train`, `shadow`,
+  `metrics` and `calibration` sections declare their fields' own rules the same way, and
+  their checks add only what relates fields to one another.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import typing
 from dataclasses import dataclass
@@ -26,11 +30,31 @@ __all__ = ["AtLeast", "Between", "OneOf", "Rule", "Setting", "config_dataclass",
            "problems"]
 
 
+def did_you_mean(value: object, known: Iterable[str], prefix: str = "") -> str:
+    """"; did you mean 'x'?" for the known names close to `value` (typos, prefixes), or "".
+
+    Names are matched bare and shown with `prefix` ("grid." → 'grid.epsilon').
+    """
+    text, known = str(value), [str(name) for name in known]
+    close = difflib.get_close_matches(text, known, n=3, cutoff=0.6)
+    if len(text) >= 3:
+        close += [name for name in known if name.startswith(text) and name not in close]
+    if not close:
+        return ""
+    names = [repr(prefix + name) for name in close[:3]]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    return f"; did you mean {listed}?"
+
+
 class Rule:
-    """What a setting's value must be: `holds(value)`, and `str(rule)` says it to a person."""
+    """What a setting's value must be: `holds(value)`, and `str(rule)` says it to a person
+    (`refusal(value)`: what the refusal of one value says)."""
 
     def holds(self, value: Any) -> bool:
         raise NotImplementedError
+
+    def refusal(self, value: Any) -> str:
+        return str(self)
 
 
 @dataclass(frozen=True)
@@ -44,6 +68,7 @@ class Between(Rule):
     nullable: bool = False
     null_means: str = ""
     integer: bool = False
+    note: str = ""  # what a boundary value means ("0: every epoch"), said with the rule
 
     def holds(self, value: Any) -> bool:
         if value is None:
@@ -64,7 +89,8 @@ class Between(Rule):
         else:
             said = (f"must be in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}"
                     f"{')' if self.high_open else ']'}")
-        return said + (f" (or null: {self.null_means})" if self.nullable else "")
+        return (said + (f" ({self.note})" if self.note else "")
+                + (f" (or null: {self.null_means})" if self.nullable else ""))
 
 
 def AtLeast(low: int) -> Between:  # noqa: N802 - reads as the rule it builds
@@ -84,6 +110,9 @@ class OneOf(Rule):
 
     def __str__(self) -> str:
         return f"unknown; known {self.what} are {list(self.choices)}"
+
+    def refusal(self, value: Any) -> str:
+        return str(self) + did_you_mean(value, self.choices)
 
 
 @dataclass(frozen=True, eq=False)
@@ -149,16 +178,18 @@ def smoke_caps(values: Any) -> dict[str, int]:
 
 
 def problems(values: Any, prefix: str) -> list[str]:
-    """Each value of a `config_dataclass` instance its setting's rule refuses.
+    """Each value of a dataclass instance (a `config_dataclass`, or a config section whose
+    fields are declared with `Setting.field()`) its setting's rule refuses; a field declared
+    without a rule, or not declared, is not looked at.
 
     Returns:
         One line per problem, e.g. "attack.rmia_trim=0.7: must be in [0, 0.5)"; [] if none.
     """
     found = []
     for spec in dataclasses.fields(values):
-        rule = spec.metadata["setting"].rule
+        setting = spec.metadata.get("setting")
         value = getattr(values, spec.name)
-        if rule is not None and not rule.holds(value):
+        if setting is not None and setting.rule is not None and not setting.rule.holds(value):
             shown = repr(value) if isinstance(value, str) else value
-            found.append(f"{prefix}{spec.name}={shown}: {rule}")
+            found.append(f"{prefix}{spec.name}={shown}: {setting.rule.refusal(value)}")
     return found

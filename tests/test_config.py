@@ -53,7 +53,7 @@ def test_the_default_config_is_valid():
     ({"train__rate_from": "public"}, "train.rate_from='public'"),
     ({"train__rate_from": "declared"}, "set it exactly when train.rate_from=declared"),
     ({"train__public_size": 500}, "set it exactly when train.rate_from=declared (it is expected)"),
-    ({"train__rate_from": "declared", "train__public_size": 0}, "train.public_size=0: must be ≥ 1"),
+    ({"train__rate_from": "declared", "train__public_size": 0}, "train.public_size=0: must be an integer ≥ 1"),
     ({"scale": "tiny"}, "scale='tiny'"),
     ({"report": "figure9"}, "report='figure9'"),
 ])

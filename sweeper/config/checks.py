@@ -22,6 +22,7 @@ from typing import Any, Optional
 from jobs.accounting import CALIBRATING_ACCOUNTANTS
 from jobs.attacks import ATTACKS
 from jobs.datasets import DATASETS
+from jobs.settings import problems as setting_problems
 from sweeper.axes import GRID_AXES, INT64_MAX, RECIPE_AXES
 from sweeper.config.attack_checks import check_policies_and_metrics, check_shadows_and_attacks
 from sweeper.config.infra_checks import (check_cluster, check_resources, check_secrets, check_store,
@@ -44,9 +45,6 @@ REFUSED_ACCOUNTANTS = {
     "gdp": "GDP is an asymptotic approximation that under-states the ε a finite run spends; "
            "calibrate with rdp (an upper bound) or prv (numerically exact) instead",
 }
-OPTIMIZERS = ("sgd", "adam")
-#: Where DP-SGD's rate comes from (`train.rate_from`; `sweeper.recipes.public_size_for`).
-RATE_SOURCES = ("expected", "declared", "actual")
 SCALES = ("full", "smoke")
 
 
@@ -194,26 +192,16 @@ def check_train(cfg: SweepConfig, check: Check) -> None:
     for axis in RECIPE_AXES:  # the settings the grid may sweep, by their axes' rules
         for holds, says in axis.rules:
             check(holds(getattr(train, axis.name)), f"train.{axis.name}={getattr(train, axis.name)}: {says}")
-    check(train.eval_every >= 0, f"train.eval_every={train.eval_every}: must be ≥ 0 (0: the last "
-                                 "epoch only)")
-    check(train.checkpoint_seconds >= 0 and math.isfinite(train.checkpoint_seconds),
-          f"train.checkpoint_seconds={train.checkpoint_seconds}: must be ≥ 0 and finite (0: "
-          "every epoch)")
-    check(train.lr > 0 and math.isfinite(train.lr), f"train.lr={train.lr}: must be > 0 and finite")
-    check(0 <= train.momentum < 1, f"train.momentum={train.momentum}: must be in [0, 1)")
-    check(train.optimizer in OPTIMIZERS, unknown("train.optimizer", train.optimizer, OPTIMIZERS, "optimizers"))
+    for problem in setting_problems(train, "train."):  # each field's declared rule
+        check(False, problem)
     refused = REFUSED_ACCOUNTANTS.get(train.accountant)
     check(refused is None, f"train.accountant={train.accountant!r}: refused: {refused}")
     check(refused is not None or train.accountant in CALIBRATING_ACCOUNTANTS,
           unknown("train.accountant", train.accountant, CALIBRATING_ACCOUNTANTS, "accountants"))
-    check(train.rate_from in RATE_SOURCES, unknown("train.rate_from", train.rate_from, RATE_SOURCES,
-                                                  "sources"))
     declared = train.rate_from == "declared"
     check(declared == (train.public_size is not None),
           f"train.public_size={train.public_size}: set it exactly when train.rate_from=declared "
           f"(it is {train.rate_from})")
-    check(train.public_size is None or train.public_size >= 1,
-          f"train.public_size={train.public_size}: must be ≥ 1")
     k = train.models_per_task
     check(k == "auto" or (isinstance(k, int) and not isinstance(k, bool) and k >= 1),
           f"train.models_per_task={k!r}: must be an integer ≥ 1 or auto")

@@ -4,11 +4,11 @@ refused together (`ConfigError`), and the wording of the common ones.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable
 from typing import Optional
 
 from jobs.datasets import pool_records
+from jobs.settings import did_you_mean
 from sweeper.config.schema import STAND_IN_POOL, SweepConfig
 
 
@@ -22,22 +22,6 @@ class ConfigError(ValueError):
 
 #: How a check reports: `check(ok, message)` records `message` when `ok` is false.
 Check = Callable[[bool, str], None]
-
-
-def did_you_mean(value: object, known: Iterable[str], prefix: str = "") -> str:
-    """"; did you mean 'x'?" for the known names close to `value` (typos, prefixes), or "".
-
-    Names are matched bare and shown with `prefix` ("grid." → 'grid.epsilon').
-    """
-    text, known = str(value), [str(name) for name in known]
-    close = difflib.get_close_matches(text, known, n=3, cutoff=0.6)
-    if len(text) >= 3:
-        close += [name for name in known if name.startswith(text) and name not in close]
-    if not close:
-        return ""
-    names = [repr(prefix + name) for name in close[:3]]
-    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
-    return f"; did you mean {listed}?"
 
 
 def unknown(field_name: str, value: object, known: Iterable[str], what: str) -> str:

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, Optional
 from jobs.attacks import ATTACKS, AttackSettings
 from jobs.datasets import DATASETS
 from jobs.policies import POLICIES, CalibrationSettings
+from jobs.settings import Between, OneOf, Rule, Setting
 from sweeper.axes import GRID_AXES
+from sweeper.bounds._checks import BOUND_FORMS
 from sweeper.bounds.thudi import DEFAULT_TPR_FLOOR
 
 if TYPE_CHECKING:
@@ -65,6 +67,24 @@ class DatasetConfig:
             self.num_classes = spec.num_classes
 
 
+#: The optimizers `train.optimizer` names (`jobs.training`).
+OPTIMIZERS = ("sgd", "adam")
+#: Where DP-SGD's sampling rate comes from (`train.rate_from`, `sweeper.recipes`).
+RATE_SOURCES = ("expected", "declared", "actual")
+
+
+@dataclass(frozen=True)
+class EvenCount(Rule):
+    """An even integer ≥ 2: models trained in complementary pairs of masks."""
+
+    def holds(self, value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 2 \
+            and value % 2 == 0
+
+    def __str__(self) -> str:
+        return "must be an even number ≥ 2 (complementary mask pairs)"
+
+
 @dataclass
 class ModelConfig:
     name: str = "mnist_cnn"
@@ -75,16 +95,18 @@ class TrainConfig:
     epochs: int = 15
     # Expected batch size; DP-SGD samples each record per step with rate batch_size / |D|.
     batch_size: int = 128
-    lr: float = 0.05
-    momentum: float = 0.9
+    lr: float = Setting(0.05, Between(0, low_open=True), "SGD's (or Adam's) step size.").field()
+    momentum: float = Setting(0.9, Between(0, 1, high_open=True), "SGD's momentum.").field()
     max_grad_norm: float = 1.0
     accountant: str = "rdp"
     device: str = "auto"
-    # "sgd" (with `momentum`; Thudi et al.) or "adam" (DP-Adam; Jayaraman et al.).
-    optimizer: str = "sgd"
-    # Test accuracy after every k-th epoch and after the last (0: the last only, cheapest);
-    # best_test_accuracy is the best of those, so the fixed-bound reports keep 1.
-    eval_every: int = 1
+    optimizer: str = Setting("sgd", OneOf(OPTIMIZERS, "optimizers"),
+                             '"sgd" (with `momentum`; Thudi et al.) or "adam" (DP-Adam; '
+                             'Jayaraman et al.).').field()
+    eval_every: int = Setting(1, Between(0, integer=True, note="0: the last epoch only"),
+                              "Test accuracy after every k-th epoch and after the last (0: the "
+                              "last only, cheapest); best_test_accuracy is the best of those, so "
+                              "the fixed-bound reports keep 1.").field()
     # K: models trained together in one Ray task (`jobs.stacked`), which asks for K times
     # resources.train.  An integer ≥ 1, or auto: 1 on a CPU (measured: docs/how-it-works.md,
     # "K models per task"), 16 for linear stacks (tanh_mlp64, logistic_regression, relu_mlp256x2) trained on
@@ -94,10 +116,11 @@ class TrainConfig:
     # torch.compile the training step's forward pass (one model per task: it turns stacking off).
     # Off: on this CPU it does not pay (docs/how-it-works.md).  Not part of the model's key.
     compile: bool = False
-    # A model's training state is saved at an epoch's end once this many seconds have passed
-    # since the last save (0: every epoch), so a killed worker loses at most that much training
-    # or one epoch.  Not part of the model's key.
-    checkpoint_seconds: float = 30.0
+    checkpoint_seconds: float = Setting(
+        30.0, Between(0, note="0: every epoch"),
+        "A model's training state is saved at an epoch's end once this many seconds have passed "
+        "since the last save (0: every epoch), so a killed worker loses at most that much "
+        "training or one epoch.  Not part of the model's key.").field()
     # How a GPU computes, never what (neither is in the model's key; docs/gpu.md measures
     # both): convolutional models stored NHWC, per-record gradient products in TF32.  Both are
     # ignored on a CPU.
@@ -110,11 +133,15 @@ class TrainConfig:
     # secure_mode), for models you release: not reproducible, and a resumed model differs from
     # an uninterrupted one.  Part of the model's key when on.
     secure_noise: bool = False
-    # The training-set size DP-SGD's rate q = 1/⌈size/batch_size⌉ and its divisor int(size·q)
-    # come from: expected (pool × p, public, the default), declared (`public_size`), or actual
-    # (the private |D|, Opacus's rule: an added record can change q).  docs/how-it-works.md, "The sample rate".
-    rate_from: str = "expected"
-    public_size: Optional[int] = None
+    rate_from: str = Setting(
+        "expected", OneOf(RATE_SOURCES, "sources"),
+        "The training-set size DP-SGD's rate q = 1/⌈size/batch_size⌉ and its divisor "
+        "int(size·q) come from: expected (pool × p, public, the default), declared "
+        "(`public_size`), or actual (the private |D|, Opacus's rule: an added record can change "
+        "q).  docs/how-it-works.md, \"The sample rate\".").field()
+    public_size: Optional[int] = Setting(
+        None, Between(1, integer=True, nullable=True, null_means="not declared"),
+        "The public training-set size q comes from when rate_from=declared.").field()
 
 
 #: The grid: a list per grid axis (`sweeper.axes.GRID_AXES`), each with its declared default
@@ -149,10 +176,12 @@ def grid_axes(grid: GridConfig) -> dict[str, int]:
 
 @dataclass
 class ShadowConfig:
-    # Shadow models per ε, trained at p = 0.5 with complementary pairs of masks, so every record
-    # is IN for exactly half of them (Carlini et al.'s balanced design). Must be even.
-    count: int = 8
-    p: float = 0.5
+    count: int = Setting(8, EvenCount(),
+                         "Shadow models per ε, trained at p = 0.5 with complementary pairs of "
+                         "masks, so every record is IN for exactly half of them (Carlini et al.'s "
+                         "balanced design).").field()
+    p: float = Setting(0.5, Between(0, 1, low_open=True, high_open=True),
+                       "P(a record is in a shadow's training set).").field()
     # false: shadows draw from the target's pool, so the attack knows the population the target
     # was sampled from (Carlini et al.'s LiRA setting, the stronger adversary).  true: shadows
     # train on records past every target's pool, records no target can ever see (Jayaraman et
@@ -163,17 +192,24 @@ class ShadowConfig:
 
 @dataclass
 class MetricsConfig:
-    # Floor on the TPR s in the bound's δ-term (Thudi et al. 2024 §4.3 use 0.01); the library's
-    # default too (`sweeper.bounds.precision_bound`), so both give one number.
-    tpr_floor: float = DEFAULT_TPR_FLOOR
-    # The bound's δ-term: "derived" (valid for every p; see docs/choices.md) or "printed" (as in the paper).
-    bound_form: str = "derived"
-    # A cell is flagged as a violation when the data prove, at this level (one-sided, corrected
-    # for the thresholds searched), a precision above the bound or an ε above the claimed one.
-    violation_alpha: float = 0.001
-    # epsilon_audit and epsilon_audit_rates are one-sided claims at this level, corrected for
-    # the thresholds searched: an attack at exactly ε proves more than ε at most this often.
-    audit_alpha: float = 0.05
+    tpr_floor: float = Setting(
+        DEFAULT_TPR_FLOOR, Between(0, 1, low_open=True),
+        "Floor on the TPR s in the bound's δ-term (Thudi et al. 2024 §4.3 use 0.01); the "
+        "library's default too (`sweeper.bounds.precision_bound`), so both give one number.").field()
+    bound_form: str = Setting(
+        "derived", OneOf(BOUND_FORMS, "forms"),
+        'The bound\'s δ-term: "derived" (valid for every p; see docs/choices.md) or "printed" '
+        "(as in the paper).").field()
+    violation_alpha: float = Setting(
+        0.001, Between(0, 1, low_open=True, high_open=True),
+        "A cell is flagged as a violation when the data prove, at this level (one-sided, "
+        "corrected for the thresholds searched), a precision above the bound or an ε above the "
+        "claimed one.").field()
+    audit_alpha: float = Setting(
+        0.05, Between(0, 1, low_open=True, high_open=True),
+        "epsilon_audit and epsilon_audit_rates are one-sided claims at this level, corrected for "
+        "the thresholds searched: an attack at exactly ε proves more than ε at most this "
+        "often.").field()
 
 
 @dataclass
