@@ -62,7 +62,7 @@ class Axis:
     doc: str  # the column's doc
     label: str  # how tables, figures and names write it ("ε", "p", "C")
     required: bool = True  # never null in a row (recipe axes are null in rows from before them)
-    sort: Optional[int] = None  # position in every table's row order; None: not sorted on
+    sort: Optional[int] = None  # position in every table's row order (the pooled axis: last)
     pooled: bool = False  # the axis reports pool over: another draw at the same coordinates
     recipe: bool = False  # a training setting the grid may sweep (`TrainSettings.<name>`)
     # `grid.<name>`'s default values, for a grid axis that is not a recipe axis (a recipe
@@ -145,7 +145,7 @@ AXES: tuple[Axis, ...] = (
          rules=((lambda v: v >= 1, "must be ≥ 1"),),
          smoke=lambda values: sorted({min(v, 64) for v in values})[:2]),
     Axis("trial", "int64", "trial index: another target drawn at the same coordinates", "trial",
-         sort=9, pooled=True, grid_values=lambda: [0], python_type=int,
+         pooled=True, grid_values=lambda: [0], python_type=int,
          rules=((lambda v: v >= 0, "must be ≥ 0"),
                 (lambda v: v <= INT64_MAX, f"is beyond a 64-bit integer (at most {INT64_MAX}), "
                                            "which seeds and Parquet's trial column hold"))),
@@ -158,9 +158,11 @@ COORDINATES: tuple[str, ...] = tuple(axis.name for axis in AXES)
 RECIPE_AXES: tuple[Axis, ...] = tuple(axis for axis in AXES if axis.recipe)
 #: The axes `grid.<name>` lists values of, in column order.
 GRID_AXES: tuple[Axis, ...] = tuple(axis for axis in AXES if axis.in_grid)
-#: The row order of every table and command.
-SORT_ORDER: list[str] = [axis.name for axis in sorted((a for a in AXES if a.sort is not None),
-                                                      key=lambda a: a.sort)]
+#: The row order of every table and command: the axes with a sort position, by it, then the
+#: pooled one (trial), so that a table's trials sit together.
+SORT_ORDER: list[str] = [axis.name for axis in sorted(
+    (a for a in AXES if a.sort is not None and not a.pooled), key=lambda a: a.sort)
+] + [axis.name for axis in AXES if axis.pooled]
 
 
 def pooling_keys(rows: Any) -> list[str]:

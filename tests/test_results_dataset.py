@@ -227,7 +227,8 @@ def test_the_docs_column_tables_are_the_declared_schema(capsys):
     page = (Path(__file__).resolve().parents[1] / "docs" / "results.md").read_text(encoding="utf-8")
     section = marked_section(page)
     assert section is not None, "docs/results.md lacks the generated column tables' markers"
-    assert section == markdown(), "docs/results.md's column tables differ from sweeper/columns.py"
+    assert section == markdown(), ("docs/results.md's column tables differ from sweeper/columns.py: "
+                                   "run `python -m sweeper.columns --markdown --write`")
     for column in (*CELL_COLUMNS, *SCORE_COLUMNS):  # every declared column, with its doc
         assert f"| `{column.name}` |" in section and column.doc.replace("|", "\\|") in section
     assert main(["--markdown"]) == 0
@@ -245,7 +246,8 @@ def test_the_docs_attack_table_is_the_attack_registry(capsys):
     page = (Path(__file__).resolve().parents[1] / "docs" / "attacks.md").read_text(encoding="utf-8")
     section = marked_section(page, ATTACKS_BEGIN, ATTACKS_END)
     assert section is not None, "docs/attacks.md lacks the generated attack table's markers"
-    assert section == attack_markdown(), "docs/attacks.md's attack table differs from the registry"
+    assert section == attack_markdown(), ("docs/attacks.md's attack table differs from the registry: "
+                                          "run `python -m sweeper.columns --attacks --write`")
     for name, attack in ATTACKS.items():  # every attack, with each setting it reads
         (row,) = [line for line in section.splitlines() if line.startswith(f"| `{name}` |")]
         assert f"`{attack.threat_model}`" in row
@@ -253,6 +255,32 @@ def test_the_docs_attack_table_is_the_attack_registry(capsys):
             assert f"`attack.{spec.name}`" in row
     assert main(["--attacks"]) == 0
     assert capsys.readouterr().out == attack_markdown() + "\n"
+
+
+def test_write_rewrites_a_stale_generated_table_in_place(tmp_path, capsys):
+    """`--write` puts the declared tables between their pages' markers, leaving the rest of
+    each page as it was; a page without the markers is refused, not appended to."""
+    import shutil
+
+    from sweeper.columns import (ATTACKS_BEGIN, ATTACKS_END, DOCS, attack_markdown, main, markdown,
+                                 marked_section)
+
+    for page in ("results.md", "attacks.md"):
+        shutil.copy(DOCS / page, tmp_path / page)
+    stale = (tmp_path / "results.md").read_text(encoding="utf-8").replace("| `trial` |", "| `trail` |")
+    (tmp_path / "results.md").write_text(stale, encoding="utf-8")
+    assert main(["--markdown", "--write", "--docs", str(tmp_path)]) == 0
+    rewritten = (tmp_path / "results.md").read_text(encoding="utf-8")
+    assert marked_section(rewritten) == markdown()
+    assert rewritten == (DOCS / "results.md").read_text(encoding="utf-8")
+    assert main(["--attacks", "--write", "--docs", str(tmp_path)]) == 0
+    assert marked_section((tmp_path / "attacks.md").read_text(encoding="utf-8"), ATTACKS_BEGIN,
+                          ATTACKS_END) == attack_markdown()
+    (tmp_path / "results.md").write_text("no markers here\n", encoding="utf-8")
+    with pytest.raises(SystemExit):
+        main(["--markdown", "--write", "--docs", str(tmp_path)])
+    assert "lacks the table's markers" in capsys.readouterr().err
+    assert (tmp_path / "results.md").read_text(encoding="utf-8") == "no markers here\n"
 
 
 def test_a_dataset_compacted_before_the_recipe_columns_reads_beside_newer_cells(two_sweeps):
