@@ -28,7 +28,7 @@ Contract:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -70,28 +70,46 @@ class Axis:
     grid_values: Optional[Callable[[], list]] = None
     python_type: type = float  # what `grid.<name>` holds
     rules: tuple[Rule, ...] = ()  # each grid value's range checks (a recipe axis's train value too)
-    # The registry each value must name (attacks, policies), read when the check runs.
-    choices: Optional[Callable[[], Mapping]] = None
+    # The registry each value must name (attacks, policies, models), read when the check runs.
+    choices: Optional[Callable[[], Collection]] = None
     alternative: Optional[Alternative] = None
     # What `scale=smoke` keeps of the axis's values (`sweeper.scale`): at most two, small.
     smoke: Callable[[list], list] = _first_two
     # Read by DP-SGD alone (the clip norm): without DP one model serves every value.
     private_only: bool = False
+    # For a recipe axis, the config field its unswept value comes from ("model.name"); None:
+    # `train.<name>` (`setting`).
+    unswept_from: Optional[str] = None
 
     @property
     def in_grid(self) -> bool:
         """Whether `grid.<name>` lists this axis's values."""
         return self.recipe or self.grid_values is not None
 
+    def text(self, value: Any) -> str:
+        """The value alone as tables and names write it (a number shortest, `0.5`)."""
+        return f"{value:g}" if isinstance(value, float) else str(value)
+
     def format(self, value: Any) -> str:
         """The value as a label writes it: `label=value`."""
-        return f"{self.label}={value:g}" if isinstance(value, float) else f"{self.label}={value}"
+        return f"{self.label}={self.text(value)}"
+
+    @property
+    def setting(self) -> str:
+        """The config field a recipe axis's value comes from when the grid does not sweep it."""
+        return self.unswept_from or f"train.{self.name}"
 
 
 def _attacks() -> Mapping:
     from jobs.attacks import ATTACKS
 
     return ATTACKS
+
+
+def _models() -> Collection:
+    from jobs.models import MODEL_NAMES  # torch: only when a check asks
+
+    return MODEL_NAMES
 
 
 def _policies() -> Mapping:
@@ -108,7 +126,9 @@ def _default_policies() -> list[str]:
 
 AXES: tuple[Axis, ...] = (
     Axis("dataset", "string", "dataset the models were trained on", "dataset", sort=0),
-    Axis("model", "string", "architecture of the target and shadow models", "model"),
+    Axis("model", "string", "architecture of the target and shadow models (grid.model, else "
+                            "model.name)", "model", sort=6, recipe=True, python_type=str,
+         choices=_models, unswept_from="model.name"),
     Axis("epsilon", "float64", "claimed ε of the target's training (inf: non-private)", "ε", sort=3,
          grid_values=lambda: [1.0, 8.0, math.inf],
          rules=((lambda v: v > 0 and not math.isnan(v), "must be > 0 (inf allowed: no privacy)"),),
@@ -134,14 +154,14 @@ AXES: tuple[Axis, ...] = (
          grid_values=_default_policies, python_type=str, choices=_policies, smoke=list),
     Axis("max_grad_norm", "float64", "DP-SGD's clipping norm C the target trained with "
                                      "(grid.max_grad_norm, else train.max_grad_norm)", "C",
-         required=False, sort=6, recipe=True, private_only=True,
+         required=False, sort=7, recipe=True, private_only=True,
          rules=((lambda v: v > 0 and math.isfinite(v), "must be > 0 and finite"),)),
     Axis("epochs", "int64", "epochs the target trained for (grid.epochs, else train.epochs)",
-         "epochs", required=False, sort=7, recipe=True, python_type=int,
+         "epochs", required=False, sort=8, recipe=True, python_type=int,
          rules=((lambda v: v >= 1, "must be ≥ 1"),), smoke=lambda values: [1, 2][:len(values)]),
     Axis("batch_size", "int64", "expected batch size of the target's training, hence DP-SGD's q "
                                 "(grid.batch_size, else train.batch_size)", "B",
-         required=False, sort=8, recipe=True, python_type=int,
+         required=False, sort=9, recipe=True, python_type=int,
          rules=((lambda v: v >= 1, "must be ≥ 1"),),
          smoke=lambda values: sorted({min(v, 64) for v in values})[:2]),
     Axis("trial", "int64", "trial index: another target drawn at the same coordinates", "trial",
@@ -167,11 +187,12 @@ SORT_ORDER: list[str] = [axis.name for axis in sorted(
 
 def pooling_keys(rows: Any) -> list[str]:
     """What a row of a pooled table is, for `rows` (a DataFrame): every coordinate it has but
-    the pooled one (trial), a recipe axis only where `rows` vary it (`swept`), in column order.
+    the pooled one (trial), a recipe axis rows from before it hold null for only where `rows`
+    vary it (`swept`; the model, always there, always), in column order.
     The one key every report, figure and view pools by."""
     varied = {axis.name for axis in swept(rows)}
     return [axis.name for axis in AXES if axis.name in rows and not axis.pooled
-            and (not axis.recipe or axis.name in varied)]
+            and (not axis.recipe or axis.required or axis.name in varied)]
 
 
 def swept(rows: Any) -> list[Axis]:

@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from sweeper import VERSION_TEXT
-from sweeper.axes import RECIPE_AXES, pooling_keys, swept
+from sweeper.axes import BY_NAME, RECIPE_AXES, pooling_keys, swept
 from sweeper.formats import format_epsilon, jsonable
 from sweeper.paths import file_problem
 from sweeper.results import CELLS_DATASET, Coverage, Results, load_results, sort_frontier
@@ -117,7 +117,7 @@ def _layout(rows: pd.DataFrame, counted: dict[str, pd.Series], precision_label: 
         **({"policy": rows["policy"]} if rows["policy"].nunique() > 1 else {}),
         "ε": rows["epsilon"].map(format_epsilon), "δ": rows["delta"].map("{:.0e}".format),
         "p": rows["p"].map("{:.2f}".format),
-        **{axis.label: rows[axis.name].map("{:g}".format) for axis in swept(rows)}, **counted,
+        **{axis.label: rows[axis.name].map(axis.text) for axis in swept(rows)}, **counted,
         precision_label: [
             f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in
             zip(rows["precision"], rows["precision_ci_low"], rows["precision_ci_high"])],
@@ -248,7 +248,7 @@ def filter_problems(frame: pd.DataFrame, attacks: Sequence[str], epsilons: Seque
     for option, values, column, show in (("--attack", attacks, "attack", str),
                                          ("--epsilon", epsilons, "epsilon", format_epsilon),
                                          ("--p", ps, "p", "{:g}".format),
-                                         *((option_of(name), values, name, "{:g}".format)
+                                         *((option_of(name), values, name, BY_NAME[name].text)
                                            for name, values in (recipe or {}).items())):
         have = list(dict.fromkeys(frame[column].dropna())) if column in frame else []
         for value in values:

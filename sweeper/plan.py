@@ -13,7 +13,7 @@ import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from jobs.attack_registry import GRADIENT_CANARIES, INPUT_CANARIES, RECORDS
 from jobs.attacks import ATTACKS, settings_items
@@ -324,7 +324,7 @@ class _Planner:
         self.attacks.setdefault(spec.key, spec)
         for policy in cfg.grid.policy:
             self.cells.append(Cell(
-                dataset=cfg.dataset.name, model=cfg.model.name, epsilon=train.epsilon,
+                dataset=cfg.dataset.name, model=train.model, epsilon=train.epsilon,
                 delta=delta, p=p, target_precision=target_precision, attack=attack,
                 policy=policy, trial=trial, scores=spec, tpr_floor=cfg.metrics.tpr_floor,
                 bound_form=cfg.metrics.bound_form, violation_alpha=cfg.metrics.violation_alpha,
@@ -376,30 +376,33 @@ def train_options_of(cfg: SweepConfig) -> TrainOptions:
                         channels_last=train.channels_last, tf32=train.tf32)
 
 
-def models_per_task(cfg: SweepConfig) -> int:
-    """K, the models one training task trains (`train.models_per_task`; "auto": by architecture
-    and by whether training asks for a GPU, `jobs.stacked.auto_models_per_task`)."""
+def models_per_task(cfg: SweepConfig, model: Optional[str] = None) -> int:
+    """K, the models of architecture `model` (default `model.name`) one training task trains
+    (`train.models_per_task`; "auto": by architecture and by whether training asks for a GPU,
+    `jobs.stacked.auto_models_per_task`)."""
     if cfg.train.models_per_task != "auto":
         return int(cfg.train.models_per_task)
     from jobs.stacked import auto_models_per_task
 
-    if cfg.model.name == MEMBERSHIP_MECHANISM:
+    model = model or cfg.model.name
+    if model == MEMBERSHIP_MECHANISM:
         return 1
     gpu = cfg.resources.train.num_gpus > 0 or cfg.train.device.startswith("cuda")
     shape, classes = tuple(cfg.dataset.input_shape), cfg.dataset.num_classes
-    return auto_models_per_task(cfg.model.name, shape, classes, gpu)
+    return auto_models_per_task(model, shape, classes, gpu)
 
 
-def training_groups(specs: list[ModelSpec], k: int) -> list[list[ModelSpec]]:
-    """The models to train, in tasks of at most `k`: only models with the same training
-    settings (architecture, recipe, ε, δ) and the same pool (`DataSpec`) share a task, in the
-    order given.  A model's key does not depend on the task it falls in."""
+def training_groups(specs: list[ModelSpec], k: int | Callable[[str], int]) -> list[list[ModelSpec]]:
+    """The models to train, in tasks of at most `k` (or `k(architecture)`): only models with
+    the same training settings (architecture, recipe, ε, δ) and the same pool (`DataSpec`)
+    share a task, in the order given.  A model's key does not depend on the task it falls in."""
     by_setting: dict[tuple[DataSpec, TrainSettings], list[ModelSpec]] = defaultdict(list)
     for spec in specs:
         by_setting[(spec.data, spec.train)].append(spec)
     groups = []
     for members in by_setting.values():
-        size = 1 if members[0].train.model == MEMBERSHIP_MECHANISM else max(1, k)
+        model = members[0].train.model
+        size = 1 if model == MEMBERSHIP_MECHANISM else max(1, k if isinstance(k, int) else k(model))
         groups += [members[start:start + size] for start in range(0, len(members), size)]
     return groups
 

@@ -241,7 +241,7 @@ def frontier_chart_name(coordinates: dict[str, Any]) -> str:
         parts.append(str(coordinates["policy"]))
     if "delta" in coordinates:
         parts.append(f"delta {coordinates['delta']:g}")
-    parts += [f"{axis.name} {coordinates[axis.name]:g}" for axis in RECIPE_AXES
+    parts += [f"{axis.name} {axis.text(coordinates[axis.name])}" for axis in RECIPE_AXES
               if axis.name in coordinates]
     return " ".join(parts) + " frontier"
 

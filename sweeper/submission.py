@@ -13,6 +13,7 @@ they are done, and a failed upstream task fails it, so `sweeper.runner` can name
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -56,7 +57,8 @@ def submit_training(plan: SweepPlan, todo_models: list[ModelSpec], data_ref, roo
     largest = largest_node()
     single, grouped = ray.remote(train_task), ray.remote(train_group_task)
     training = {}
-    for group in training_groups(longest_first(todo_models), models_per_task(cfg)):
+    k = functools.cache(lambda model: models_per_task(cfg, model))  # by architecture (grid.model)
+    for group in training_groups(longest_first(todo_models), k):
         options = {**train_options,
                    "num_cpus": group_resources(train_options["num_cpus"], len(group),
                                                largest.get("CPU", 0.0)),

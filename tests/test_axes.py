@@ -142,3 +142,47 @@ def test_a_swept_clip_norm_gives_separate_rows_and_points_end_to_end(ray_local, 
     names = [run.info.run_name for run in client.search_runs([experiment.experiment_id])
              if PARENT_TAG in run.data.tags]
     assert sorted(name.split()[2] for name in names) == ["C=0.5", "C=0.5", "C=2", "C=2"]
+
+
+def test_a_swept_model_trains_each_architecture_and_keeps_them_apart(ray_local, make_tiny_config,
+                                                                      tmp_path):
+    """`grid.model` is a recipe axis like the clip norm: each architecture trains its own
+    targets and shadows (the model key holds it), its rows carry it, K is chosen per
+    architecture, every check that reads the architecture runs for each value, and the
+    frontier keeps the architectures apart."""
+    from sweeper.config.checks import section_problems
+    from sweeper.frontier import summarize_frontier
+    from sweeper.plan import build_plan, models_per_task
+    from sweeper.runner import run_sweep
+
+    cfg = make_tiny_config(tmp_path)
+    cfg.grid.epsilon, cfg.grid.p, cfg.grid.trial = [2.0], [0.5], [0, 1]
+    cfg.grid.attack, cfg.grid.model = ["loss"], [cfg.model.name, "tanh_mlp64"]
+    assert section_problems(cfg) == []
+    plan = build_plan(cfg)
+    assert {spec.train.model for spec in plan.models.values()} == {cfg.model.name, "tanh_mlp64"}
+    assert {cell.coordinates["model"] for cell in plan.cells} == {cfg.model.name, "tanh_mlp64"}
+    assert models_per_task(cfg, "tanh_mlp64") == 1 and models_per_task(cfg) == 1  # a CPU
+    result = run_sweep(cfg, progress=False)
+    assert not result.failures
+    rows = result.results
+    assert sorted(rows["model"]) == sorted([cfg.model.name] * 2 + ["tanh_mlp64"] * 2)
+    assert rows.groupby("model")["model_key"].nunique().to_dict() == {cfg.model.name: 2,
+                                                                      "tanh_mlp64": 2}
+    summary = summarize_frontier(rows)
+    assert sorted(summary["model"]) == sorted([cfg.model.name, "tanh_mlp64"])
+    assert set(summary["n_trials"]) == {2}
+
+
+def test_each_swept_architecture_is_checked_as_model_name_is(tiny_config):
+    """A grid.model value that does not fit the dataset is refused by the same check that
+    refuses such a model.name, named by its grid value; an unknown one by the registry."""
+    from sweeper.config.checks import section_problems
+
+    tiny_config.grid.model = [tiny_config.model.name, "membership_mechanism", "tanh_mlp6"]
+    problems = section_problems(tiny_config)
+    assert any(problem.startswith("grid.model='membership_mechanism': model.name="
+                                  "'membership_mechanism' with dataset.name=") for problem in problems), problems
+    assert any(problem.startswith("grid.model: 'tanh_mlp6' is unknown; known models are")
+               and "did you mean 'tanh_mlp64'" in problem for problem in problems), problems
+    assert not any(tiny_config.model.name + "'" in problem.split(":")[0] for problem in problems)

@@ -12,7 +12,9 @@ store or the reports is imported inside that check; the planner never is.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import math
 import re
 import typing
@@ -67,7 +69,29 @@ def section_problems(cfg: SweepConfig) -> list[str]:
         return shapes
     for section in SECTIONS:
         section(cfg, check)
-    return problems
+    return problems + _swept_model_problems(cfg, problems)
+
+
+def _swept_model_problems(cfg: SweepConfig, found: list[str]) -> list[str]:
+    """The checks that read the architecture (`MODEL_SECTIONS`), again for each other one
+    `grid.model` sweeps: a model must fit the records, its attacks and its K as `model.name`
+    does.  Each problem the default architecture does not have, named by its grid value."""
+    from jobs.models import MODEL_NAMES
+
+    extra: list[str] = []
+    for model in dict.fromkeys(cfg.grid.model):
+        if model == cfg.model.name or model not in MODEL_NAMES:  # unknown: the grid's check says
+            continue
+        other = copy.deepcopy(cfg)
+        other.model.name = model
+
+        def check(ok: bool, message: str) -> None:
+            if not ok and message not in found and f"grid.model={model!r}: {message}" not in extra:
+                extra.append(f"grid.model={model!r}: {message}")
+
+        for section in MODEL_SECTIONS:
+            section(other, check)
+    return extra
 
 
 _SCALARS = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
@@ -190,8 +214,9 @@ def check_train(cfg: SweepConfig, check: Check) -> None:
 
     train = cfg.train
     for axis in RECIPE_AXES:  # the settings the grid may sweep, by their axes' rules
+        value = functools.reduce(getattr, axis.setting.split("."), cfg)
         for holds, says in axis.rules:
-            check(holds(getattr(train, axis.name)), f"train.{axis.name}={getattr(train, axis.name)}: {says}")
+            check(holds(value), f"{axis.setting}={value}: {says}")
     for problem in setting_problems(train, "train."):  # each field's declared rule
         check(False, problem)
     refused = REFUSED_ACCOUNTANTS.get(train.accountant)
@@ -302,3 +327,6 @@ SECTIONS: tuple[Callable[[SweepConfig, Check], None], ...] = (
     check_top_level, check_dataset, check_grid, check_shadows_and_attacks,
     check_policies_and_metrics, check_train, check_resources, check_cluster, check_store,
     check_tracking, check_secrets)
+#: The checks that read `model.name`: run again for each architecture `grid.model` sweeps.
+MODEL_SECTIONS: tuple[Callable[[SweepConfig, Check], None], ...] = (
+    check_dataset, check_shadows_and_attacks, check_train)
