@@ -18,14 +18,15 @@ import argparse
 import json
 import logging
 import math
+import numbers
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import pandas as pd
 
 from sweeper import VERSION_TEXT
-from sweeper.axes import BY_NAME, RECIPE_AXES, pooling_keys, swept
+from sweeper.axes import BY_NAME, GRID_AXES, pooling_keys, swept
 from sweeper.formats import format_epsilon, jsonable
 from sweeper.paths import file_problem
 from sweeper.results import CELLS_DATASET, Coverage, Results, load_results, sort_frontier
@@ -139,9 +140,9 @@ def _layout(rows: pd.DataFrame, counted: dict[str, pd.Series], precision_label: 
 def select(frame: pd.DataFrame, attacks: Sequence[str] = (), epsilons: Sequence[float] = (),
            ps: Sequence[float] = (), recipe: Optional[dict[str, Sequence[float]]] = None
            ) -> pd.DataFrame:
-    """The rows of the given attacks, ε, p and values of recipe axes (`recipe`, by axis name;
-    each axis: all when none is given; numbers matched to 1e-9, so `--p 0.2` finds 0.2 however
-    it was written)."""
+    """The rows of the given attacks, ε, p and values of the other grid axes (`recipe`, by axis
+    name; each axis: all when none is given; numbers matched to 1e-9, so `--p 0.2` finds 0.2
+    however it was written; names exactly)."""
     keep = pd.Series(True, index=frame.index)
     if attacks:
         keep &= frame["attack"].isin(list(attacks))
@@ -149,9 +150,14 @@ def select(frame: pd.DataFrame, attacks: Sequence[str] = (), epsilons: Sequence[
         if values and column not in frame:  # a store from before the axis: no value matches
             keep &= False
         elif values:
-            keep &= frame[column].apply(lambda v: any(math.isclose(v, w, rel_tol=1e-9)
-                                                      or v == w for w in values))
+            keep &= frame[column].apply(lambda v: any(_same(v, w) for w in values))
     return frame[keep]
+
+
+def _same(value: Any, wanted: Any) -> bool:
+    """A filter's value against a cell's: numbers to 1e-9 relative, anything else exactly."""
+    numeric = all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in (value, wanted))
+    return value == wanted or (numeric and math.isclose(value, wanted, rel_tol=1e-9))
 
 
 def format_table(frame: pd.DataFrame) -> str:
@@ -214,11 +220,10 @@ def _parser(prog: str = "python -m sweeper.frontier") -> argparse.ArgumentParser
                         help="only this ε (inf or ∞ for none; repeat for several)")
     parser.add_argument("--p", action="append", default=[], metavar="P",
                         help="only this sampling probability p (repeat for several)")
-    for axis in RECIPE_AXES:  # each training setting a grid may sweep
+    for axis in FILTERED_AXES:  # every other grid axis, as it declares itself
         parser.add_argument(option_of(axis.name), dest=axis.name, action="append", default=[],
                             type=axis.python_type, metavar=axis.label,
-                            help=f"only this {axis.name} (a training setting the grid may sweep; "
-                                 "repeat for several)")
+                            help=f"only this {axis.name}: {axis.doc} (repeat for several)")
     parser.add_argument("--json", action="store_true",
                         help="print the rows as JSON records (the filtered cells, one per trial); "
                              "draws no figure unless --plot is given")
@@ -260,12 +265,15 @@ def filter_problems(frame: pd.DataFrame, attacks: Sequence[str], epsilons: Seque
 
 
 def option_of(axis: str) -> str:
-    """A recipe axis's filter option, in the command's hyphenated style: `--max-grad-norm`."""
+    """A grid axis's filter option, in the command's hyphenated style: `--max-grad-norm`."""
     return "--" + axis.replace("_", "-")
 
 
-#: `select`'s argument for each filtered column.
+#: `select`'s argument for each column filtered by an option of its own (ε is read as a
+#: number or inf/∞); every other grid axis but the pooled trial is filtered by its declaration
+#: (`FILTERED_AXES`: `--delta`, `--policy`, `--model`, `--max-grad-norm`, …).
 FILTER_AXES = {"attack": "attacks", "epsilon": "epsilons", "p": "ps"}
+FILTERED_AXES = tuple(axis for axis in GRID_AXES if axis.name not in FILTER_AXES and not axis.pooled)
 
 
 def parse_epsilon(text: str) -> float:
@@ -335,7 +343,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
         print("error: " + "; ".join([*problems, one_line(error)]), file=sys.stderr)
         return EXIT_REFUSED
     frame, coverage = sort_frontier(results.frame), results.coverage
-    recipe = {axis.name: getattr(args, axis.name) for axis in RECIPE_AXES}
+    recipe = {axis.name: getattr(args, axis.name) for axis in FILTERED_AXES}
     problems += filter_problems(frame, args.attack, epsilons, ps, recipe)
     if problems:
         print(f"error: {'; '.join(problems)}", file=sys.stderr)

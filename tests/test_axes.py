@@ -145,13 +145,13 @@ def test_a_swept_clip_norm_gives_separate_rows_and_points_end_to_end(ray_local, 
 
 
 def test_a_swept_model_trains_each_architecture_and_keeps_them_apart(ray_local, make_tiny_config,
-                                                                      tmp_path):
+                                                                      tmp_path, capsys):
     """`grid.model` is a recipe axis like the clip norm: each architecture trains its own
     targets and shadows (the model key holds it), its rows carry it, K is chosen per
     architecture, every check that reads the architecture runs for each value, and the
     frontier keeps the architectures apart."""
     from sweeper.config.checks import section_problems
-    from sweeper.frontier import summarize_frontier
+    from sweeper.frontier import main, summarize_frontier
     from sweeper.plan import build_plan, models_per_task
     from sweeper.runner import run_sweep
 
@@ -172,6 +172,13 @@ def test_a_swept_model_trains_each_architecture_and_keeps_them_apart(ray_local, 
     summary = summarize_frontier(rows)
     assert sorted(summary["model"]) == sorted([cfg.model.name, "tanh_mlp64"])
     assert set(summary["n_trials"]) == {2}
+    # The frontier command filters every grid axis by its declaration, names as names.
+    where = ["--store-root", cfg.store.root, "--experiment", cfg.name, "--no-plot"]
+    assert main([*where, "--model", "tanh_mlp64", "--policy", "quantile_max"]) == 0
+    assert "shown: 2 of 4 cells (--model tanh_mlp64, --policy quantile_max)" in capsys.readouterr().out
+    assert main([*where, "--model", "relu_mlp256x2"]) == 2
+    assert (f"--model relu_mlp256x2: the sweep has none (it has {cfg.model.name}, tanh_mlp64)"
+            in capsys.readouterr().err)
 
 
 def test_each_swept_architecture_is_checked_as_model_name_is(tiny_config):
