@@ -18,7 +18,8 @@ Contract:
   `alternative` the values may be given that way instead (p as γ, ε as a target bound β):
   exactly one of the two.
 * A **recipe axis** (`recipe=True`) is a training setting: `grid.<name>` lists its values (empty:
-  the sweep's `train.<name>` alone), each value trains its own models (its `TrainSettings`
+  the sweep's own value alone, `Axis.setting`: `train.<name>`, or `model.name` for the
+  architecture), each value trains its own models (its `TrainSettings`
   field, so the model key), and every row records the value its target trained with.  Adding one
   is its declaration here, with its range check.
 * `pooling_keys(rows)`: every coordinate present but the pooled one (a recipe axis where the
@@ -66,7 +67,7 @@ class Axis:
     pooled: bool = False  # the axis reports pool over: another draw at the same coordinates
     recipe: bool = False  # a training setting the grid may sweep (`TrainSettings.<name>`)
     # `grid.<name>`'s default values, for a grid axis that is not a recipe axis (a recipe
-    # axis's default is empty: the sweep's `train.<name>` alone); None: not in `grid`.
+    # axis's default is empty: the sweep's own value alone, `setting`); None: not in `grid`.
     grid_values: Optional[Callable[[], list]] = None
     python_type: type = float  # what `grid.<name>` holds
     rules: tuple[Rule, ...] = ()  # each grid value's range checks (a recipe axis's train value too)
