@@ -7,7 +7,6 @@ what they need (`jobs.attack_registry.Attack`), never told apart by name.  Part 
 
 from __future__ import annotations
 
-
 from jobs.attacks import ATTACKS
 from jobs.datasets import DATASETS
 from jobs.policies import CALIBRATED
