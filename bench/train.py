@@ -41,6 +41,8 @@ import torch
 from torch import nn
 
 from jobs.clipping import PerSampleClipper
+from jobs.host_memory import keep_freed_memory
+from jobs.layer_rules import METHODS
 from jobs.models import build_model
 
 #: Each shipped model with the input shape and classes its experiments train it on.
@@ -130,6 +132,57 @@ def _stacked_step_function(name: str, batch: int, k: int,
     empty = torch.zeros(0, dtype=torch.long, device=device)
     return lambda: _stacked_step(stack, runs, list(range(k)), drawn, index, pool_x, pool_y,
                                  has_bias, empty, settings, device)
+
+
+def route_times(name: str, batch: int, rounds: int, device: torch.device) -> list[dict]:
+    """Each convolution of `name` at `batch`: the milliseconds (median of `rounds` interleaved
+    rounds) each per-record route of `jobs.layer_rules.METHODS` that takes the layer spends on
+    the whole batch's per-record weight gradients, in the engine's slices of it; the route the
+    engine picks (on a CPU by geometry, `_cpu_method`; on a GPU by timing, `_fastest`; None
+    where the layer's norms take the Gram form and it book-keeps: it takes no route), and
+    whether the layer keeps its per-record gradients."""
+    from jobs.layer_rules import METHODS, Seen, _Conv2dRule, _cpu_method, _fastest, takes
+
+    shape, classes = MODELS[name]
+    torch.manual_seed(0)
+    model = build_model(name, shape, classes).to(device)
+    convs = [module for module in model.modules() if isinstance(module, nn.Conv2d)]
+    inputs, outputs = {}, {}
+
+    def keep(module, args, output):
+        inputs[module], outputs[module] = args[0].detach(), output
+        output.retain_grad()
+    handles = [conv.register_forward_hook(keep) for conv in convs]
+    x = torch.rand(batch, *shape, device=device)
+    nn.functional.cross_entropy(model(x), torch.randint(0, classes, (batch,), device=device),
+                                reduction="sum").backward()
+    for handle in handles:
+        handle.remove()
+    rows = []
+    for conv in convs:
+        a, g = inputs[conv], outputs[conv].grad
+        fan_in = conv.in_channels * conv.kernel_size[0] * conv.kernel_size[1]
+        step = _Conv2dRule._slice(g, fan_in * g.shape[2] * g.shape[3] + conv.weight.numel())
+
+        def whole_batch(take, conv=conv, a=a, g=g, step=step):
+            return lambda: [take(conv, a[i:i + step], g[i:i + step]) for i in range(0, batch, step)]
+        routes = {method: whole_batch(take) for method, take in METHODS.items() if takes(method, conv)}
+        times: dict[str, list[float]] = {method: [] for method in routes}
+        for run in routes.values():
+            run()  # warm-up
+        for _ in range(rounds):
+            for method, run in routes.items():
+                times[method].append(_timed(run, device))
+        picked = _fastest(conv, a[:step], g[:step]) if device.type == "cuda" else _cpu_method(conv, g)
+        parameters = sum(p.numel() for p in conv.parameters())
+        keeps = _Conv2dRule().keeps_samples(Seen(conv, a), g, parameters)
+        if not keeps and _Conv2dRule._ghost(conv, g.shape[2] * g.shape[3]):
+            picked = None  # Gram norms and book-keeping: no per-record gradients at all
+        rows.append({"model": name, "layer": f"{conv.in_channels}→{conv.out_channels} "
+                     f"k{conv.kernel_size[0]} s{conv.stride[0]} on {a.shape[2]}×{a.shape[3]}",
+                     "picked": picked, "keeps_samples": keeps, **{f"{method}_ms": 1e3 * statistics.median(values)
+                                          for method, values in times.items()}})
+    return rows
 
 
 #: What a step's time is read from: the wall clock, or this process's CPU time (on a machine
@@ -225,11 +278,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--switches", action="store_true",
                         help="also the bf16 and torch.compile modes (slow on a CPU: bf16 "
                              "cifar10_cnn steps take seconds)")
+    parser.add_argument("--routes", action="store_true",
+                        help="instead of steps, time each convolution's per-record gradient "
+                             "routes at each batch size, and say which the engine picks")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--probe-memory", nargs=4, metavar=("MODEL", "BATCH", "MODE", "DEVICE"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
+    keep_freed_memory()  # as a sweep's task does (`sweeper.tasks`)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.probe_memory:
@@ -248,6 +305,22 @@ def main(argv: list[str] | None = None) -> None:
     ks = [int(k) for k in args.k.split(",") if k]
     if any(k < 2 for k in ks):
         parser.error(f"--k {args.k}: each K must be ≥ 2 (K = 1 is the engine's own step)")
+    if args.routes:
+        for name in names:
+            for batch in (int(b) for b in args.batch_sizes.split(",")):
+                for row in route_times(name, batch, args.rounds, device):
+                    rows.append(row)
+                    if not args.json:
+                        times = "  ".join(f"{'*' if method == row['picked'] else ' '}{method} "
+                                          f"{row[f'{method}_ms']:8.2f}" for method in METHODS
+                                          if f"{method}_ms" in row)
+                        path = ("keeps per-record" if row["keeps_samples"] else "book-keeps"
+                                if row["picked"] else "Gram norms")
+                        print(f"{name:12s} batch {batch:5d} {device.type} {row['layer']:24s} "
+                              f"{path:16s} ms: {times}", flush=True)
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        return
     for name in names:
         for batch in (int(b) for b in args.batch_sizes.split(",")):
             rounds = max(3, args.rounds // 3) if name == "cifar10_cnn" else args.rounds

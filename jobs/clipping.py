@@ -14,7 +14,10 @@ cheaper route exists:
   Σ_i c_i·a_iᵀg_i at the end (book-keeping, Bu et al. 2023), or each record's gradient of the
   layer's own weights (896 floats a record for a 3→32 conv against 32 768 for its output
   gradient).  The choice compares per-record sizes, so it is the same at every batch size: in the
-  shipped models only the first convolutions keep per-record gradients.
+  shipped models only the first convolutions keep per-record gradients.  On a CPU so does every
+  convolution but one whose norms take the Gram form over receptive fields too large to gather
+  (`cifar10_cnn`'s 8 × 8 layers): elsewhere its per-record gradients are computed for the norms
+  anyway, or by one batched matmul, and keeping them spares a second weight gradient.
 * **One backward pass**: a layer that keeps per-record gradients takes them as its output
   gradient arrives (an identity autograd node after the layer, a "tap", hands it over) and
   releases its output gradient and input at once; a book-keeping layer's output gradient is asked

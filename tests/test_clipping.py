@@ -158,18 +158,26 @@ class _Head(nn.Module):
 
 
 # Each layer's clipped sum comes from its per-record gradients when those are no larger than its
-# output gradient and input together (per record, against its trainable parameters), else from
-# book-keeping.  The sizes, per record, worked out by hand:
+# output gradient and input together (per record, against its trainable parameters), or, for a
+# convolution on a CPU, when its norms would not take the Gram form or a record's receptive
+# fields are at most 2^15 floats (`_cpu_method` gathers them); else from book-keeping.  The
+# sizes, per record, worked out by hand:
 PATHS = {
     # 3·8·9 + 8 = 224 parameters ≤ 8·36 output gradient + 3·36 input = 396: per-record gradients.
     "conv, per record": (lambda: nn.Conv2d(3, 8, 3, padding=1), (3, 6, 6), 8 * 36, True),
-    # 16·16·9 + 16 = 2320 > 16·16 + 16·16 = 512: book-keeping; 16 positions·(16 + 144) = 2560 ≥
-    # 16·144 = 2304, so its norms are each record's weight gradient (grouped convolution).
-    "conv, book-keeping, grouped norms": (lambda: nn.Conv2d(16, 16, 3, padding=1), (16, 4, 4),
-                                          16 * 16, False),
-    # A 1×1 output: 32·8·9 + 8 = 2312 > 8 + 32·9 = 296: book-keeping; 1 position·(8 + 288) <
-    # 8·288 = 2304, so its norms take the Gram (ghost) form.
-    "conv, book-keeping, Gram norms": (lambda: nn.Conv2d(32, 8, 3), (32, 3, 3), 8, False),
+    # 16·16·9 + 16 = 2320 > 16·16 + 16·16 = 512, but its fields are 16 positions · 144 = 2304
+    # floats: per-record gradients, gathered.
+    "conv, small fields, per record": (lambda: nn.Conv2d(16, 16, 3, padding=1), (16, 4, 4),
+                                       16 * 16, True),
+    # 64·64·9 + 64 = 36 928 > 64·64 + 64·64 = 8192 and fields 64·576 = 36 864 floats, but 64
+    # positions·(64 + 576) = 40 960 ≥ 64·576 = 36 864: its norms would be each record's weight
+    # gradient (grouped convolution), so it keeps them.
+    "conv, per record for the norms": (lambda: nn.Conv2d(64, 64, 3, padding=1), (64, 8, 8),
+                                       64 * 64, True),
+    # 256·32·9 + 32 = 73 760 > 32·16 + 256·36 = 9728 and fields 16·2304 = 36 864 floats:
+    # book-keeping; 16 positions·(32 + 2304) = 37 376 < 32·2304 = 73 728, so its norms take the
+    # Gram (ghost) form.
+    "conv, book-keeping, Gram norms": (lambda: nn.Conv2d(256, 32, 3), (256, 6, 6), 32 * 16, False),
     # A linear layer on vectors: 20·30 + 30 = 630 > 20 + 30: book-keeping, ghost norms.
     "linear, book-keeping": (lambda: nn.Linear(20, 30), (20,), 30, False),
     # Over 12 positions: 4·6 + 6 = 30 ≤ 12·(4 + 6) = 120: per-record gradients.
@@ -195,6 +203,20 @@ def test_each_per_layer_path_equals_opacus(path):
     parameters = sum(p.numel() for p in layer.parameters())
     assert RULES[type(layer)].keeps_samples(seen, layer(x).detach(), parameters) is keeps
     _assert_matches_opacus(_Head(layer, features), x, torch.randint(0, 5, (9,)))
+
+
+def test_a_book_keeping_convolution_without_gram_norms_equals_opacus(monkeypatch):
+    """A GPU's path past `GPU_CHUNK_FLOATS` for a layer whose norms are not of Gram form: each
+    record's weight gradient for its norm, slice by slice, then one weighted weight gradient
+    for the sum (a CPU keeps such a layer's per-record gradients instead)."""
+    from jobs.layer_rules import _Conv2dRule
+
+    monkeypatch.setattr(_Conv2dRule, "keeps_samples", lambda self, seen, grad, parameters: False)
+    monkeypatch.setattr("jobs.layer_rules.CHUNK_FLOATS", 40_000)  # a few records a slice
+    torch.manual_seed(1)
+    x = torch.randn(9, 64, 8, 8)
+    _assert_matches_opacus(_Head(nn.Conv2d(64, 64, 3, padding=1), 64 * 64), x,
+                           torch.randint(0, 5, (9,)))
 
 
 @pytest.mark.parametrize("method", ["grouped", "unfold", "rows", "shifted"])
@@ -265,6 +287,26 @@ def test_every_per_record_route_is_each_records_own_gradient(kernel, stride, pad
         torch.testing.assert_close(take(conv, a, g), expected, rtol=1e-10, atol=1e-10, msg=method)
 
 
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("kernel, stride, padding, dilation, size", GEOMETRIES)
+def test_gram_norms_are_each_records_own_squared_norm(kernel, stride, padding, dilation, size,
+                                                      layout):
+    """The Gram form of the norms (`_field_grams`: the input pixels' Gram phase by phase, summed
+    over the kernel's offsets; the unfolded fields' when dilated) on the same geometries, against
+    the squared norm of torch's own per-record weight gradient."""
+    from jobs.layer_rules import _Conv2dRule
+
+    torch.manual_seed(4)
+    conv = nn.Conv2d(4, 6, kernel, stride=stride, padding=padding, dilation=dilation).double()
+    a = torch.randn(3, 4, *size, dtype=torch.double)
+    g = torch.randn_like(conv(a)).detach()
+    expected = torch.stack([torch.autograd.grad((conv(a[i:i + 1]) * g[i:i + 1]).sum(),
+                                                conv.weight)[0].square().sum() for i in range(len(a))])
+    if layout == "nhwc":
+        a, g = a.contiguous(memory_format=torch.channels_last), g.contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(_Conv2dRule._gram_norms(conv, a, g), expected, rtol=1e-10, atol=1e-10)
+
+
 def _graph_nodes(tensor: torch.Tensor) -> list[str]:
     """The names of every autograd node behind `tensor`."""
     names, stack, visited = [], [tensor.grad_fn], set()
@@ -279,11 +321,12 @@ def _graph_nodes(tensor: torch.Tensor) -> list[str]:
 
 
 @pytest.mark.parametrize("name, taps", [("logistic_regression", 0), ("tanh_mlp64", 0),
-                                         ("relu_mlp256x2", 0), ("mnist_cnn", 1)])
+                                         ("relu_mlp256x2", 0), ("mnist_cnn", 2)])
 def test_only_layers_that_keep_per_record_gradients_get_a_tap(name, taps):
     """A tap (an autograd node after the layer) only where the layer keeps per-record gradients:
-    by the sizes per record, only `mnist_cnn`'s first convolution (16·1·8·8 + 16 = 1040
-    parameters ≤ 16·13·13 output gradient + 28·28 input = 3488); every linear layer on vectors
+    `mnist_cnn`'s first convolution by the sizes per record (16·1·8·8 + 16 = 1040 parameters ≤
+    16·13·13 output gradient + 28·28 input = 3488), its second on a CPU by its small receptive
+    fields (25 positions · 256 floats ≤ 2^15, gathered); every linear layer on vectors
     book-keeps (in·out + out > in + out), and its output gradient is asked of autograd by its
     gradient edge.  The clipped sum on both paths is Opacus's."""
     torch.manual_seed(0)
