@@ -14,6 +14,9 @@ its waits for a core).  `--memory` adds each mode's peak resident memory,
 measured in a fresh subprocess per (model, batch, mode), as a ratio to plain.  On CUDA (when
 present, or with `--device cuda`) the same runs on the GPU, synchronised around each step.
 
+`--routes` times, instead of steps, each convolution's ways to its per-record weight gradients
+(`jobs.layer_rules.METHODS`) on the whole batch, and marks the one the engine picks.
+
 Two more sets of modes run in the same interleaved rounds:
 
 * `stacked_K` — one DP step of K models trained together (`jobs.stacked`, `--k`, default 4
@@ -141,7 +144,7 @@ def route_times(name: str, batch: int, rounds: int, device: torch.device) -> lis
     engine picks (on a CPU by geometry, `_cpu_method`; on a GPU by timing, `_fastest`; None
     where the layer's norms take the Gram form and it book-keeps: it takes no route), and
     whether the layer keeps its per-record gradients."""
-    from jobs.layer_rules import METHODS, Seen, _Conv2dRule, _cpu_method, _fastest, takes
+    from jobs.layer_rules import Seen, _Conv2dRule, _cpu_method, _fastest, takes
 
     shape, classes = MODELS[name]
     torch.manual_seed(0)
@@ -178,10 +181,11 @@ def route_times(name: str, batch: int, rounds: int, device: torch.device) -> lis
         keeps = _Conv2dRule().keeps_samples(Seen(conv, a), g, parameters)
         if not keeps and _Conv2dRule._ghost(conv, g.shape[2] * g.shape[3]):
             picked = None  # Gram norms and book-keeping: no per-record gradients at all
-        rows.append({"model": name, "layer": f"{conv.in_channels}→{conv.out_channels} "
-                     f"k{conv.kernel_size[0]} s{conv.stride[0]} on {a.shape[2]}×{a.shape[3]}",
-                     "picked": picked, "keeps_samples": keeps, **{f"{method}_ms": 1e3 * statistics.median(values)
-                                          for method, values in times.items()}})
+        layer = (f"{conv.in_channels}→{conv.out_channels} k{conv.kernel_size[0]} "
+                 f"s{conv.stride[0]} on {a.shape[2]}×{a.shape[3]}")
+        rows.append({"model": name, "layer": layer, "picked": picked, "keeps_samples": keeps,
+                     **{f"{method}_ms": 1e3 * statistics.median(values)
+                        for method, values in times.items()}})
     return rows
 
 

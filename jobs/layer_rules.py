@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from jobs.field_grams import field_grams, gram_floats
+
 #: Largest number of floats one chunk of a per-sample computation may hold (≈ 64 MB):
 #: convolutions are processed a slice of the batch at a time below it.
 CHUNK_FLOATS = 1 << 24
@@ -158,7 +160,7 @@ class _LinearRule(_Rule):
 
 
 class _Conv2dRule(_Rule):
-    """Norms either from L×L Gram matrices of the receptive fields (`_field_grams`) and of the
+    """Norms either from L×L Gram matrices of the receptive fields (`jobs.field_grams`) and of the
     output gradient (the ghost form, for small feature maps) or from each record's weight
     gradient, computed for a slice of the batch at once by one of `METHODS`: on a CPU chosen by
     the layer's geometry (`_cpu_method`), on a GPU by timing (`_fastest`)."""
@@ -194,58 +196,17 @@ class _Conv2dRule(_Rule):
         b, rows, cols, channels = windows.shape[:4]
         return windows.permute(0, 1, 2, 4, 5, 3).reshape(b, rows * cols, kh * kw * channels)
 
-    @staticmethod
-    def _phase_grid(module: nn.Conv2d, input_shape: torch.Size) -> tuple[int, int]:
-        """The padded input's pixels one stride apart (a phase) form an H_s × W_s grid."""
-        (sh, sw), (ph, pw) = module.stride, module.padding
-        return -(-(input_shape[2] + 2 * ph) // sh), -(-(input_shape[3] + 2 * pw) // sw)
-
-    @classmethod
-    def _gram_floats(cls, module: nn.Conv2d, input_shape: torch.Size, positions: int) -> int:
-        """Floats a record's Gram norms hold at once: its phase-split input, its pixels' Gram
-        twice (as multiplied, then batch-last) and the two L × L Grams."""
-        if module.dilation != (1, 1):
-            return module.in_channels * math.prod(module.kernel_size) * positions + 2 * positions ** 2
-        hs, ws = cls._phase_grid(module, input_shape)
-        phases = math.prod(module.stride)
-        return phases * hs * ws * (module.in_channels + 2 * hs * ws) + 2 * positions ** 2
-
-    @classmethod
-    def _field_grams(cls, module: nn.Conv2d, a: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-        """(H_out, W_out, H_out, W_out, b): u_t·u_t' for every two output positions t, t' of each
-        record, without gathering the receptive fields u_t.  Field pixel (i, j) of t is padded
-        pixel s·t + (i, j), so u_t·u_t' = Σ_(i,j) P[s·t + (i, j), s·t' + (i, j)] with P the Gram of
-        the padded input's pixels, of which only pixels one stride apart (one phase) are ever
-        paired: one batched matmul per phase, then a sum of kh·kw shifted blocks, batch last so
-        that each is one contiguous run per block row.  `cifar10_cnn`'s 128 → 128 convolution,
-        batch 512, 2 cores: 27 ms against 56 ms for the gathered fields' Gram.  No dilation."""
-        (kh, kw), (sh, sw), (ph, pw) = module.kernel_size, module.stride, module.padding
-        b, channels, height, width = a.shape
-        hs, ws = cls._phase_grid(module, a.shape)
-        padded = a.new_zeros(b, channels, hs * sh, ws * sw)  # zeros and a copy: F.pad took 4×
-        padded[:, :, ph:ph + height, pw:pw + width] = a
-        pixels = padded.view(b, channels, hs, sh, ws, sw).permute(3, 5, 0, 2, 4, 1)
-        pixels = pixels.reshape(sh * sw * b, hs * ws, channels)  # (phases·b, H_s·W_s, C_in)
-        pairs = torch.bmm(pixels, pixels.transpose(1, 2)).view(sh, sw, b, hs, ws, hs, ws)
-        pairs = pairs.permute(0, 1, 3, 4, 5, 6, 2).contiguous()
-        grams = pairs.new_zeros(rows, cols, rows, cols, b)
-        for i in range(kh):
-            for j in range(kw):
-                di, dj = i // sh, j // sw
-                grams += pairs[i % sh, j % sw, di:di + rows, dj:dj + cols, di:di + rows, dj:dj + cols]
-        return grams
-
     @classmethod
     def _gram_norms(cls, module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """Σ_{t,t'} (u_t·u_t')(g_t·g_t') per record, from (b, C_out, H_out, W_out) output
-        gradients: the fields' Grams by `_field_grams`, or from the unfolded fields when the
+        gradients: the fields' Grams by `field_grams`, or from the unfolded fields when the
         convolution is dilated."""
         outputs = g.reshape(len(g), module.out_channels, -1)
         grads = torch.bmm(outputs.transpose(1, 2), outputs)  # (b, L, L)
         if module.dilation != (1, 1):
             u = cls._unfold(module, a).transpose(1, 2)  # (b, L, C_in·kh·kw)
             return (torch.bmm(u, u.transpose(1, 2)) * grads).sum((1, 2))
-        fields = cls._field_grams(module, a, g.shape[2], g.shape[3]).view(-1, len(g))
+        fields = field_grams(module, a, g.shape[2], g.shape[3]).view(-1, len(g))
         return (fields * grads.view(len(g), -1).T).sum(0)
 
     @staticmethod
@@ -366,7 +327,7 @@ class _Conv2dRule(_Rule):
         positions = g.shape[2]
         fan_in = module.in_channels * math.prod(module.kernel_size)
         ghost = self._ghost(module, positions)
-        per_record = (self._gram_floats(module, seen.input.shape, positions) if ghost
+        per_record = (gram_floats(module, seen.input.shape, positions) if ghost
                       else fan_in * positions + module.out_channels * fan_in)
         step = self._slice(grad, per_record)
         total = torch.zeros(batch, device=grad.device, dtype=torch.float32)

@@ -36,7 +36,7 @@ from sweeper.plan import AttackSpec, Cell, ModelSpec, QuerySpec
 from sweeper.store import ArtifactStore
 
 
-def _use_cores(num_threads: int) -> None:
+def _set_up_process(num_threads: int) -> None:
     """This task's torch CPU threads, and its process keeping freed memory for the next step's
     tensors (`jobs.host_memory`)."""
     torch.set_num_threads(max(1, num_threads))
@@ -49,7 +49,7 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
 
     `data` is the sweep's whole pool; the model draws from its own part (`DataSpec.pool_of`).
     """
-    _use_cores(num_threads)
+    _set_up_process(num_threads)
     store = ArtifactStore(store_root)
     key = spec.key
     if store.has_model(key):  # a retry after the artifact landed, or a concurrent duplicate
@@ -89,7 +89,7 @@ def train_group_task(specs: list[ModelSpec], data: ArrayDataset, store_root: str
     Models already in the store are not trained again; the others each resume from their own
     checkpoint, so a retried group costs at most one epoch of each model.
     """
-    _use_cores(num_threads)
+    _set_up_process(num_threads)
     store = ArtifactStore(store_root)
     metas: dict[int, dict[str, Any]] = {index: store.read_model_meta(spec.key)
                                         for index, spec in enumerate(specs)
@@ -156,7 +156,7 @@ def _store_release(store: ArtifactStore, spec: ModelSpec, mechanism: Mechanism,
 def query_task(spec: QuerySpec, model_spec: ModelSpec, data: ArrayDataset, store_root: str,
                device: str, num_threads: int) -> None:
     """Store a model's answer to one query: loaded from its weights, or (PDTP) retrained."""
-    _use_cores(num_threads)
+    _set_up_process(num_threads)
     store = ArtifactStore(store_root)
     if store.has_query(spec.key):
         return

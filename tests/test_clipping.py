@@ -291,7 +291,7 @@ def test_every_per_record_route_is_each_records_own_gradient(kernel, stride, pad
 @pytest.mark.parametrize("kernel, stride, padding, dilation, size", GEOMETRIES)
 def test_gram_norms_are_each_records_own_squared_norm(kernel, stride, padding, dilation, size,
                                                       layout):
-    """The Gram form of the norms (`_field_grams`: the input pixels' Gram phase by phase, summed
+    """The Gram form of the norms (`jobs.field_grams`: the input pixels' Gram phase by phase, summed
     over the kernel's offsets; the unfolded fields' when dilated) on the same geometries, against
     the squared norm of torch's own per-record weight gradient."""
     from jobs.layer_rules import _Conv2dRule
