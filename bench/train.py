@@ -15,7 +15,8 @@ measured in a fresh subprocess per (model, batch, mode), as a ratio to plain.  O
 present, or with `--device cuda`) the same runs on the GPU, synchronised around each step.
 
 `--routes` times, instead of steps, each convolution's ways to its per-record weight gradients
-(`jobs.layer_rules.METHODS`) on the whole batch, and marks the one the engine picks.
+(`jobs.layer_rules.METHODS`) and its two ways to its norms and clipped sum (keeping the
+per-record gradients, book-keeping) on the whole batch, and marks what the engine picks.
 
 Two more sets of modes run in the same interleaved rounds:
 
@@ -138,13 +139,15 @@ def _stacked_step_function(name: str, batch: int, k: int,
 
 
 def route_times(name: str, batch: int, rounds: int, device: torch.device) -> list[dict]:
-    """Each convolution of `name` at `batch`: the milliseconds (median of `rounds` interleaved
-    rounds) each per-record route of `jobs.layer_rules.METHODS` that takes the layer spends on
-    the whole batch's per-record weight gradients, in the engine's slices of it; the route the
-    engine picks (on a CPU by geometry, `_cpu_method`; on a GPU by timing, `_fastest`; None
-    where the layer's norms take the Gram form and it book-keeps: it takes no route), and
-    whether the layer keeps its per-record gradients."""
-    from jobs.layer_rules import Seen, _Conv2dRule, _cpu_method, _fastest, takes
+    """Each convolution of `name` at `batch`, in milliseconds (medians of `rounds` interleaved
+    rounds) on the whole batch in the engine's slices: each per-record route of
+    `jobs.layer_rules.METHODS` that takes the layer, and the route the engine picks (on a CPU by
+    geometry, `_cpu_method`; on a GPU by timing, `_fastest`); then both ways to the layer's
+    norms and clipped sum, as the engine runs them: keeping the per-record gradients (by the
+    picked route, their norms, their weighted sum) and book-keeping (`norms`, Gram or per
+    record, then one weighted weight gradient, `accumulate`), and which the engine keeps."""
+    from jobs.layer_rules import (Seen, _Conv2dRule, _cpu_method, _fastest, squared_norms,
+                                  takes, weighted_sum)
 
     shape, classes = MODELS[name]
     torch.manual_seed(0)
@@ -161,31 +164,39 @@ def route_times(name: str, batch: int, rounds: int, device: torch.device) -> lis
                                 reduction="sum").backward()
     for handle in handles:
         handle.remove()
+    rule, factors = _Conv2dRule(), torch.rand(batch, device=device)
     rows = []
     for conv in convs:
         a, g = inputs[conv], outputs[conv].grad
-        fan_in = conv.in_channels * conv.kernel_size[0] * conv.kernel_size[1]
-        step = _Conv2dRule._slice(g, fan_in * g.shape[2] * g.shape[3] + conv.weight.numel())
+        seen, step = Seen(conv, a), _Conv2dRule.samples_slice(conv, g)
 
         def whole_batch(take, conv=conv, a=a, g=g, step=step):
             return lambda: [take(conv, a[i:i + step], g[i:i + step]) for i in range(0, batch, step)]
-        routes = {method: whole_batch(take) for method, take in METHODS.items() if takes(method, conv)}
-        times: dict[str, list[float]] = {method: [] for method in routes}
-        for run in routes.values():
+
+        def kept(seen=seen, g=g):
+            samples = rule.per_sample(seen, g)
+            squared_norms(samples, batch, device)
+            return [weighted_sum(factors, per_record) for _, per_record in samples]
+
+        def book_kept(seen=seen, g=g):
+            rule.norms(seen, g)
+            rule.accumulate(seen, g, factors)
+        ways = {**{method: whole_batch(take) for method, take in METHODS.items()
+                   if takes(method, conv)}, "keep": kept, "book_keep": book_kept}
+        times: dict[str, list[float]] = {way: [] for way in ways}
+        for run in ways.values():
             run()  # warm-up
         for _ in range(rounds):
-            for method, run in routes.items():
-                times[method].append(_timed(run, device))
+            for way, run in ways.items():
+                times[way].append(_timed(run, device))
         picked = _fastest(conv, a[:step], g[:step]) if device.type == "cuda" else _cpu_method(conv, g)
-        parameters = sum(p.numel() for p in conv.parameters())
-        keeps = _Conv2dRule().keeps_samples(Seen(conv, a), g, parameters)
-        if not keeps and _Conv2dRule._ghost(conv, g.shape[2] * g.shape[3]):
-            picked = None  # Gram norms and book-keeping: no per-record gradients at all
+        keeps = rule.keeps_samples(seen, g, sum(p.numel() for p in conv.parameters()))
         layer = (f"{conv.in_channels}→{conv.out_channels} k{conv.kernel_size[0]} "
                  f"s{conv.stride[0]} on {a.shape[2]}×{a.shape[3]}")
         rows.append({"model": name, "layer": layer, "picked": picked, "keeps_samples": keeps,
-                     **{f"{method}_ms": 1e3 * statistics.median(values)
-                        for method, values in times.items()}})
+                     "gram_norms": rule._ghost(conv, g.shape[2] * g.shape[3]),
+                     **{f"{way}_ms": 1e3 * statistics.median(values)
+                        for way, values in times.items()}})
     return rows
 
 
@@ -284,7 +295,8 @@ def main(argv: list[str] | None = None) -> None:
                              "cifar10_cnn steps take seconds)")
     parser.add_argument("--routes", action="store_true",
                         help="instead of steps, time each convolution's per-record gradient "
-                             "routes at each batch size, and say which the engine picks")
+                             "routes and its keep / book-keep ways at each batch size, and mark "
+                             "what the engine picks")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--probe-memory", nargs=4, metavar=("MODEL", "BATCH", "MODE", "DEVICE"),
                         help=argparse.SUPPRESS)
@@ -315,13 +327,15 @@ def main(argv: list[str] | None = None) -> None:
                 for row in route_times(name, batch, args.rounds, device):
                     rows.append(row)
                     if not args.json:
-                        times = "  ".join(f"{'*' if method == row['picked'] else ' '}{method} "
-                                          f"{row[f'{method}_ms']:8.2f}" for method in METHODS
-                                          if f"{method}_ms" in row)
-                        path = ("keeps per-record" if row["keeps_samples"] else "book-keeps"
-                                if row["picked"] else "Gram norms")
-                        print(f"{name:12s} batch {batch:5d} {device.type} {row['layer']:24s} "
-                              f"{path:16s} ms: {times}", flush=True)
+                        routed = row["keeps_samples"] or not row["gram_norms"]
+                        routes = "  ".join(f"{'*' if routed and method == row['picked'] else ' '}{method} "
+                                           f"{row[f'{method}_ms']:7.2f}" for method in METHODS
+                                           if f"{method}_ms" in row)
+                        keep, book = ("*", " ") if row["keeps_samples"] else (" ", "*")
+                        norms = "Gram" if row["gram_norms"] else "per record"
+                        print(f"{name:12s} batch {batch:5d} {device.type} {row['layer']:22s} "
+                              f"ms: {routes} | {keep}keep {row['keep_ms']:7.2f}  {book}book-keep "
+                              f"({norms} norms) {row['book_keep_ms']:7.2f}", flush=True)
         if args.json:
             print(json.dumps(rows, indent=2))
         return

@@ -35,8 +35,9 @@ def field_grams(module: nn.Conv2d, a: torch.Tensor, rows: int, cols: int) -> tor
     """(H_out, W_out, H_out, W_out, b): u_t·u_t' for every two output positions of each record
     of `a` (b, C_in, H, W), for an H_out × W_out output: one batched matmul per phase, then a
     sum of kh·kw shifted blocks of it, batch last so that each block is one contiguous run per
-    row.  `cifar10_cnn`'s 128 → 128 convolution, batch 512, 2 cores: 27 ms against 56 ms for
-    the gathered fields' own Gram.  No dilation."""
+    row (`python -m bench.train --routes` times the book-keeping layers' norms and sum; what
+    this replaced, the gathered fields' own Gram, took twice as long: `bench/README.md`).  No
+    dilation."""
     (kh, kw), (sh, sw), (ph, pw) = module.kernel_size, module.stride, module.padding
     b, channels, height, width = a.shape
     hs, ws = phase_grid(module, a.shape)

@@ -18,7 +18,6 @@ Not glibc (macOS, musl): nothing changes.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import logging
 import os
@@ -48,10 +47,10 @@ def keep_freed_memory() -> bool:
     Returns whether the allocator took both settings (False off glibc)."""
     if not glibc():
         return False
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    libc.mallopt.argtypes, libc.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    taken = bool(libc.mallopt(M_MMAP_THRESHOLD, KEPT_BLOCK_BYTES)) and bool(
-        libc.mallopt(M_TRIM_THRESHOLD, KEPT_TOP_BYTES))
+    mallopt = ctypes.CDLL(None).mallopt  # this process's own C library, no search for it
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    taken = bool(mallopt(M_MMAP_THRESHOLD, KEPT_BLOCK_BYTES)) and bool(
+        mallopt(M_TRIM_THRESHOLD, KEPT_TOP_BYTES))
     if not taken:
         logger.warning("glibc refused to keep freed memory: every training step will page-fault "
                        "its large tensors in again")

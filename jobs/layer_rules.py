@@ -305,15 +305,20 @@ class _Conv2dRule(_Rule):
         slices of at most 64 MB."""
         return max(1, (GPU_CHUNK_FLOATS if grad.is_cuda else CHUNK_FLOATS) // floats_per_record)
 
+    @classmethod
+    def samples_slice(cls, module: nn.Conv2d, grad: torch.Tensor) -> int:
+        """Records per slice of `per_sample`: a slice's receptive fields and weight gradients."""
+        fan_in = module.in_channels * math.prod(module.kernel_size)
+        return cls._slice(grad, fan_in * math.prod(grad.shape[2:]) + module.weight.numel())
+
     def keeps_samples(self, seen: Seen, grad: torch.Tensor, parameters: int) -> bool:
         """On a GPU, whenever they fit in `GPU_CHUNK_FLOATS` (see the module's docstring).  On a
         CPU, by size (`_Rule.keeps_samples`), and besides wherever the norms would not take the
         Gram form, or a record's receptive fields are small enough to gather (`_cpu_method`):
         the per-record gradients are then computed for the norms anyway, or by one batched
         matmul, and keeping them spares book-keeping's second weight gradient for the sum
-        (batch 512, 2 cores: `cifar10_cnn`'s step 1 039 against 1 100 ms, `mnist_cnn`'s second
-        convolution 3.4 against 4.8 ms).  Only a layer with Gram norms over fields too large to
-        gather book-keeps (`cifar10_cnn`'s 8 × 8 ones)."""
+        (`python -m bench.train --routes` times both ways per layer).  Only a layer with Gram
+        norms over fields too large to gather book-keeps (`cifar10_cnn`'s 8 × 8 ones)."""
         if grad.is_cuda:
             return grad.shape[0] * parameters <= GPU_CHUNK_FLOATS
         gram = self._ghost(seen.module, grad.shape[2] * grad.shape[3])
@@ -354,8 +359,7 @@ class _Conv2dRule(_Rule):
         module: nn.Conv2d = seen.module
         samples = []
         if _trainable(module.weight):
-            fan_in = module.in_channels * math.prod(module.kernel_size)
-            step = self._slice(grad, fan_in * math.prod(grad.shape[2:]) + module.weight.numel())
+            step = self.samples_slice(module, grad)
             if step >= grad.shape[0]:  # one slice: no copy into a gathering tensor
                 weights = self._weights(module, seen.input, grad)
             else:
