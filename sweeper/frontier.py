@@ -57,10 +57,10 @@ def load_frontier(experiment: str = "quickstart", store_root: str | Path = "runs
         run_dir: instead of both, the sweep's own folder or URI, `<store.root>/sweeps/<name>`.
 
     Returns:
-        One row per (dataset, model, attack, policy, ε, δ, p, trial) cell, sorted as
-        `sweeper frontier --trials` prints them, with every column of `CELL_COLUMNS`
-        (precision, its exact interval, the bound U, violation, …); `summarize_frontier`
-        pools its trials as the table and figure do.
+        One row per (dataset, model, attack, policy, ε, δ, p, trial) cell,
+            sorted as `sweeper frontier --trials` prints them, with every column of
+            `CELL_COLUMNS` (precision, its exact interval, the bound U, violation, …);
+            `summarize_frontier` pools its trials as the table and figure do.
 
     Raises:
         ValueError: `experiment` is not a valid sweep name (it becomes a path).
