@@ -1,6 +1,8 @@
-"""Screenshots of a sweep in MLflow's UI, taken by a real headless browser, for the docs.
+"""Screenshots of a sweep in MLflow's UI, and of the docs site, taken by a real headless
+browser, for the docs.
 
     python docs/screenshots.py --store-root /tmp/demo_store [--sweep quickstart]
+    python docs/screenshots.py --docs-site
 
 Serves the store's `mlflow.db` with the light `mlflow ui` a sweep prints (`ui_command`) on a free
 loopback port, opens it in Chromium (Debian's `chromium`) driven by Playwright (`pip install
@@ -8,6 +10,11 @@ loopback port, opens it in Chromium (Debian's `chromium`) driven by Playwright (
 the experiment (once the browser is in model-training mode: MLflow 3.17 starts a new browser in
 GenAI mode, and only its own switch or a URL changes that), the sweep's URL as printed (the
 chart view on the frontier), and the runs table of the same view.
+
+`--docs-site` builds this checkout's docs site (`mkdocs build --strict`), serves it on a free
+loopback port and writes `docs/docs_site_api.png` (the API reference) with Chromium's own
+`--screenshot` (no Playwright).  Not the search: its index loads in a web worker, which
+Chromium's virtual time (what lets `--screenshot` wait for scripts) never runs.
 """
 
 from __future__ import annotations
@@ -56,12 +63,19 @@ def serve(uri: str, port: int) -> subprocess.Popen:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python docs/screenshots.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--store-root", required=True, help="a store.root a sweep ran into")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--store-root", help="a store.root a sweep ran into")
+    where.add_argument("--docs-site", action="store_true",
+                       help="screenshot the docs site's API page instead")
     parser.add_argument("--sweep", default="quickstart", help="the sweep's name (default: quickstart)")
     parser.add_argument("--out", default=str(DOCS), help="where the PNGs go (default: docs/)")
     parser.add_argument("--experiment", default="sweeper",
                         help="the MLflow experiment (tracking.experiment; default: sweeper)")
     args = parser.parse_args()
+    if args.docs_site:
+        for path in docs_site_screenshots(Path(args.out)):
+            print(path)
+        return 0
     from mlflow import MlflowClient
     from playwright.sync_api import sync_playwright
 
@@ -109,6 +123,46 @@ def main() -> int:
     for name in ("mlflow_experiment_click.png", "mlflow_frontier_charts.png", "mlflow_runs_table.png"):
         print(out / name)
     return 0
+
+
+#: The docs site's pages to screenshot: file name → path and query on the site.
+SITE_PAGES = {"docs_site_api.png": "api/"}
+
+
+def docs_site_screenshots(out: Path) -> list[Path]:
+    """Build the docs site, serve it on 127.0.0.1 only, and screenshot `SITE_PAGES` in a
+    fresh headless Chromium profile each."""
+    import functools
+    import tempfile
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:  # no request log on the terminal
+            pass
+
+    written = []
+    with tempfile.TemporaryDirectory(prefix="sweeper-docs-") as scratch:
+        site = Path(scratch) / "site"
+        subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
+                        "--site-dir", str(site)], cwd=DOCS.parent, check=True, timeout=300,
+                       env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+        server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                     functools.partial(Quiet, directory=str(site)))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            for name, page in SITE_PAGES.items():
+                profile = Path(tempfile.mkdtemp(dir=scratch, prefix="chromium-"))
+                url = f"http://127.0.0.1:{server.server_port}/{page}"
+                subprocess.run([CHROMIUM, "--headless", *CHROMIUM_ARGS, f"--user-data-dir={profile}",
+                                "--virtual-time-budget=5000", f"--screenshot={out / name}",
+                                "--window-size=1400,1000", url],
+                               check=True, timeout=120, capture_output=True)
+                written.append(out / name)
+        finally:
+            server.shutdown()
+            server.server_close()
+    return written
 
 
 if __name__ == "__main__":

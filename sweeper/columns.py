@@ -37,10 +37,19 @@ class SchemaError(ValueError):
 
 @dataclass(frozen=True)
 class Column:
+    """One column of the results (or scores) table, declared once.
+
+    Attributes:
+        name: the column's name in the Parquet files and in `load_frontier`'s DataFrame.
+        type: its Arrow type (float64, int64, string or bool).
+        doc: what it holds, in one line; the Parquet footer carries it as the field's `doc`.
+        required: never null: a row without it is refused when it is written.
+    """
+
     name: str
     type: pa.DataType
     doc: str
-    required: bool = False  # never null: a row without it is refused
+    required: bool = False
 
     def field(self) -> pa.Field:
         return pa.field(self.name, self.type, nullable=not self.required,
@@ -55,6 +64,11 @@ COST_COLUMNS = ("train_seconds", "attack_seconds")
 
 ARROW_TYPES = {"string": STR, "float64": F64, "int64": I64}
 
+#: Every column of the results table (`results/cells`, `load_frontier`'s DataFrame), in order:
+#: the cell's coordinates (dataset, model, attack, policy, ε, δ, p, trial, …), then what was
+#: measured and bounded (precision and its exact interval, the bound U, `violation`, rates,
+#: audits, costs).  Each is listed with its type and meaning in docs/results.md ("The columns"),
+#: generated from this tuple by `python -m sweeper.columns --markdown`.
 CELL_COLUMNS: tuple[Column, ...] = (
     # the cell's coordinates, each declared once in `sweeper.axes`
     *(Column(axis.name, ARROW_TYPES[axis.type], axis.doc, axis.required) for axis in AXES),
@@ -158,6 +172,8 @@ CELL_COLUMNS: tuple[Column, ...] = (
     Column("schema_version", I64, "RESULTS_SCHEMA_VERSION of the code that wrote the row", True),
 )
 
+#: The per-record scores' columns (`results/scores`): one row per record and attack, joined to
+#: the cells on (`sweep`, `scores_key`).
 SCORE_COLUMNS: tuple[Column, ...] = (
     Column("record_id", I64, "index of the record in the sweep's pool", True),
     Column("score", F64, "the attack's membership score (higher: more likely a member; null: "

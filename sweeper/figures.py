@@ -42,9 +42,45 @@ def save_figure(fig: Figure, path: Path, layout: bool = True,
     FigureCanvasAgg(fig)
     if layout:
         fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight",  # legends and captions outside the axes too
-                metadata=metadata)
+    fit_canvas(fig)
+    fig.savefig(path, dpi=120, bbox_inches="tight", metadata=metadata)
     return path
+
+
+def fit_canvas(fig: Figure, pad: float = 0.1) -> None:
+    """Grow the figure's canvas until every word and legend lies on it, `pad` inches inside its
+    edge, moving nothing relative to anything else: a legend or caption placed below the
+    panels, or a title wider than them, is then part of the Figure itself, not only of a PNG
+    saved with ``bbox_inches="tight"`` (the layout test, tests/test_figure_layout.py, checks
+    every figure against this canvas).
+
+    Panels, figure texts and figure legends are placed in figure fractions, so each is moved
+    to the fraction that keeps its place in inches on the larger canvas."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.transforms import Bbox
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    width, height = fig.get_size_inches()
+    box = fig.get_tightbbox(renderer)  # inches
+    x0, y0 = min(box.x0 - pad, 0.0), min(box.y0 - pad, 0.0)
+    x1, y1 = max(box.x1 + pad, width), max(box.y1 + pad, height)
+    if (x0, y0, x1, y1) == (0.0, 0.0, width, height):
+        return
+
+    def moved(points: np.ndarray) -> np.ndarray:
+        return (points * [width, height] - [x0, y0]) / [x1 - x0, y1 - y0]
+
+    fraction = fig.transFigure.inverted()
+    anchors = [(legend, Bbox(moved(legend.get_bbox_to_anchor().transformed(fraction).get_points())))
+               for legend in fig.legends]
+    for ax in fig.axes:
+        ax.set_position(Bbox(moved(ax.get_position().get_points())))
+    for text in fig.texts:
+        if text.get_transform() == fig.transFigure:
+            text.set_position(tuple(moved(np.array(text.get_position(), float))))
+    fig.set_size_inches(x1 - x0, y1 - y0)
+    for legend, anchor in anchors:
+        legend.set_bbox_to_anchor(anchor, transform=fig.transFigure)
 
 
 def figure_labels(fig: Figure) -> list[str]:

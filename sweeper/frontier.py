@@ -45,9 +45,36 @@ EXIT_CODES = {EXIT_OK: "every cell of the sweep is present (violations are warne
 
 def load_frontier(experiment: str = "quickstart", store_root: str | Path = "runs",
                   run_dir: Optional[str | Path] = None) -> pd.DataFrame:
-    """One row per cell of the latest run of `experiment` (or of the sweep at `run_dir`, a folder
-    or URI `<store.root>/sweeps/<name>`), from its results dataset.  Cells that are not there,
-    and rows read from the cells' own files (no dataset yet), are logged as warnings."""
+    """A sweep's results as a DataFrame: one row per cell of the latest run of `experiment`.
+
+    Read from the sweep's Parquet results dataset; cells that are not there, and rows read
+    from the cells' own files (a sweep still running has no dataset yet), are logged as
+    warnings rather than raised, so a partial sweep can still be read.
+
+    Args:
+        experiment: the sweep's name (`+experiment=NAME`, `quickstart` by default).
+        store_root: the sweep's `store.root`, a folder or a URI such as `s3://bucket/prefix`.
+        run_dir: instead of both, the sweep's own folder or URI, `<store.root>/sweeps/<name>`.
+
+    Returns:
+        One row per (dataset, model, attack, policy, ε, δ, p, trial) cell,
+            sorted as `sweeper frontier --trials` prints them, with every column of
+            `CELL_COLUMNS` (precision, its exact interval, the bound U, violation, …);
+            `summarize_frontier` pools its trials as the table and figure do.
+
+    Raises:
+        ValueError: `experiment` is not a valid sweep name (it becomes a path).
+        FileNotFoundError: the store holds no such sweep.
+        sweeper.store.ManifestError: its `sweep.json` cannot be read (a ValueError).
+
+    Example:
+        ```python
+        from sweeper.frontier import load_frontier, summarize_frontier
+        cells = load_frontier("quickstart", "runs")
+        cells[cells["violation"]]                 # cells whose precision is above U
+        summarize_frontier(cells)                 # the table `sweeper frontier` prints
+        ```
+    """
     results = open_sweep(*sweep_location(experiment, store_root, run_dir))[1]
     for line in [*results.coverage.notes,
                  *([] if results.coverage.complete else [results.coverage.summary()])]:

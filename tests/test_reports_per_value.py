@@ -13,9 +13,7 @@ it draws.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -23,7 +21,7 @@ from sweeper.axes import BY_NAME
 from sweeper.reports import REPORTS, draw
 from sweeper.store import ArtifactStore
 from testkit import report_frames
-from testkit.report_frames import DELTA, FLOOR
+from testkit.report_frames import REPORT_TABLES as TABLES
 
 #: The swept recipe axis and its two values; the second's table has other numbers.
 AXIS = BY_NAME["max_grad_norm"]
@@ -58,92 +56,6 @@ def test_a_swept_training_setting_is_kept_apart_by_the_frontier(tmp_path):
     # Rows from before the axis existed (null) tell nothing apart: one view, as before.
     unswept = lira_frame.assign(max_grad_norm=float("nan"))
     assert len(summarize_frontier(unswept)) == len(summarize_frontier(lira_frame))
-
-
-def store_scores(store: ArtifactStore, scores: pd.DataFrame) -> None:
-    """Each (target, attack)'s per-record scores under the key `<model_key>-<attack>`."""
-    for (key, attack), part in scores.groupby(["model_key", "attack"]):
-        store.write_scores(f"{key}-{attack}", part.reset_index(drop=True))
-
-
-def lira(store: ArtifactStore, variant: int) -> pd.DataFrame:
-    frame = report_frames.lira_frame()
-    return frame.assign(precision=frame["precision"] - 0.1 * variant,
-                        tp=frame["tp"] // (1 + variant))
-
-
-def fixed_bound(store: ArtifactStore, variant: int) -> pd.DataFrame:
-    return report_frames.fixed_bound_frame(
-        {key: [(best - 0.1 * variant, final - 0.1 * variant) for best, final in trials]
-         for key, trials in report_frames.FIXED_BOUND_ACCURACY.items()})
-
-
-def ppv(store: ArtifactStore, variant: int) -> pd.DataFrame:
-    return report_frames.ppv_frame({p: tuple(v - 0.1 * variant for v in values)
-                                    for p, values in report_frames.PPV_PRECISIONS.items()})
-
-
-def pdtp(store: ArtifactStore, variant: int) -> pd.DataFrame:
-    """Each value's targets are its own models (other keys), with other PDTP values."""
-    frame, scores, values = report_frames.pdtp_inputs()
-    prefix = f"C{variant}-"
-    frame = frame.assign(model_key=prefix + frame["model_key"],
-                         pdtp_query_key=prefix + frame["pdtp_query_key"])
-    frame["scores_key"] = frame["model_key"] + "-" + frame["attack"]
-    scores = scores.assign(model_key=prefix + scores["model_key"])
-    scores.loc[scores["attack"] == "pdtp", "score"] *= 1 + variant
-    store_scores(store, scores)
-    for key, part in values.groupby("model_key"):
-        ids = part["record_id"].to_numpy(float)  # the query answer's layout (`jobs.pdtp`)
-        store.write_query(f"{prefix}query{key.removeprefix('target')}", np.column_stack(
-            [ids, np.zeros_like(ids), np.zeros_like(ids),
-             part["pdtp_seed_mean"].to_numpy() * (1 + variant)]))
-    return frame
-
-
-def generalization(store: ArtifactStore, variant: int) -> pd.DataFrame:
-    frame, scores = report_frames.generalization_inputs()
-    prefix = f"C{variant}-"
-    frame = frame.assign(model_key=prefix + frame["model_key"],
-                         scores_key=prefix + frame["scores_key"],
-                         train_accuracy=frame["train_accuracy"] - 0.05 * variant)
-    scores = scores.assign(model_key=prefix + scores["model_key"])
-    scores.loc[scores["attack"] == "loss", "score"] *= 1 + variant
-    store_scores(store, scores)
-    return frame
-
-
-def audit(store: ArtifactStore, variant: int) -> pd.DataFrame:
-    """Input-canary audits of two trials at two ε, 40 canaries a target, half of them members;
-    the second value's scores separate members less."""
-    rng = np.random.default_rng(variant)
-    rows, scores = [], []
-    tp, fp = 12 - 4 * variant, 4
-    for eps in (1.0, 4.0):
-        for trial in range(2):
-            key = f"C{variant}-eps{eps:g}-t{trial}"
-            member = np.arange(40) % 2 == 0
-            scores.append(pd.DataFrame({
-                "record_id": np.arange(40), "member": member, "model_key": key,
-                "attack": "canary_input_loss",
-                "score": rng.normal(size=40) + member * (2.0 - variant)}))
-            rows.append(dict(attack="canary_input_loss", policy="calibrated", epsilon=eps,
-                             delta=DELTA, p=0.5, trial=trial, threat_model="black_box_final",
-                             tp=tp, fp=fp, precision=tp / (tp + fp),
-                             audit_alpha=0.05, noise_multiplier=1.0, dp_sample_rate=0.1,
-                             steps=100, epsilon_spent=eps, tpr_floor=FLOOR,
-                             bound_form="derived", scores_key=f"{key}-canary_input_loss",
-                             model_key=key))
-    store_scores(store, pd.concat(scores, ignore_index=True))
-    return pd.DataFrame(rows)
-
-
-#: Report name → a results table it draws (and the scores it reads, written to the store), for
-#: variant 0 or 1 of its numbers.
-TABLES: dict[str, Callable[[ArtifactStore, int], pd.DataFrame]] = {
-    "frontier": lira, "thudi_lira": lira, "fixed_bound": fixed_bound, "ppv": ppv, "pdtp": pdtp,
-    "generalization": generalization, "audit": audit,
-}
 
 
 def swept_table(name: str, store: ArtifactStore) -> tuple[pd.DataFrame, list[pd.DataFrame]]:

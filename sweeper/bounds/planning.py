@@ -26,14 +26,37 @@ def epsilon_for_precision(target: ArrayLike, p: ArrayLike, delta: ArrayLike = 0.
     """Largest ε whose bound U(ε, δ, p, s) stays at or below `target` β (2024 paper, §4.3).
 
     Solving U = β: 1/β − 1 = e^-ε·(1−p)/p·c, c the δ-factor of `form`, so
-    derived (default): ε = ln[(1−p)/p·(1 − δ/s) / (1/β − 1)];
-    printed:           ε = ln[(1−p)·(1/p − δ/s) / (1/β − 1)].
-    U grows with ε, so any ε up to this one also meets the target.  β = 1 or p = 0 gives ∞ (every
-    ε does).  No clipping is needed at ε = 0: the formula is ≥ 0 exactly when the target is met at
-    ε = 0 (where U = p for δ = 0), so a negative value (beyond a 1e-12 rounding tolerance, which
-    is returned as 0.0) means the target is out of reach and raises ValueError with the reason and
-    the largest p that would make it reachable; so does c ≤ 0 (δ ≥ s derived, δ·p ≥ s printed),
-    where the bound is vacuous for every ε.
+
+    - `derived` (default): ε = ln[(1−p)/p·(1 − δ/s) / (1/β − 1)];
+    - `printed`: ε = ln[(1−p)·(1/p − δ/s) / (1/β − 1)].
+
+    U grows with ε, so any ε up to this one also meets the target.  β = 1 or p = 0 gives ∞
+    (every ε does).  No clipping is needed at ε = 0: the formula is ≥ 0 exactly when the target
+    is met at ε = 0 (where U = p for δ = 0), so a negative value (beyond a 1e-12 rounding
+    tolerance, which is returned as 0.0) means the target is out of reach.
+
+    Args:
+        target: β, the precision no attacker may exceed, in (0, 1].
+        p: the sampling probability, in [0, 1].
+        delta: the training's δ.
+        tpr: the TPR floor s (as in `precision_bound`).
+        form: `"derived"` or `"printed"` (as in `precision_bound`).
+
+    Returns:
+        The largest ε (float, or ndarray over array arguments); `math.inf` where every ε
+            meets the target.
+
+    Raises:
+        ValueError: no ε reaches the target (β below the bound at ε = 0, or c ≤ 0: δ ≥ s
+            derived, δ·p ≥ s printed, where the bound is vacuous for every ε); the message says
+            why and the largest p that would make it reachable.
+
+    Example:
+        ```python
+        >>> epsilon_for_precision(0.8, 0.1)      # ln(0.9/0.1 / (1/0.8 − 1)) = ln 36
+        3.58351893845611
+
+        ```
     """
     scalar = is_scalar(target, p, delta, tpr)
     beta, prior = check_target(target), check_prob("p", p)
@@ -87,16 +110,38 @@ def max_sampling_rate(target: ArrayLike, epsilon: ArrayLike, delta: ArrayLike = 
     """Largest sampling rate p whose bound U(ε, δ, p, s) stays at or below `target` β.
 
     Let k = (1/β − 1)·e^ε.  U ≤ β ⇔ (1−p)/p·c ≥ k, c the δ-factor of `form`:
-    derived (default): c = 1 − δ/s does not depend on p, so p = 1/(1 + k/c) = c/(c + k) in closed
-    form.  When δ ≥ s (c ≤ 0) the bound is vacuous (1.0) for every p > 0, so only p = 0 meets a
-    β < 1: 0 is returned.
-    printed: c = 1 − δp/s, and U = β becomes k·p·s = (1−p)·(s − δp), i.e.
-    δp² − (δ + s + k·s)·p + s = 0.  The quadratic is s > 0 at p = 0 and −k·s ≤ 0 at p = 1, so it
-    has one root in (0, 1]; below it U < β.  That root is computed as 2s / (b + √(b² − 4δs)),
-    b = δ + s + k·s, which is stable.
+
+    - `derived` (default): c = 1 − δ/s does not depend on p, so p = 1/(1 + k/c) = c/(c + k) in
+      closed form.  When δ ≥ s (c ≤ 0) the bound is vacuous (1.0) for every p > 0, so only
+      p = 0 meets a β < 1: 0 is returned.
+    - `printed`: c = 1 − δp/s, and U = β becomes k·p·s = (1−p)·(s − δp), i.e.
+      δp² − (δ + s + k·s)·p + s = 0.  The quadratic is s > 0 at p = 0 and −k·s ≤ 0 at p = 1,
+      so it has one root in (0, 1]; below it U < β.  That root is computed as
+      2s / (b + √(b² − 4δs)), b = δ + s + k·s, which is stable.
+
     Both reduce to 1/(1 + k) at δ = 0.  β = 1 gives 1; ε = ∞ (with β < 1) gives 0: without
-    privacy only an empty training set keeps every attacker below β.  Always possible, hence no
-    error.
+    privacy only an empty training set keeps every attacker below β.  Always possible, hence
+    no error for arguments in their domains.
+
+    Args:
+        target: β, the precision no attacker may exceed, in (0, 1].
+        epsilon: the training's ε, ≥ 0 or `math.inf`.
+        delta: the training's δ.
+        tpr: the TPR floor s (as in `precision_bound`).
+        form: `"derived"` or `"printed"` (as in `precision_bound`).
+
+    Returns:
+        The largest p in [0, 1] (float, or ndarray over array arguments).
+
+    Raises:
+        ValueError: an argument outside its domain, naming it.
+
+    Example:
+        ```python
+        >>> max_sampling_rate(0.8, 1.0)          # 1/(1 + (1/0.8 − 1)·e)
+        0.5953903248083103
+
+        ```
     """
     scalar = is_scalar(target, epsilon, delta, tpr)
     beta, eps = check_target(target), check_epsilon(epsilon)
@@ -124,6 +169,24 @@ def deletion_capacity(epsilon: ArrayLike, p: ArrayLike, B: ArrayLike) -> Result:
     L = 1 − U(ε, δ=0, p) = 1/(1 + e^ε·p/(1−p)), and the records are sampled independently, so
     m requests are safe while L^m ≥ B, i.e. m ≤ ln B / ln L.  Returned is that real-valued bound
     (floor it for a whole number of requests); ∞ when p = 0, 0 when p = 1 or ε = ∞.
+
+    Args:
+        epsilon: the training's ε (at δ = 0), ≥ 0 or `math.inf`.
+        p: the sampling probability, in [0, 1].
+        B: the required probability that no declined record was trained on, in (0, 1).
+
+    Returns:
+        m, real-valued (float, or ndarray over array arguments).
+
+    Raises:
+        ValueError: an argument outside its domain, naming it.
+
+    Example:
+        ```python
+        >>> deletion_capacity(1.0, 0.1, 0.9)     # ln 0.9 / ln(1/(1 + e·0.1/0.9))
+        0.3992053741435951
+
+        ```
 
     Note: the printed Corollary 5.2 (both paper versions) puts e^-ε inside L, which contradicts the
     text's own definition ("L is 1 minus the upper bound on positive accuracy", footnote 5) and

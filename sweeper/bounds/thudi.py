@@ -108,21 +108,45 @@ def precision_bound(epsilon: ArrayLike, p: ArrayLike, delta: ArrayLike = 0.0,
                     tpr: ArrayLike = DEFAULT_TPR_FLOOR, *, form: str = "derived") -> Result:
     """Upper bound U on any attack's precision P(x* ∈ D | S) (Thudi et al. 2024, Theorem 3.3).
 
-    derived (default): U = 1 / (1 + e^-ε·(1−p)/p·(1 − δ/s)), s = `tpr` the attack's TPR; the
-    proof of Theorem 3.3 with P(S, x* ∈ D) = p·s kept (module docstring), i.e. the δ = 0 bound at
-    ε_eff = ε − ln(1 − δ/s), vacuous once δ ≥ s.
-    printed: U = 1 / (1 + e^-ε·(1−p)/p − δ·e^-ε·(1−p)/s), the theorem as the papers print it; not
-    a valid bound for δ > 0 and p < 1 (it can fall below an attack's exact precision).
-    The two agree when δ = 0 (U = p·e^ε / (p·e^ε + 1 − p), s drops out) or p = 1; otherwise derived
-    ≥ printed.  The bound holds only while the denominator is positive; otherwise (and whenever it
-    would exceed 1) it is vacuous: 1.0.  U rises with ε and p and falls with s, so the bound for
-    *every* attack with TPR ≥ floor is U at s = floor.
+    Two forms (`form`), with s = `tpr` the attack's TPR:
 
-    ``tpr`` defaults to ``DEFAULT_TPR_FLOOR`` (0.01), the product's own default
-    (`metrics.tpr_floor`, the sweep's `bound`, `sweeper bounds --tpr`), so the library and the
-    product give one number for one question: U(3, 0.5, δ=0.05) is 1.0 here and in every
-    command (at s = 1, which covers only attacks that flag x* every time it was trained on, it
-    would be 0.955).  With δ = 0, s plays no part.
+    - `derived` (default): U = 1 / (1 + e^-ε·(1−p)/p·(1 − δ/s)); the proof of Theorem 3.3 with
+      P(S, x* ∈ D) = p·s kept (module docstring), i.e. the δ = 0 bound at
+      ε_eff = ε − ln(1 − δ/s), vacuous once δ ≥ s.
+    - `printed`: U = 1 / (1 + e^-ε·(1−p)/p − δ·e^-ε·(1−p)/s), the theorem as the papers print
+      it; not a valid bound for δ > 0 and p < 1 (it can fall below an attack's exact precision).
+
+    The two agree when δ = 0 (U = p·e^ε / (p·e^ε + 1 − p), s drops out) or p = 1; otherwise
+    derived ≥ printed.  The bound holds only while the denominator is positive; otherwise (and
+    whenever it would exceed 1) it is vacuous: 1.0.  U rises with ε and p and falls with s, so
+    the bound for *every* attack with TPR ≥ floor is U at s = floor.
+
+    Args:
+        epsilon: the training's ε, ≥ 0; `math.inf` for non-private training (U = 1).
+        p: the probability that x* was sampled into the training set, in [0, 1].
+        delta: the training's δ, in [0, 1).
+        tpr: the TPR floor s, in (0, 1]: the bound covers every attack that flags x* at least
+            this often when it was trained on.  Defaults to `DEFAULT_TPR_FLOOR` (0.01), the
+            product's own default (`metrics.tpr_floor`, the sweep's `bound`, `sweeper bounds
+            --tpr`), so the library and the product give one number for one question.  With
+            δ = 0 it plays no part.
+        form: `"derived"` or `"printed"` (above).
+
+    Returns:
+        U in [p, 1]: a float when every argument is a scalar, else an ndarray of the arguments'
+            broadcast shape.
+
+    Raises:
+        ValueError: an argument outside its domain, naming it.
+
+    Example:
+        ```python
+        >>> precision_bound(2, 0.5)              # 1/(1 + e^-2)
+        0.8807970779778823
+        >>> precision_bound(3, 0.5, delta=0.05)  # δ ≥ s = 0.01: vacuous
+        1.0
+
+        ```
     """
     scalar = is_scalar(epsilon, p, delta, tpr)
     eps, prior = check_epsilon(epsilon), check_prob("p", p)

@@ -25,7 +25,7 @@ from jobs.attack_registry import GRADIENT_CANARIES
 from jobs.attacks import ATTACKS
 from sweeper.audits import Training, audit_epsilons, best_valid, profile_bound, valid_audits
 from sweeper.bounds import epsilon_one_run_fdp, one_run_ceiling, precision_bound
-from sweeper.figures import errorbar, panel_grid, save_figure
+from sweeper.figures import dodge, errorbar, panel_grid, save_figure
 from sweeper.reports.loading import load_scores
 from sweeper.reports.registry import register_report
 from sweeper.reports.stats import pooled_precision
@@ -86,40 +86,61 @@ def audit_report(frame: pd.DataFrame, out_dir: Path, store_root: Path) -> list[P
 
 
 def _epsilon_figure(table: pd.DataFrame, out_dir: Path) -> list[Path]:
-    return [save_figure(audit_epsilon_figure(table), out_dir / "audit_epsilon.png"),
+    return [save_figure(audit_epsilon_figure(table), out_dir / "audit_epsilon.png", layout=False),
             write_csv(table, out_dir / "audit_epsilon.csv")]
 
 
 def audit_epsilon_figure(table: pd.DataFrame):
     """The ε each audit proves against the ε claimed, one panel per p, from `pooled_audits`'s
-    table (or its CSV): a matplotlib Figure, not saved."""
+    table (or its CSV): a matplotlib Figure, laid out, not saved.
+
+    Colour is the attack, marker the estimator, filled a proof and hollow an estimate, so one
+    legend of attacks plus estimators (not one entry per pair) sits below the panels.  Each
+    claimed ε is its own training: its points stand alone, never joined to the next ε's, and
+    the attacks sit side by side around it so points at one value do not hide each other."""
+    from matplotlib.lines import Line2D
+
     ps = sorted(table["p"].unique(), reverse=True)
-    fig, axes = panel_grid(len(ps), width=7.6, height=4.6)
+    fig, axes = panel_grid(len(ps), width=5.6, height=4.4, sharey=True)
     attacks = list(dict.fromkeys(table["attack"]))
+    claimed = sorted(table["epsilon"].unique())
     top = float(table["epsilon"].max())
+    shown: dict[str, str] = {}  # estimator column → its name, for those some panel draws
     for ax, p in zip(axes, ps):
         at = table[table["p"] == p]
-        ax.plot([0, top], [0, top], ls="--", color="black", label="audit ε = claimed ε (tight)")
+        ax.plot([0, top * 1.1], [0, top * 1.1], ls="--", color="black", lw=1)
         for index, attack in enumerate(attacks):
-            of = at[at["attack"] == attack].sort_values("epsilon")
+            of = at[at["attack"] == attack]
+            x = of["epsilon"].to_numpy(float) + dodge(index, len(attacks)) * top * 1.5
             for column, name in ESTIMATORS.items():
                 values = of[column].to_numpy(float)
                 if np.isnan(values).all():
                     continue
+                shown[column] = name
                 proof = np.array([column.replace("epsilon_audit_", "") in v.split("+")
                                   for v in of["valid"]])
-                ax.plot(of["epsilon"], values, color=f"C{index}", lw=0.8, alpha=0.6)
-                ax.scatter(of["epsilon"], values, marker=MARKERS[column], color=f"C{index}",
-                           facecolors=np.where(proof, f"C{index}", "none"),
-                           label=f"{attack}: {name}")
-        ax.set(title=f"p = {p:g}: ε proven at confidence {1 - _alpha(table):.0%}, trials pooled",
-               xlabel="claimed ε (the training's target)", ylabel="audit ε (lower bound)",
-               xlim=(0, top * 1.05), ylim=(0, top * 1.05))
+                ax.scatter(x, values, marker=MARKERS[column], s=22, linewidths=0.9,
+                           edgecolors=f"C{index}",
+                           facecolors=[f"C{index}" if filled else "none" for filled in proof])
+        ax.set(title=f"p = {p:g}", xlabel="claimed ε (the training's target)",
+               xlim=(0, top * 1.1), ylim=(-0.03 * top, top * 1.05), xticks=claimed)
+        ax.tick_params(labelleft=True)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the points
-    fig.suptitle("Canary audits of the DP engine: a filled point above the diagonal is a DP bug\n"
-                 "(hollow: an estimate, not a proof: Clopper–Pearson and Gaussian DP on records "
-                 "of one model, Gaussian DP where q < 1)", fontsize=10)
+    axes[0].set_ylabel("audit ε (a lower bound on the true ε)")
+    fig.suptitle(f"Canary audits of the DP engine: ε proven at confidence {1 - _alpha(table):.0%}"
+                 " against ε claimed, trials pooled", fontsize=10)
+    fig.tight_layout()
+    handles = [Line2D([], [], ls="--", color="black", lw=1),
+               *(Line2D([], [], color=f"C{index}", lw=5) for index in range(len(attacks))),
+               *(Line2D([], [], ls="none", marker=MARKERS[column], color="black")
+                 for column in shown)]
+    labels = ["audit ε = claimed ε (a tight audit)", *attacks, *shown.values()]
+    legend = fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3,
+               fontsize=7.5, frameon=False, title_fontsize=7.5, alignment="center",
+               title="A filled point above the diagonal is a DP bug.  Colour: the attack; marker: "
+                     "the audit; filled: a proof,\nhollow: an estimate (Clopper–Pearson and "
+                     "Gaussian DP on records of one model, Gaussian DP where q < 1)")
+    legend.get_title().set_multialignment("center")
     return fig
 
 
