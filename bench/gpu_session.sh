@@ -57,4 +57,4 @@ sweep() {  # sweep NAME SWEEP_SECONDS GRID_SECONDS OVERRIDES...: the real comman
         --grid-log "$out/grid_$name.log" 2>&1 | tee -a "$log"
 }
 sweep mnist_lira 70 40 dataset=mnist_subset "${shrink[@]}"
-sweep cifar10_lira 140 80 dataset.synthetic=true "${shrink[@]}"
+sweep cifar10_lira 160 70 dataset.synthetic=true "${shrink[@]}"

@@ -132,7 +132,8 @@ def report(experiment: str, sweep_log: str, smi: str, grid_log: str, metas: list
         same = "the same models" if alike else (
             f"NOT the same models: bench.grid planned {models} models, {planned} steps")
         lines.append(f"  training wall {training:.1f} s ({len(metas)} models, {steps} steps) "
-                     f"against bench.grid's {seconds:.1f} s ({same}): {training / seconds:.2f}×")
+                     f"against bench.grid's {seconds:.1f} s ({same}): {training / seconds:.2f}× "
+                     f"({'within' if abs(training / seconds - 1) <= 0.15 else 'NOT within'} 15 %)")
     walls = extrapolate(split, steps, full)
     lines.append(f"  the full grid ({full['steps']} steps, {full['queries']} queries, "
                  f"{full['attacks']} attack tasks), extrapolated from this sweep's {steps} steps: "

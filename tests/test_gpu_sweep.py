@@ -57,7 +57,7 @@ def test_the_report_compares_with_bench_grid_and_names_a_model_off_the_gpu():
     assert "GPU busy share over the sweep: 75%" in text
     assert "on a GPU: 11 (NOT every one)" in text
     assert "training wall 70.0 s (12 models, 480 steps) against bench.grid's 60.0 s (the same " \
-           "models): 1.17×" in text
+           "models): 1.17× (NOT within 15 %)" in text
     assert "training 11.7 min; queries 0.0 min; attacks 2.5 min" in text
     assert "NOT the same models" in "\n".join(report("mnist_lira", SWEEP_LOG, "", GRID_LOG,
                                                     metas[:3], {"steps": 1, "queries": 0,
