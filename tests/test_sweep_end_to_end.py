@@ -42,7 +42,7 @@ def test_first_run_trains_each_model_once(finished_sweep):
     assert len(models) == first.models_total
 
 
-def test_the_sweep_knows_where_its_wall_went_and_each_model_its_device(finished_sweep):
+def test_the_sweep_knows_where_its_wall_went_and_each_model_its_device(finished_sweep, capsys):
     """Each kind of task's wall (`sweeper.task_times`) from the tasks that ran: every training
     task, every attack task, none left out; each model's metadata names its device and span."""
     from sweeper.store import ArtifactStore
@@ -60,6 +60,11 @@ def test_the_sweep_knows_where_its_wall_went_and_each_model_its_device(finished_
         assert 0 < times[kind].wall <= first.seconds
         assert times[kind].wall <= times[kind].task_seconds + 1e-9
     assert all(t.tasks == 0 for t in second.task_times.values())  # the rerun ran no task
+    from sweeper.summary import print_summary
+    from sweeper.task_times import wall_split_line
+
+    print_summary(first)  # the line `bench.gpu_sweep` reads
+    assert wall_split_line(times) in capsys.readouterr().out.splitlines()
 
 
 def test_rows_are_consistent(finished_sweep):
