@@ -6,8 +6,10 @@ that shape on synthetic records of the dataset's shape (uniform noise: no downlo
 a step does not depend on the values), through `jobs` exactly as a sweep's training tasks do:
 
 * the steps alone, interleaved, medians: a plain PyTorch step (forward, backward, SGD, eager),
-  the engine's DP step eagerly, and the DP step as training takes it (on a GPU replayed as a
-  CUDA graph, `jobs.steps`), all at the recipe's batch size;
+  the plain step as training takes it (the ε = ∞ models' path through the same loop: on a GPU
+  padded and replayed as a CUDA graph, `jobs.steps`), the engine's DP step eagerly, and the DP
+  step as training takes it, all at the recipe's batch size; then DP ÷ plain like for like
+  (each as trained, and both eager);
 * whole models, one at a time (K = 1, N = 1), K per task (one process, each model on its own
   CUDA stream) and N tasks side by side (N processes, as Ray packs N tasks on one GPU with
   `resources.train.num_gpus` = 1/N): per model its wall, steps, the share of the wall spent
@@ -145,10 +147,20 @@ def _sync(device: torch.device) -> None:
 
 def step_times(shape: GridShape, data: ArrayDataset, device: torch.device,
                rounds: int, profile: int = 0) -> dict[str, float]:
+    from jobs.clipping import tf32_convolutions
+
+    with tf32_convolutions(shape.options.on(device).tf32):  # as `jobs.training.train_runs`
+        return _step_times(shape, data, device, rounds, profile)
+
+
+def _step_times(shape: GridShape, data: ArrayDataset, device: torch.device,
+                rounds: int, profile: int) -> dict[str, float]:
     """Median seconds of a step on full batches of the recipe's size, interleaved: a plain
-    PyTorch step, the engine's DP step eagerly, and the DP step as training takes it (on a GPU
+    PyTorch step, the plain step as training takes it (ε = ∞ through the same loop), the
+    engine's DP step eagerly, and the DP step as training takes it (on a GPU both "as trained"
     replayed as CUDA graphs), all at the recipe's precision and with the sweep's training
-    options; with `profile`, a table of the eager DP step's costliest kernels."""
+    options (cuDNN's TF32 as `train.tf32` says); with `profile`, a table of the eager DP step's
+    costliest kernels."""
     from jobs.models import build_model
     from jobs.steps import EagerSteps
     from jobs.training import _stepper, on_device, start_run
@@ -163,8 +175,10 @@ def step_times(shape: GridShape, data: ArrayDataset, device: torch.device,
     if options.channels_last:
         model = model.to(memory_format=torch.channels_last)
     steps = {"plain": _plain_step(model, settings, pool_x[:batch], pool_y[:batch])}
-    for mode in ("DP eager", "DP as trained"):
-        run = start_run(settings, mask, shape.input_shape, shape.num_classes, 1, device,
+    plain_settings = dataclasses.replace(settings, epsilon=math.inf, delta=None)
+    for mode in ("plain as trained", "DP eager", "DP as trained"):
+        run = start_run(plain_settings if mode.startswith("plain") else settings, mask,
+                        shape.input_shape, shape.num_classes, 1, device,
                         channels_last=options.channels_last)
         stepper = _stepper(run, pool_x, pool_y, index, device, options)
         if mode == "DP eager":
@@ -345,6 +359,13 @@ def exactness(shape: GridShape, data: ArrayDataset, device: torch.device,
 # --- the report ----------------------------------------------------------------------------------
 
 
+def ratios(seconds: dict[str, float]) -> dict[str, float]:
+    """DP ÷ plain like for like: each step as training takes it (on a GPU both graphed and
+    padded), and both eager."""
+    return {"as trained": seconds["DP as trained"] / seconds["plain as trained"],
+            "eager": seconds["DP eager"] / seconds["plain"]}
+
+
 def extrapolate(shape: GridShape, fixed: float, per_step: float) -> float:
     """Seconds to train the grid: every model's fixed cost plus its steps at `per_step` each."""
     return len(shape.models) * fixed + shape.total_steps * per_step
@@ -410,6 +431,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     print(f"  a step at batch {settings.batch_size} (median of {args.rounds}; × plain):", flush=True)
     for mode, value in seconds.items():
         print(f"    {mode:28s} {value * 1e3:8.2f} ms  {value / plain:5.2f}×", flush=True)
+    print(f"  DP ÷ plain, like for like: {ratios(seconds)['as trained']:.2f}× as trained "
+          f"(ε = ∞ through the same loop), {ratios(seconds)['eager']:.2f}× both eager", flush=True)
     if args.steps_only:
         return
     dp_step = seconds["DP as trained"]

@@ -32,7 +32,8 @@ cheaper route exists:
   same tensor; each convolution's per-record gradients come from whichever of cuDNN's grouped
   convolution, unfold or rows + batched matmul, or shifted products measured fastest for its
   shape on this card (`_fastest`: on an H100, 2× either way depending on the layer, and 16× once), in
-  TF32 when asked (`tf32_products`).
+  TF32 when asked (`tf32_products`, `tf32_convolutions`).  A layer that book-keeps takes its norms
+  and its clipped sum in fp32 whatever is asked (`full_precision`): they are different products.
 
 The mechanism is exactly Opacus's: clip factor min(1, C / (‖∇ℓ_i‖ + 1e-6)) on the gradient of
 each record's own loss, so `jobs.training` can add the same Gaussian noise and the accountant's
@@ -158,7 +159,8 @@ class PerSampleClipper:
             self._squared[index] = squared_norms(samples, grad.shape[0], grad.device)
             self._kept[index] = samples
         else:
-            self._squared[index] = rule.norms(seen, grad)
+            with full_precision():
+                self._squared[index] = rule.norms(seen, grad)
             self._kept[index] = (seen, grad)
 
     def clip_and_sum(self, loss_sum: torch.Tensor) -> torch.Tensor:
@@ -188,7 +190,8 @@ class PerSampleClipper:
             for index in sorted(self._kept):
                 kept = self._kept.pop(index)  # released layer by layer
                 if isinstance(kept, tuple):
-                    rule_for(kept[0].module).accumulate(kept[0], kept[1], factors)
+                    with full_precision():  # the precision its norms were taken in
+                        rule_for(kept[0].module).accumulate(kept[0], kept[1], factors)
                 else:
                     for parameter, per_record in kept:
                         set_grad(parameter, weighted_sum(factors, per_record))
@@ -231,16 +234,45 @@ def tf32_products(enabled: bool) -> Iterator[None]:
     Safe for the mechanism because a layer that keeps per-record gradients reads its norms and
     its clipped sum from the same tensor: whatever the products' rounding, each record's
     clipped contribution has norm ≤ C exactly as computed.  (cuDNN's convolutions, the grouped
-    per-record route included, are TF32 by PyTorch's default already.)  Book-keeping layers,
-    whose norm and sum come from different products, keep PyTorch's defaults: fp32 matrix
-    products (a convolution book-keeps on a GPU only past `GPU_CHUNK_FLOATS`, and then its sum
-    is cuDNN's, TF32 by that default)."""
+    per-record route included, follow `train.tf32` for the whole training: `tf32_convolutions`.)
+    Book-keeping layers, whose norm and sum come from different products, take both in fp32
+    (`full_precision`)."""
     previous = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = enabled
     try:
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous
+
+
+@contextmanager
+def tf32_convolutions(enabled: bool) -> Iterator[None]:
+    """cuDNN's convolutions (forward, backward, the grouped per-record route) in TF32 exactly
+    when `train.tf32` asks: PyTorch's own default is TF32 on, so `train.tf32=false` would
+    otherwise leave every convolution of the step in TF32.  Set for a whole training
+    (`jobs.training.train_runs`): a CUDA graph captured under it replays its kernels."""
+    previous = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32 = previous
+
+
+@contextmanager
+def full_precision() -> Iterator[None]:
+    """fp32 matrix products and convolutions, whatever `train.tf32` or the process says: a
+    book-keeping layer's norms (Grams, ghost norms) and its clipped sum (a weight gradient of
+    the re-weighted outputs) are different products, so only the same precision in both keeps
+    each contribution ≤ C to fp32 rounding, within the 1e-6 Opacus adds to every norm.  With
+    the sum in TF32 (cuDNN's default) and the norms in fp32 a contribution exceeded C by about
+    1e-3 relative (issue 40)."""
+    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
 
 
 def clip_factors(norms: torch.Tensor, max_grad_norm: float) -> torch.Tensor:

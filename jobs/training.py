@@ -35,7 +35,7 @@ from torch import nn
 from jobs.accounting import NoiseCache, PoissonSchedule, calibrate_noise, epsilon_of_history, rate_size
 from jobs.canaries import CanarySet, GradientCanaries, first_linear
 from jobs import clipping
-from jobs.clipping import PerSampleClipper
+from jobs.clipping import PerSampleClipper, tf32_convolutions
 from jobs.datasets import ArrayDataset
 from jobs.models import build_model
 from jobs.randomness import CANARIES, WEIGHTS, TrainingRng, epoch_batches, stream_seed
@@ -107,7 +107,9 @@ class TrainOptions:
             passed since the last save (0: every epoch).
         channels_last: convolutional models' weights and activations stored NHWC, per-record
             gradients taken in that layout (saved weights are contiguous either way).
-        tf32: per-record gradients' products in TF32 on a GPU (`jobs.clipping.tf32_products`).
+        tf32: per-record gradients' products in TF32 on a GPU (`jobs.clipping.tf32_products`),
+            and cuDNN's convolutions in TF32 (`jobs.clipping.tf32_convolutions`); false: fp32
+            everywhere, cuDNN included.  Book-keeping layers are fp32 either way.
     """
 
     compile: bool = False
@@ -389,6 +391,13 @@ def train_runs(settings: TrainSettings, data: ArrayDataset, members: list[Member
     each one finishes.  Each model is the model trained alone: its own weights, optimizer,
     streams, accountant and checkpoint; on a GPU its own CUDA stream and graphs (`jobs.steps`),
     so the members' kernels overlap.  The pool is on the device once for all of them."""
+    with tf32_convolutions(options.tf32):  # cuDNN as `train.tf32` says, for the whole training
+        yield from _train_runs(settings, data, members, device, noise_cache, options)
+
+
+def _train_runs(settings: TrainSettings, data: ArrayDataset, members: list[Member],
+                device: torch.device, noise_cache: Optional[NoiseCache],
+                options: TrainOptions) -> Iterator[tuple[int, TrainedModel]]:
     runs = start_members(settings, data, members, device, noise_cache, options.channels_last)
     rows_x, rows_y, index = group_rows(data, members)
     pool_x, pool_y = on_device(rows_x, rows_y, device)

@@ -47,6 +47,7 @@ from sweeper.results import CELLS_DATASET, compact, sort_frontier
 from sweeper.scale import scaled
 from sweeper.files import sweep_stale_parts
 from sweeper.store import ArtifactStore
+from sweeper.task_times import KindTime, kind_times
 from sweeper.submission import (Submitted, check_cluster_resources, submit_attacks,
                                 submit_queries, submit_training, task_options)
 from sweeper.tracking import default_tracking_uri
@@ -71,6 +72,8 @@ class SweepResult:
     plot_path: Optional[Path] = None  # frontier.png, also attached to the sweep's MLflow run
     csv_path: Optional[Path] = None
     report_paths: list[Path] = field(default_factory=list)  # the experiment's own figures
+    # Training, queries and attacks: each kind's wall and task seconds (`sweeper.task_times`).
+    task_times: dict[str, KindTime] = field(default_factory=dict)
     tracking_warning: Optional[str] = None  # what MLflow missed, when it went down mid-sweep
     tracking_url: Optional[str] = None  # the sweep's experiment in MLflow's UI, when it was opened
 
@@ -116,13 +119,13 @@ def run_sweep(cfg: SweepConfig, progress: bool = True,
         sweep = prepare(cfg, validated, claimed)
         listeners = sinks(sweep)
         try:
-            failures, dashboard_url = execute(sweep, listeners, progress)
+            failures, dashboard_url, spans = execute(sweep, listeners, progress)
             end = listeners.on_sweep_end(
                 SweepEnd(collect(sweep), failures, len(sweep.todo_models), started))
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM (`sweeper.interrupts`): the sinks close
             listeners.on_sweep_interrupted()
             raise
-        return summarize(sweep, end, dashboard_url)
+        return summarize(sweep, end, dashboard_url, spans)
 
 
 def prepare(cfg: SweepConfig, validated: bool = False,
@@ -202,32 +205,32 @@ def sinks(sweep: Sweep) -> Listeners:
                                        sweep.store, sweep.tracking_uri, sweep.config)])
 
 
-def execute(sweep: Sweep, listeners: Listeners,
-            progress: bool) -> tuple[list[tuple[str, str]], Optional[str]]:
+def execute(sweep: Sweep, listeners: Listeners, progress: bool
+            ) -> tuple[list[tuple[str, str]], Optional[str], dict[str, list[tuple[float, float]]]]:
     """Run the prepared sweep's missing work, telling `listeners` of each cell as it lands.
 
     Ray, the data and the listeners start side by side (`start_up`).  With nothing to compute
     nothing starts: the listeners only hear that the sweep started.
 
     Returns:
-        The failed cells as (label, reason), and the Ray dashboard's URL (None when Ray did not
-        start or has no dashboard).
+        The failed cells as (label, reason), the Ray dashboard's URL (None when Ray did not
+        start or has no dashboard), and the finished tasks' spans by kind (`sweeper.task_times`).
     """
     if not sweep.todo_cells:
         listeners.on_sweep_start()
-        return [], None
+        return [], None, {}
     with start_up(sweep.cfg, sweep.plan, sweep.data_dir, listeners) as (dashboard_url, data):
         if dashboard_url:
             logger.info("Ray dashboard: %s  (%s)", dashboard_url, auth_hint())
-        failures = _execute(sweep.plan, sweep.todo_models, sweep.todo_cells, data, sweep.store,
-                            listeners, progress)
+        failures, spans = _execute(sweep.plan, sweep.todo_models, sweep.todo_cells, data,
+                                   sweep.store, listeners, progress)
     if sweep.corrupt:
         failed = {label for label, _ in failures}
         redone = sum(cell_label(cell) not in failed for cell in sweep.todo_cells
                      if cell.key in sweep.corrupt)
         logger.info("recomputed %d of %d cells whose files failed their checksum", redone,
                     len(sweep.corrupt))
-    return failures, dashboard_url
+    return failures, dashboard_url, spans
 
 
 def collect(sweep: Sweep) -> pd.DataFrame:
@@ -240,8 +243,10 @@ def collect(sweep: Sweep) -> pd.DataFrame:
     return results
 
 
-def summarize(sweep: Sweep, end: SweepEnd, dashboard_url: Optional[str]) -> SweepResult:
-    """The `SweepResult` the command reports, from the sweep and what its end gave."""
+def summarize(sweep: Sweep, end: SweepEnd, dashboard_url: Optional[str],
+              spans: dict[str, list[tuple[float, float]]]) -> SweepResult:
+    """The `SweepResult` the command reports, from the sweep, what its end gave and its tasks'
+    spans."""
     cfg, plan, store, figures = sweep.cfg, sweep.plan, sweep.store, end.figures
     return SweepResult(
         name=cfg.name, results=end.results, sweep_dir=store.sweep_uri(cfg.name),
@@ -253,7 +258,7 @@ def summarize(sweep: Sweep, end: SweepEnd, dashboard_url: Optional[str]) -> Swee
         failures=end.failures, plot_path=figures[0] if figures else None,
         csv_path=figures[1] if figures else None, report_paths=figures[2:],
         tracking_warning=end.tracking_warning,
-        tracking_url=end.tracking_url,
+        tracking_url=end.tracking_url, task_times=kind_times(spans),
     )
 
 
@@ -283,10 +288,11 @@ def start_up(cfg: SweepConfig, plan: SweepPlan, data_dir: Path,
 
 
 def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: ArtifactStore,
-             listeners: Listeners, progress: bool) -> list[tuple[str, str]]:
+             listeners: Listeners, progress: bool
+             ) -> tuple[list[tuple[str, str]], dict[str, list[tuple[float, float]]]]:
     """Submit the missing training, query and attack tasks (`sweeper.submission`); as each
     attack lands, tell the listeners of its cells (`_land`).  The failed cells, with their
-    reasons."""
+    reasons, and the finished tasks' spans by kind."""
     import ray
 
     cfg = plan.config
@@ -295,20 +301,24 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
     training = submit_training(plan, todo_models, data_ref, store.uri, train_options)
     querying = submit_queries(plan, todo_cells, store, training, data_ref, train_options)
     scoring = submit_attacks(plan, todo_cells, training, querying, data, store.uri, attack_options)
-    return _await_cells(scoring, set(training.values()), len(todo_cells), listeners,
+    return _await_cells(scoring, set(training.values()), set(querying.values()),
+                        len(todo_cells), listeners,
                         (cfg.resources.train.max_retries, cfg.resources.attack.max_retries),
                         progress)
 
 
-def _await_cells(scoring: dict[Any, Submitted], model_refs: set, cells: int,
-                 listeners: Listeners, retries: tuple[int, int],
-                 progress: bool) -> list[tuple[str, str]]:
-    """Wait for every training and attack task, landing each attack's cells as it finishes
-    (`_land`) and counting both on the terminal; the failed cells, with their reasons."""
+def _await_cells(scoring: dict[Any, Submitted], model_refs: set, query_refs: set, cells: int,
+                 listeners: Listeners, retries: tuple[int, int], progress: bool
+                 ) -> tuple[list[tuple[str, str]], dict[str, list[tuple[float, float]]]]:
+    """Wait for every training, query and attack task, landing each attack's cells as it
+    finishes (`_land`) and counting models and cells on the terminal; the failed cells, with
+    their reasons, and each finished task's span by kind (`sweeper.task_times`)."""
     import ray
 
     failures: list[tuple[str, str]] = []
-    pending = list(model_refs) + list(scoring)
+    training: dict[float, float] = {}  # a training task's start → its last model's end
+    spans: dict[str, list[tuple[float, float]]] = {"queries": [], "attacks": []}
+    pending = list(model_refs) + list(query_refs) + list(scoring)
     trimmed_at = time.monotonic()
     with Progress(len(model_refs), "models trained", "model", progress) as models_bar, \
          Progress(cells, "cells computed", "cell", progress) as cells_bar:
@@ -321,15 +331,36 @@ def _await_cells(scoring: dict[Any, Submitted], model_refs: set, cells: int,
             for ref in done:
                 if ref in model_refs:  # a failed model surfaces in its cells
                     models_bar.update(1)
+                    meta = _finished(ref) or {}
+                    if "started_at" in meta:
+                        start = meta["started_at"]
+                        training[start] = max(training.get(start, start), meta["ended_at"])
+                    continue
+                if ref in query_refs:  # and so does a failed query
+                    span = _finished(ref)
+                    if span is not None:
+                        spans["queries"].append(tuple(span))
                     continue
                 submitted = scoring.pop(ref)  # popped: Ray may free the result once it has landed
-                failures += _land(ref, submitted.cells, submitted.upstream, listeners, *retries)
+                failures += _land(ref, submitted.cells, submitted.upstream, listeners, *retries,
+                                  spans["attacks"])
                 cells_bar.update(len(submitted.cells))
             if time.monotonic() - trimmed_at > TRIM_SECONDS:
                 release_freed_memory()
                 trimmed_at = time.monotonic()
     release_freed_memory()
-    return failures
+    spans["training"] = list(training.items())
+    return failures, spans
+
+
+def _finished(ref) -> Any:
+    """A finished training or query task's result; None when it failed (its cells say why)."""
+    import ray
+
+    try:
+        return ray.get(ref)
+    except Exception:  # noqa: BLE001 - reported by the cells that read it
+        return None
 
 
 #: How often the driver hands freed heap back to the OS while cells land.
@@ -347,10 +378,11 @@ def release_freed_memory() -> None:
 
 
 def _land(ref, cells: list[Cell], upstream: list[tuple[Any, str]], listeners: Listeners,
-          train_retries: int, attack_retries: int) -> list[tuple[str, str]]:
+          train_retries: int, attack_retries: int,
+          spans: Optional[list[tuple[float, float]]] = None) -> list[tuple[str, str]]:
     """Tell the listeners of one finished attack's cells: each row that landed, in order until
-    one cannot keep it (`NotLanded`), or the cells' failure.  The cells that failed, with their
-    reasons."""
+    one cannot keep it (`NotLanded`), or the cells' failure; its span joins `spans` (it ended
+    now, `attack_seconds` after it started).  The cells that failed, with their reasons."""
     import ray
 
     try:
@@ -362,6 +394,9 @@ def _land(ref, cells: list[Cell], upstream: list[tuple[Any, str]], listeners: Li
         for cell in cells:
             listeners.on_cell_failed(cell, failure)
         return [(cell_label(cell), reason) for cell in cells]
+    if spans is not None and rows and "attack_seconds" in rows[0]:
+        now = time.time()
+        spans.append((now - float(rows[0]["attack_seconds"]), now))
     failed = []
     for row, cell in zip(rows, cells):
         try:

@@ -169,9 +169,9 @@ def submit_attacks(plan: SweepPlan, todo_cells: list[Cell], training: dict[str, 
 
 
 def _query_after_training(spec: QuerySpec, model: ModelSpec, data, store_root: str, device: str,
-                          threads: int, *_trained: Any) -> None:
+                          threads: int, *_trained: Any) -> tuple[float, float]:
     """`query_task`, taking the training result it waits for as an ignored argument."""
-    query_task(spec, model, data, store_root, device, threads)
+    return query_task(spec, model, data, store_root, device, threads)
 
 
 def _attack_after_training(spec: AttackSpec, cells: list[Cell], labels, held_out_labels,

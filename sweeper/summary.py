@@ -20,6 +20,10 @@ def print_summary(result) -> None:
     print(f"done in {result.seconds:.1f} s: trained {result.models_trained} of "
           f"{result.models_total} models, computed {result.cells_computed} of "
           f"{result.cells_total} cells")
+    if result.task_times:
+        from sweeper.task_times import wall_split_line
+
+        print(wall_split_line(result.task_times))
     print(f"results (Parquet): {result.results_dir}  (sweep={result.name}; "
           "pandas.read_parquet reads it)")
     if result.plot_path is not None:

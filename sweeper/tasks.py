@@ -50,6 +50,7 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
     `data` is the sweep's whole pool; the model draws from its own part (`DataSpec.pool_of`).
     """
     _set_up_process(num_threads)
+    started = time.time()
     store = ArtifactStore(store_root)
     key = spec.key
     if store.has_model(key):  # a retry after the artifact landed, or a concurrent duplicate
@@ -66,7 +67,7 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
                           device=where, checkpoint=store.checkpoint(key),
                           noise_cache=store.noise_cache(), canaries=canaries,
                           options=options.on(where), public_size=spec.public_size)
-    return _store_trained(store, spec, trained, mask)
+    return _store_trained(store, spec, trained, mask, where, started)
 
 
 def model_canaries(spec: ModelSpec, data: ArrayDataset) -> Optional[CanarySet]:
@@ -90,6 +91,7 @@ def train_group_task(specs: list[ModelSpec], data: ArrayDataset, store_root: str
     checkpoint, so a retried group costs at most one epoch of each model.
     """
     _set_up_process(num_threads)
+    started = time.time()
     store = ArtifactStore(store_root)
     metas: dict[int, dict[str, Any]] = {index: store.read_model_meta(spec.key)
                                         for index, spec in enumerate(specs)
@@ -109,7 +111,8 @@ def train_group_task(specs: list[ModelSpec], data: ArrayDataset, store_root: str
         for position, trained in train_models(first.train, pool, members, where,
                                               store.noise_cache(), options.on(where)):
             index = todo[position]
-            metas[index] = _store_trained(store, specs[index], trained, masks[index])
+            metas[index] = _store_trained(store, specs[index], trained, masks[index], where,
+                                          started)
     return tuple(metas[index] for index in range(len(specs)))
 
 
@@ -122,16 +125,26 @@ def _model_meta(spec: ModelSpec, **figures: Any) -> dict[str, Any]:
             "visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
+def device_description(device: torch.device) -> str:
+    """The device a model trained on, as its metadata says it: "cpu", or "cuda:0 (NVIDIA …)"."""
+    if device.type != "cuda":
+        return str(device)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
+
+
 def _store_trained(store: ArtifactStore, spec: ModelSpec, trained: TrainedModel,
-                   mask: np.ndarray) -> dict[str, Any]:
-    """Write one trained model with its metadata; return the metadata."""
+                   mask: np.ndarray, device: torch.device, started: float) -> dict[str, Any]:
+    """Write one trained model with its metadata (with the device it trained on and its task's
+    span in wall-clock seconds: `sweeper.task_times`); return the metadata."""
     meta = _model_meta(
         spec, test_accuracy=trained.test_accuracy, train_accuracy=trained.train_accuracy,
         best_test_accuracy=trained.best_test_accuracy,
         noise_multiplier=trained.noise_multiplier, steps=trained.steps,
         epsilon_spent=trained.epsilon_spent, train_size=trained.train_size,
         resumed_from=list(trained.resumed_from), dp_sample_rate=trained.sample_rate,
-        train_seconds=trained.train_seconds)
+        train_seconds=trained.train_seconds, device=device_description(device),
+        started_at=started, ended_at=time.time())
     store.write_model(spec.key, trained.state_dict, trained.pool_logits, mask, meta,
                       trained.canary_outputs)
     return meta
@@ -154,12 +167,14 @@ def _store_release(store: ArtifactStore, spec: ModelSpec, mechanism: Mechanism,
 
 
 def query_task(spec: QuerySpec, model_spec: ModelSpec, data: ArrayDataset, store_root: str,
-               device: str, num_threads: int) -> None:
-    """Store a model's answer to one query: loaded from its weights, or (PDTP) retrained."""
+               device: str, num_threads: int) -> tuple[float, float]:
+    """Store a model's answer to one query: loaded from its weights, or (PDTP) retrained.
+    Returns its span in wall-clock seconds (`sweeper.task_times`)."""
+    started = time.time()
     _set_up_process(num_threads)
     store = ArtifactStore(store_root)
     if store.has_query(spec.key):
-        return
+        return started, time.time()
     settings, n = dict(spec.settings), spec.eval_records
     data = model_spec.data.pool_of(data)
     if spec.kind == PDTP_QUERY:
@@ -176,6 +191,7 @@ def query_task(spec: QuerySpec, model_spec: ModelSpec, data: ArrayDataset, store
             y = np.concatenate([y, data.test_y[:held_out]])
         values = answer(spec.kind, settings, model, x, y, resolve_device(device))
     store.write_query(spec.key, values)
+    return started, time.time()
 
 
 def attack_task(spec: AttackSpec, cells: list[Cell], labels: np.ndarray, store_root: str,

@@ -20,7 +20,7 @@ def test_the_grid_benchmark_runs_reduced_and_reports_every_packing():
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert "plan: 455 models of mnist_cnn, 1 epochs of batch 32, pool 640 records" in out
-    for mode in ("plain", "DP eager", "DP as trained"):
+    for mode in ("plain", "plain as trained", "DP eager", "DP as trained"):
         assert re.search(rf"^\s+{mode}\s+[\d.]+ ms\s+[\d.]+×$", out, re.M), mode
     rows = re.findall(r"^\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+(\S+)\s+\S+$", out, re.M)
     packings = [(int(k), int(n), int(models)) for k, n, _, models, *_ in rows]
@@ -59,6 +59,24 @@ def test_the_step_times_alone_run_in_seconds():
     on_gpu = "NVIDIA" in out.splitlines()[0]
     assert f"channels_last {on_gpu}, tf32 {on_gpu}" in out
     assert "Self CPU time total" in out
-    for mode in ("plain", "DP eager", "DP as trained"):
+    for mode in ("plain", "plain as trained", "DP eager", "DP as trained"):
         assert re.search(rf"^\s+{mode}\s+[\d.]+ ms\s+[\d.]+×$", out, re.M), mode
     assert "s/model" not in out  # no model was trained
+    times = {mode: float(value) for mode, value in re.findall(
+        r"^\s+(plain|plain as trained|DP eager|DP as trained)\s+([\d.]+) ms", out, re.M)}
+    like = re.search(r"DP ÷ plain, like for like: ([\d.]+)× as trained \(ε = ∞ through the same "
+                     r"loop\), ([\d.]+)× both eager", out)
+    assert like, out
+    # the printed ratios are the printed times' (to their rounding)
+    assert float(like.group(1)) == pytest.approx(times["DP as trained"] / times["plain as trained"],
+                                                 rel=0.02, abs=0.01)
+    assert float(like.group(2)) == pytest.approx(times["DP eager"] / times["plain"], rel=0.02,
+                                                 abs=0.01)
+
+
+def test_dp_over_plain_is_like_for_like():
+    """Each ratio divides a DP step by the plain step taken the same way (figures by hand)."""
+    from bench.grid import ratios
+
+    assert ratios({"plain": 5.0, "plain as trained": 2.0, "DP eager": 8.0,
+                   "DP as trained": 3.0}) == {"as trained": 1.5, "eager": 1.6}

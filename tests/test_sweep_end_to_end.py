@@ -42,6 +42,31 @@ def test_first_run_trains_each_model_once(finished_sweep):
     assert len(models) == first.models_total
 
 
+def test_the_sweep_knows_where_its_wall_went_and_each_model_its_device(finished_sweep, capsys):
+    """Each kind of task's wall (`sweeper.task_times`) from the tasks that ran: every training
+    task, every attack task, none left out; each model's metadata names its device and span."""
+    from sweeper.store import ArtifactStore
+
+    cfg, first, second = finished_sweep
+    store = ArtifactStore(cfg.store.root)
+    metas = [store.read_model_meta(path.name) for path in (Path(cfg.store.root) / "models").iterdir()]
+    assert {meta["device"] for meta in metas} == {"cpu"}
+    assert all(meta["started_at"] <= meta["ended_at"] for meta in metas)
+    times = first.task_times
+    assert times["training"].tasks == len({meta["started_at"] for meta in metas})
+    assert times["attacks"].tasks == len({(row.epsilon, row.p, row.trial, row.attack)
+                                          for row in first.results.itertuples()})
+    for kind in ("training", "attacks"):
+        assert 0 < times[kind].wall <= first.seconds
+        assert times[kind].wall <= times[kind].task_seconds + 1e-9
+    assert all(t.tasks == 0 for t in second.task_times.values())  # the rerun ran no task
+    from sweeper.summary import print_summary
+    from sweeper.task_times import wall_split_line
+
+    print_summary(first)  # the line `bench.gpu_sweep` reads
+    assert wall_split_line(times) in capsys.readouterr().out.splitlines()
+
+
 def test_rows_are_consistent(finished_sweep):
     _, first, _ = finished_sweep
     rows = first.results

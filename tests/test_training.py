@@ -235,23 +235,35 @@ def test_channels_last_trains_the_contiguous_model(digits, monkeypatch, routes, 
     np.testing.assert_allclose(nhwc_model.pool_logits, contiguous.pool_logits, rtol=1e-5, atol=1e-6)
 
 
-def test_tf32_is_asked_for_per_record_products_only(digits, monkeypatch):
-    """TF32 (`TrainOptions(tf32=True)`) is on while a layer computes per-record gradients, whose
-    norm and clipped sum read one tensor, and off for book-keeping layers' norms and sums,
-    which come from different products (`jobs.clipping.tf32_products`)."""
+@pytest.mark.parametrize("tf32", [True, False])
+def test_tf32_is_asked_for_per_record_products_only(digits, monkeypatch, tf32):
+    """`train.tf32` (`TrainOptions.tf32`) sets TF32 for per-record gradients' matrix products
+    (whose norm and clipped sum read one tensor) and for cuDNN's convolutions, the forward pass
+    included; false means fp32 everywhere.  Book-keeping layers' norms and sums, which come
+    from different products, are fp32 either way (`jobs.clipping.full_precision`).  The flags
+    are what a GPU reads: seen here as each call finds them (as (matmul, cuDNN))."""
     from jobs.layer_rules import _Conv2dRule, _LinearRule
 
-    asked: dict[str, set] = {"per_sample": set(), "norms": set(), "accumulate": set()}
+    def flags() -> tuple[bool, bool]:
+        return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+
+    asked: dict[str, set] = {"per_sample": set(), "norms": set(), "accumulate": set(),
+                             "forward": set()}
     for rule in (_Conv2dRule, _LinearRule):
-        for method in asked:
+        for method in ("per_sample", "norms", "accumulate"):
             real = getattr(rule, method)
             monkeypatch.setattr(rule, method, lambda self, *args, _real=real, _method=method: (
-                asked[_method].add(torch.backends.cuda.matmul.allow_tf32), _real(self, *args))[1])
+                asked[_method].add(flags()), _real(self, *args))[1])
+    real_forward = torch.nn.Conv2d._conv_forward
+    monkeypatch.setattr(torch.nn.Conv2d, "_conv_forward", lambda self, *args: (
+        asked["forward"].add(flags()), real_forward(self, *args))[1])
+    before = flags()
     mask = draw_mask(len(digits.pool_y), 0.5, seed=1, complement=False)
     train_model(settings(2.0, epochs=1), digits, mask, seed=3, device=CPU,
-                options=training.TrainOptions(tf32=True))
-    assert asked == {"per_sample": {True}, "norms": {False}, "accumulate": {False}}
-    assert torch.backends.cuda.matmul.allow_tf32 is False
+                options=training.TrainOptions(tf32=tf32))
+    assert asked == {"per_sample": {(tf32, tf32)}, "norms": {(False, False)},
+                     "accumulate": {(False, False)}, "forward": {(False, tf32)}}
+    assert flags() == before  # restored once training ends
 
 
 def test_a_sweep_applies_the_gpu_options_on_a_gpu_only():
