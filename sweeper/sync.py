@@ -16,6 +16,7 @@ from typing import Optional, Sequence
 
 from sweeper import VERSION_TEXT
 from sweeper.console import Progress, shown
+from sweeper.mlflow_db import UnknownSchema
 from sweeper.store import ArtifactStore
 from sweeper.credentials import redact, scrub, tracking_uri_problem
 from sweeper.errors import error_chain
@@ -123,7 +124,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.sy
     with shown():
         try:
             report = sync(args.store_root, args.experiment, args.tracking_uri, progress=True)
-        except (FileNotFoundError, SyncRefused) as error:
+        except (FileNotFoundError, SyncRefused, UnknownSchema) as error:
             logger.error("%s", scrub(str(error)))
             return 2
         except Unreachable as error:

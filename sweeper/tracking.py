@@ -46,7 +46,8 @@ from typing import Any, Callable, Iterable, Optional
 import pandas as pd
 
 from sweeper.console import one_line_records
-from sweeper.mlflow_db import database_identity, database_state, relocate_artifacts
+from sweeper.mlflow_db import (UnknownSchema, database_identity, database_state,
+                                relocate_artifacts)
 from sweeper.credentials import redact, scrub
 from sweeper.interrupts import deferred, raise_swallowed, release_unwound
 from sweeper.mlflow_ui import MAX_TAG_VALUE, experiment_url, tracking_server, view_tag, view_tag_value
@@ -449,6 +450,10 @@ def open_tracker(uri: str, experiment: str, sweep_name: str, sweep_key: str,
     try:
         return SweepTracker(uri, experiment, sweep_name, sweep_key, params, artifact_location,
                             read_scores, earlier_keys)
+    except UnknownSchema as error:  # waiting will not help: say what will
+        logger.warning("MLflow tracking is off for this sweep; results still land in Parquet: %s",
+                       error)
+        return None
     except Exception as error:  # noqa: BLE001 - any tracking failure must not stop the sweep
         logger.warning("MLflow tracking at %s is unavailable (%s); results still land in Parquet, "
                        "but no runs are logged. Once it is back, run `python -m sweeper.sync "
