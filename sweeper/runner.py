@@ -72,7 +72,7 @@ class SweepResult:
     csv_path: Optional[Path] = None
     report_paths: list[Path] = field(default_factory=list)  # the experiment's own figures
     tracking_warning: Optional[str] = None  # what MLflow missed, when it went down mid-sweep
-    tracking_url: Optional[str] = None  # the sweep's experiment in MLflow's UI, when it was opened
+    tracking_page: Optional[str] = None  # the sweep's page in MLflow's UI (`experiment_page`)
 
 
 @dataclass
@@ -253,7 +253,7 @@ def summarize(sweep: Sweep, end: SweepEnd, dashboard_url: Optional[str]) -> Swee
         failures=end.failures, plot_path=figures[0] if figures else None,
         csv_path=figures[1] if figures else None, report_paths=figures[2:],
         tracking_warning=end.tracking_warning,
-        tracking_url=end.tracking_url,
+        tracking_page=end.tracking_page,
     )
 
 

@@ -86,6 +86,8 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
             relative = path.parent.relative_to(folder).as_posix()
             tracker.client.log_artifact(tracker.run_id, str(path), None if relative == "." else relative)
             artifacts += 1
+        if (folder / "frontier.png").is_file():  # the first card of the sweep's view
+            tracker.log_frontier_image(folder / "frontier.png")
         tracker.log_frontier_table(results)
     tracker.terminate(failed=bool(store.read_failures(experiment, manifest["cells"])))
     if tracker.failure is not None:
