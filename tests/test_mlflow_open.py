@@ -5,10 +5,12 @@ store is real (MLflow on SQLite, written by the tracker); the sweep's run is not
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
@@ -17,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.mlflow_ui import experiment_page
+from sweeper.mlflow_ui import DEFAULT_UI_PORT, experiment_page
 from sweeper.ray_start import auth_hint
 from sweeper.runner import SweepResult
 from sweeper.summary import where_to_look
@@ -71,14 +73,21 @@ def answer(url: str, deadline: float) -> bytes:
 
 
 def test_the_printed_lines_start_the_ui_and_open_the_sweep_when_pasted(logged):
+    """With MLflow's default port held (by another MLflow, say): the command names another, and
+    the URL that port."""
     result, experiment_id = logged
-    lines = where_to_look(result).splitlines()
+    with contextlib.closing(socket.socket()) as holder:
+        with contextlib.suppress(OSError):  # held already: by someone else
+            holder.bind(("127.0.0.1", DEFAULT_UI_PORT))
+            holder.listen()
+        lines = where_to_look(result).splitlines()
     command, url = lines[-2:]
     assert url.startswith("http://127.0.0.1:") and "&compareRunsMode=CHART&" in url
     assert " " not in url and "mlflow ui" not in url  # nothing but the URL on its line
     assert url.endswith("/" + experiment_page(experiment_id, "pasted"))
     argv = shlex.split(command)
     port = argv[argv.index("--port") + 1]
+    assert port != str(DEFAULT_UI_PORT)
     base = f"http://127.0.0.1:{port}"
     assert url.startswith(base + "/#/")  # the port the command listens on
     # The line as pasted into a new shell: bash, no venv on PATH, in the folder the user is in.
