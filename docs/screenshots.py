@@ -9,7 +9,8 @@ loopback port, opens it in Chromium (Debian's `chromium`) driven by Playwright (
 -e '.[screenshots]'`), and writes `docs/mlflow_*.png`: the experiments list after one click on
 the experiment (once the browser is in model-training mode: MLflow 3.17 starts a new browser in
 GenAI mode, and only its own switch or a URL changes that), the sweep's URL as printed (the
-chart view on the frontier), and the runs table of the same view.
+chart view on the frontier), its first card alone (the frontier figure), and the runs table of
+the same view.
 
 `--docs-site` builds this checkout's docs site (`mkdocs build --strict`), serves it on a free
 loopback port and writes `docs/docs_site_api.png` (the API reference) with Chromium's own
@@ -47,7 +48,7 @@ def free_port() -> int:
 def serve(uri: str, port: int) -> subprocess.Popen:
     from sweeper.mlflow_ui import ui_command
 
-    argv = [*shlex.split(ui_command(uri)), "--port", str(port)]
+    argv = shlex.split(ui_command(uri, port))
     server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
     deadline = time.monotonic() + 90
@@ -79,7 +80,7 @@ def main() -> int:
     from mlflow import MlflowClient
     from playwright.sync_api import sync_playwright
 
-    from sweeper.mlflow_ui import experiment_url
+    from sweeper.mlflow_ui import experiment_page, experiment_url
 
     store = Path(args.store_root).resolve()
     uri = f"sqlite:///{store / 'mlflow.db'}"
@@ -88,8 +89,7 @@ def main() -> int:
         raise SystemExit(f"{uri} has no experiment {args.experiment!r}")
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    printed = experiment_url(uri, experiment.experiment_id, args.sweep).replace(
-        "http://127.0.0.1:5000", base)
+    printed = experiment_url(uri, experiment_page(experiment.experiment_id, args.sweep), port)
     out = Path(args.out)
     server = serve(uri, port)
     try:
@@ -107,8 +107,11 @@ def main() -> int:
             page.wait_for_timeout(4000)
             page.screenshot(path=str(out / "mlflow_experiment_click.png"))
             page.goto(printed)
-            page.wait_for_timeout(6000)
+            page.wait_for_timeout(8000)
             page.screenshot(path=str(out / "mlflow_frontier_charts.png"))
+            card = page.get_by_text("frontier figure", exact=True).first.locator(
+                "xpath=ancestor::*[.//img][1]")  # the section of the image card
+            card.screenshot(path=str(out / "mlflow_frontier_card.png"))
             page.goto(printed.replace("compareRunsMode=CHART", "compareRunsMode=TABLE"))
             page.wait_for_timeout(5000)
             name_cell = page.locator("[role=row]", has_text=args.sweep).first.locator(
@@ -120,7 +123,8 @@ def main() -> int:
     finally:
         os.killpg(server.pid, signal.SIGTERM)  # the CLI and its uvicorn
         server.wait(timeout=30)
-    for name in ("mlflow_experiment_click.png", "mlflow_frontier_charts.png", "mlflow_runs_table.png"):
+    for name in ("mlflow_experiment_click.png", "mlflow_frontier_charts.png",
+                 "mlflow_frontier_card.png", "mlflow_runs_table.png"):
         print(out / name)
     return 0
 

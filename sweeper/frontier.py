@@ -20,6 +20,7 @@ import logging
 import math
 import numbers
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -127,17 +128,49 @@ def format_summary(frame: pd.DataFrame) -> str:
         return "(no cells)" if frame.empty else _format_pdtp(pdtp_rows(frame))
     flags = [f"VIOLATION ({n} of {k} trials)" if n else ""
              for n, k in zip(summary["violations"], summary["n_trials"])]
-    text = _layout(summary, {"trials": summary["n_trials"]}, "pooled precision [95% CI]", flags)
+    text = _layout(summary, {"trials": summary["n_trials"]}, "pooled precision [95% CI]", flags,
+                   FLAG_LEGEND_POOLED)
     pdtp = pdtp_rows(frame)
     return text if pdtp.empty else text + "\n\n" + _format_pdtp(pdtp)
 
 
+#: What the `flag` column says, printed under the table (`format_summary`, `format_table`).
+FLAG_LEGEND_POOLED = ("flag: VIOLATION (k of n trials): k of the coordinate's n trials prove, at "
+                      "level metrics.violation_alpha, a precision above U or an ε above the "
+                      "claimed one (`--trials` names the test that fired); blank: none does")
+FLAG_LEGEND_TRIALS = ("flag: VIOLATION (tests): the trial's data prove, at level "
+                      "metrics.violation_alpha, that training was not (ε, δ)-DP; the tests that "
+                      "fired (column violation_reason): precision above U (precision) or the "
+                      "training's profile bound (profile), an ε above the claim from the rates "
+                      "(rates) or an audit (audit_*), ε spent above it (accounting); blank: none")
+#: `bound@TPR` is shown only where it differs from `bound` at the table's three decimals: U
+#: depends on the TPR s only through δ/s, so at δ ≪ s (every sweep's default) the two agree.
+BOUND_AT_TPR_LEGEND = ("bound@TPR: U at the attack's own TPR (at least metrics.tpr_floor), shown "
+                       "only where it differs from bound, which holds for every TPR at or above "
+                       "the floor; U depends on the TPR only through δ/TPR")
+#: The legend's lines wrap at this width, continuations indented.
+LEGEND_WIDTH = 100
+BOUND_AT_TPR_SAME = ("bound@TPR (U at the attack's own TPR) equals bound in every row: U depends "
+                     "on the TPR only through δ/TPR")
+
+
+def table_rows(frame: pd.DataFrame, trials: bool) -> pd.DataFrame:
+    """The rows a table shows, as data (`--json`, `--csv`): the pooled summary
+    (`summarize_frontier`) and the PDTP cells, or with `trials` every cell."""
+    if trials:
+        return frame
+    pdtp = pdtp_rows(frame)
+    summary = summarize_frontier(frame)
+    return summary if pdtp.empty else pd.concat([summary, pdtp], ignore_index=True)
+
+
 def _layout(rows: pd.DataFrame, counted: dict[str, pd.Series], precision_label: str,
-            flags: Sequence[str]) -> str:
+            flags: Sequence[str], flag_legend: str) -> str:
     """The frontier's one layout, pooled (`format_summary`) or per trial (`format_table`): the
     coordinates, `counted` (trials or the trial), the precision with its interval, TP and FP, the
-    baseline and the bounds, then the closed form (exact mechanisms) or the attack's other
-    measures, and the flag; pandas pads the columns, text left and numbers right."""
+    baseline and the bounds (`bound@TPR` only where it differs from `bound`), then the closed
+    form (exact mechanisms) or the attack's other measures, and the flag; pandas pads the
+    columns, text left and numbers right.  Under it, what the flag and bound@TPR say."""
     rows = rows.reindex(columns=rows.columns.union([*SUMMARY_MEANS, "policy"], sort=False))
     exact = rows["precision_exact"].notna().any()
     shown = pd.DataFrame({
@@ -155,13 +188,21 @@ def _layout(rows: pd.DataFrame, counted: dict[str, pd.Series], precision_label: 
     for label, column in (("baseline", "baseline"), ("bound", "bound"),
                           ("bound@TPR", "bound_at_tpr"), *averaged):
         shown[label] = rows[column].map("{:.3f}".format)
+    differs = shown["bound@TPR"] != shown["bound"]
+    if differs.any():
+        shown["bound@TPR"] = shown["bound@TPR"].where(differs, "")
+    else:
+        shown = shown.drop(columns="bound@TPR")
     shown["flag"] = list(flags)
-    for column in ("attack", "policy", precision_label, "flag"):  # text: left
+    for column in ("attack", "policy", precision_label, "bound@TPR", "flag"):  # text: left
         if column in shown:
             width = max(len(column), *shown[column].map(len))
             shown[column] = shown[column].map(lambda text, w=width: text.ljust(w))
             shown = shown.rename(columns={column: column.ljust(width)})
-    return "\n".join(line.rstrip() for line in shown.to_string(index=False).splitlines())
+    table = [line.rstrip() for line in shown.to_string(index=False).splitlines()]
+    legend = [textwrap.fill(text, LEGEND_WIDTH, subsequent_indent="  ") for text in
+              (BOUND_AT_TPR_LEGEND if differs.any() else BOUND_AT_TPR_SAME, flag_legend)]
+    return "\n".join([*table, "", *legend])
 
 
 def select(frame: pd.DataFrame, attacks: Sequence[str] = (), epsilons: Sequence[float] = (),
@@ -201,7 +242,8 @@ def format_table(frame: pd.DataFrame) -> str:
         reasons = cells.get("violation_reason", pd.Series("", index=cells.index)).fillna("")
         flags = [f"VIOLATION ({reason or 'precision'})" if flagged else ""
                  for flagged, reason in zip(cells["violation"], reasons)]
-        parts.append(_layout(cells, {"trial": cells["trial"]}, "precision [95% CI]", flags))
+        parts.append(_layout(cells, {"trial": cells["trial"]}, "precision [95% CI]", flags,
+                             FLAG_LEGEND_TRIALS))
     if not measures.empty:
         parts.append(_format_pdtp(measures))
     return "\n\n".join(parts)
@@ -252,10 +294,12 @@ def _parser(prog: str = "python -m sweeper.frontier") -> argparse.ArgumentParser
                             type=axis.python_type, metavar=axis.label,
                             help=f"only this {axis.name}: {axis.doc} (repeat for several)")
     parser.add_argument("--json", action="store_true",
-                        help="print the rows as JSON records (the filtered cells, one per trial); "
-                             "draws no figure unless --plot is given")
+                        help="print the table's rows as JSON records (the pooled rows; with "
+                             "--trials the cells, one per trial); draws no figure unless --plot "
+                             "is given")
     parser.add_argument("--csv", metavar="PATH",
-                        help="also write the rows as CSV to PATH (the filtered cells, one per trial)")
+                        help="also write the table's rows as CSV to PATH (the pooled rows; with "
+                             "--trials the cells, one per trial)")
     parser.add_argument("--plot", metavar="PATH",
                         help="the figure's path; its suffix picks the format (.png, .pdf, .svg; "
                              "default: <run dir>/frontier.png, for a remote store a local cache). "
@@ -377,8 +421,8 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
         return EXIT_REFUSED
     rows = select(frame, args.attack, epsilons, ps, recipe)
     notes = sys.stderr if args.json else sys.stdout
-    if args.json:
-        print(json.dumps(jsonable(rows.to_dict("records")), indent=1))  # ∞ as "inf", NaN null
+    if args.json:  # ∞ as "inf", NaN null
+        print(json.dumps(jsonable(table_rows(rows, args.trials).to_dict("records")), indent=1))
     else:
         print(format_table(rows) if args.trials else format_summary(rows))
     if len(rows) < len(frame):
@@ -388,7 +432,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
                  for value in values]
         print(f"shown: {len(rows)} of {len(frame)} cells ({', '.join(given)})", file=notes)
     if args.csv:
-        rows.to_csv(args.csv, index=False)
+        table_rows(rows, args.trials).to_csv(args.csv, index=False)
         print(f"CSV: {args.csv}", file=notes)
     if not args.no_plot and (args.plot or not args.json) and not frame.empty:
         from sweeper.reports import plot_frontier  # drawing code only when drawing

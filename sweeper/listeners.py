@@ -61,7 +61,7 @@ class SweepEnd:
     figures: list[Path] = field(default_factory=list)  # frontier.png, frontier.csv, the report's
     figures_key: Optional[str] = None  # what they were drawn from (`figures_key`)
     tracking_warning: Optional[str] = None  # what MLflow missed, when it was down
-    tracking_url: Optional[str] = None  # the experiment in MLflow's UI, when it was opened
+    tracking_page: Optional[str] = None  # the experiment's page in MLflow's UI, when known
 
 
 class Listener:
@@ -223,12 +223,18 @@ class FigureDrawer(Listener):
         return dataclasses.replace(end, figures=figures, figures_key=key)
 
 
+#: The tracking stamp's entry that keeps the sweep's page in MLflow's UI (`experiment_page`),
+#: so a rerun that opens no MLflow still prints how to open it.
+PAGE_KEY = "page"
+
+
 class TrackingListener(Listener):
     """MLflow: the sweep's run, opened in the background while the first models train, and one
     nested run per cell as it lands.  At the end, what MLflow missed (cells computed while it was
     down, an earlier run's) is backfilled, the figures attached and the run closed — unless the
-    stamp of the last whole logging (`tracking_stamp`) says there is nothing to log: then a
-    sweep that computed nothing never imports MLflow."""
+    stamp of the last whole logging (`tracking_stamp`, with the sweep's page: `PAGE_KEY`) says
+    there is nothing to log: then a sweep that computed nothing never imports MLflow, and its
+    page is the stamp's."""
 
     def __init__(self, cfg: SweepConfig, sweep_key: str, earlier_keys: list[str],
                  store: ArtifactStore, uri: str, config: dict[str, Any]) -> None:
@@ -262,12 +268,15 @@ class TrackingListener(Listener):
 
     def on_sweep_end(self, end: SweepEnd) -> SweepEnd:
         cfg = self.cfg
+        stamp = self.store.read_tracking_stamp(cfg.name)
+        stamp = dict(stamp) if isinstance(stamp, dict) else {}
+        page = stamp.pop(PAGE_KEY, None)
         if self._ready is not None:
             tracker = self._ready.result()
-        elif self.store.read_tracking_stamp(cfg.name) != self._stamp(end):
+        elif page is None or stamp != self._stamp(end):
             tracker = self.open()  # something is missing in MLflow, or unknown
-        else:
-            return end
+        else:  # MLflow holds it all: its page is the one the stamp kept
+            return dataclasses.replace(end, tracking_page=page)
         if tracker is None:  # open_tracker warned why
             return dataclasses.replace(
                 end, tracking_warning=f"MLflow tracking at {redact(self.uri)} was unavailable")
@@ -275,14 +284,17 @@ class TrackingListener(Listener):
             tracker.log_cell(row)
         for path in end.figures:
             tracker.log_artifact(path)
-        tracker.log_frontier_table(end.results, complete=not end.failures)
-        url = tracker.url()
+        if end.figures:  # the frontier figure: the first card of the sweep's view
+            tracker.log_frontier_image(end.figures[0])
+        # Before the frontier's series: MLflow's run page lists metrics in the order first logged.
         tracker.log_summary(summary_metrics(end.results, end.models_trained,
                                             time.perf_counter() - end.started))
+        tracker.log_frontier_table(end.results, complete=not end.failures)
+        page = tracker.page()
         warning = tracker.finish(failed=bool(end.failures))
         if warning is None:  # after the last write: the database file as MLflow left it
-            self.store.write_tracking_stamp(cfg.name, self._stamp(end))
-        return dataclasses.replace(end, tracking_url=url, tracking_warning=warning)
+            self.store.write_tracking_stamp(cfg.name, {**self._stamp(end), PAGE_KEY: page})
+        return dataclasses.replace(end, tracking_page=page, tracking_warning=warning)
 
     def on_sweep_interrupted(self) -> None:
         """The runs opened end KILLED, not RUNNING (a rerun reuses the cell run left open)."""

@@ -4,6 +4,11 @@
 see the file (a rerun with nothing to log opens no MLflow; a database deleted under a running
 sweep is noticed); `relocate_artifacts` makes a copied or moved store's own database point at
 its own artifact folder before MLflow is asked anything.
+
+MLflow has no API that moves an experiment's or a run's artifact folder (its client renames an
+experiment, nothing more), so that rewrite is SQL on MLflow's tables: it is made only on a schema
+revision it was tested on (`TESTED_REVISIONS`, MLflow's `alembic_version`), and refused on any
+other (`UnknownSchema`), never written blind into a schema MLflow has since migrated.
 """
 
 from __future__ import annotations
@@ -17,6 +22,18 @@ from urllib.parse import unquote, urlsplit
 from sweeper.credentials import redact
 
 logger = logging.getLogger(__name__)
+
+#: The MLflow schema revisions (`alembic_version`) whose `experiments.artifact_location` and
+#: `runs.artifact_uri` `relocate_artifacts` rewrites: the head of MLflow 3.17's migrations, the
+#: schema tests/test_mlflow_db.py checks the rewrite on (a database `mlflow db upgrade` made).
+#: MLflow bumped (pyproject.toml) brings its own head: that test then fails until the rewrite is
+#: checked on it and its revision added here.
+TESTED_REVISIONS = ("dc11669786a5",)
+
+
+class UnknownSchema(RuntimeError):
+    """A copied or moved store's MLflow database is of a schema revision the artifact rewrite
+    was not tested on: it is not touched, and the sweep logs no runs to it."""
 
 
 def database_path(uri: str) -> Optional[Path]:
@@ -63,7 +80,8 @@ def relocate_artifacts(uri: str, artifact_location: Optional[str]) -> None:
     database lives in the store whose artifact folder is `artifact_location`, every experiment
     whose artifacts are another store's `mlartifacts` folder is rewritten to this one, with its
     runs: the copy is self-contained.  Databases elsewhere (a shared file, a server) are left as
-    they are."""
+    they are.  A rewrite on a schema revision not in `TESTED_REVISIONS` raises `UnknownSchema`
+    before anything is written."""
     import sqlite3
 
     database = database_path(uri)
@@ -78,11 +96,11 @@ def relocate_artifacts(uri: str, artifact_location: Optional[str]) -> None:
             rows = db.execute("SELECT experiment_id, artifact_location FROM experiments").fetchall()
         except sqlite3.DatabaseError:  # not (yet) MLflow's: nothing to relocate
             return
-        for experiment_id, old in rows:
-            parts = urlsplit(old or "")
-            if (parts.scheme != "file" or old == artifact_location
-                    or Path(unquote(parts.path)).name != folder.name):
-                continue
+        moved = [(experiment_id, old) for experiment_id, old in rows
+                 if _elsewhere(old, artifact_location, folder.name)]
+        if moved:
+            _check_revision(db, database, moved[0][1])
+        for experiment_id, old in moved:
             logger.warning("the store was copied or moved from %s: its MLflow runs keep their "
                            "artifacts in %s from now on", redact(old), folder)
             db.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
@@ -90,3 +108,30 @@ def relocate_artifacts(uri: str, artifact_location: Optional[str]) -> None:
             db.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) WHERE "
                        "experiment_id = ? AND substr(artifact_uri, 1, ?) = ?",
                        (artifact_location, len(old) + 1, experiment_id, len(old), old))
+
+
+def _elsewhere(old: Optional[str], artifact_location: str, name: str) -> bool:
+    """Whether an experiment's artifact folder `old` is another store's `name` folder (a
+    `file:` URI other than `artifact_location`)."""
+    parts = urlsplit(old or "")
+    return (parts.scheme == "file" and old != artifact_location
+            and Path(unquote(parts.path)).name == name)
+
+
+def _check_revision(db, database: Path, old: str) -> None:
+    """`UnknownSchema` unless the database's MLflow schema revision is in `TESTED_REVISIONS`."""
+    import sqlite3
+
+    try:
+        found = db.execute("SELECT version_num FROM alembic_version").fetchall()
+    except sqlite3.DatabaseError:
+        found = []
+    revisions = sorted(str(revision) for (revision,) in found)
+    if len(revisions) == 1 and revisions[0] in TESTED_REVISIONS:
+        return
+    raise UnknownSchema(
+        f"{database} was copied or moved from {redact(old)} and its MLflow runs must be pointed "
+        f"at this store's artifacts, but its MLflow schema revision ({', '.join(revisions) or 'none'}"
+        f") is not one sweeper rewrites (tested: {', '.join(TESTED_REVISIONS)}); nothing was "
+        "changed and no runs are logged to it. Use the MLflow version sweeper pins "
+        "(pyproject.toml), or set tracking.uri to another database.")

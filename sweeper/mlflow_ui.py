@@ -4,6 +4,10 @@ that opens the sweep in model-training mode on its frontier, and the saved view 
 
 MLflow 3.17's UI picks GenAI or model training from the URL (`workflowType`) or from a switch
 the browser keeps, never from an experiment tag, so the URL is what sweeper can choose.
+
+What a sweep prints (`open_lines`) is pasted: the command on a line of its own (a shell reads
+the URL's `&` as "run in the background"), naming the port it listens on (`ui_port`), and the
+URL on the next, at that port.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import shlex
+import socket
 import sys
 import zlib
 from pathlib import Path
@@ -21,8 +26,8 @@ from sweeper.credentials import redact
 
 #: MLflow's experiment tag prefix for a saved view of its runs page (`view_tag`).
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
-#: Where `mlflow ui` listens by default: the URL a local store's experiment opens at.
-LOCAL_UI = "http://127.0.0.1:5000"
+#: The port `mlflow ui` listens on by default, and the one a printed command names when it is free.
+DEFAULT_UI_PORT = 5000
 
 #: What makes `mlflow ui` light: by default it starts 4 uvicorn workers and the job consumers of
 #: MLflow's GenAI features (about 13 processes); one worker and no jobs are two processes.
@@ -30,32 +35,55 @@ UI_LIGHT_ENVIRONMENT = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 UI_LIGHT_OPTIONS = ["--workers", "1"]
 
 
-def ui_command(uri: str) -> str:
+def ui_port() -> int:
+    """The port a printed `mlflow ui` command names: MLflow's default (`DEFAULT_UI_PORT`) when
+    nothing holds it on the loopback interface now, else one the system hands out free (another
+    MLflow, or another sweep's, may hold 5000)."""
+    for port in (DEFAULT_UI_PORT, 0):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return probe.getsockname()[1]
+    raise OSError("no free port on 127.0.0.1")  # bind to port 0 does not fail short of that
+
+
+def ui_command(uri: str, port: int = DEFAULT_UI_PORT) -> str:
     """The `mlflow ui` command for `uri`, runnable as printed: the `mlflow` script beside this
-    interpreter (so no activated venv is needed), bound to the loopback interface only, light
-    (`UI_LIGHT_ENVIRONMENT`, `UI_LIGHT_OPTIONS`)."""
+    interpreter (so no activated venv is needed), bound to the loopback interface only on
+    `port`, light (`UI_LIGHT_ENVIRONMENT`, `UI_LIGHT_OPTIONS`)."""
     program = Path(sys.executable).parent / "mlflow"
     return shlex.join(["env", *(f"{key}={value}" for key, value in UI_LIGHT_ENVIRONMENT.items()),
                        str(program), "ui", "--backend-store-uri", uri, "--host", "127.0.0.1",
-                       *UI_LIGHT_OPTIONS])
+                       "--port", str(port), *UI_LIGHT_OPTIONS])
 
-def tracking_link(uri: str, url: Optional[str] = None) -> str:
-    """How to open the tracking store `uri` (credentials redacted): the server's address, or the
-    `mlflow ui` command for a local store; with the experiment's `url` (`experiment_url`) known,
-    that URL, after the command that serves it for a local store."""
+
+def open_lines(uri: str, page: Optional[str] = None, port: Optional[int] = None) -> list[str]:
+    """How to open the tracking store `uri` (credentials redacted), one thing to paste per line.
+    A server: its URL, on the experiment's `page` (`experiment_page`) when known.  A local
+    store: the `mlflow ui` command that serves it on `port` (`ui_port` when not given), then,
+    when the page is known, its URL at that port."""
     if tracking_server(uri):
-        return url or redact(uri)
-    return f"{ui_command(uri)}  then open {url}" if url else ui_command(uri)
+        return [experiment_url(uri, page) if page else redact(uri)]
+    port = ui_port() if port is None else port
+    return [ui_command(uri, port), *([experiment_url(uri, page, port)] if page else [])]
 
 
-def experiment_url(uri: str, experiment_id: str, view: Optional[str] = None) -> str:
-    """The experiment's page in MLflow's UI, on the server (or, for a local store, where `mlflow
-    ui` listens), in model-training mode (`workflowType=machine_learning`: MLflow 3.17 reads no
-    experiment tag for it, only the URL or a switch the browser keeps, and defaults to GenAI);
-    with a sweep's saved `view` (`view_tag`), on its charts: the frontier."""
-    base = redact(uri).rstrip("/") if tracking_server(uri) else LOCAL_UI
+def experiment_page(experiment_id: str, view: Optional[str] = None) -> str:
+    """The experiment's page in MLflow's UI, after its address: in model-training mode
+    (`workflowType=machine_learning`: MLflow 3.17 reads no experiment tag for it, only the URL
+    or a switch the browser keeps, and defaults to GenAI); with a sweep's saved `view`
+    (`view_tag`), on its charts: the frontier."""
     opened = f"viewStateShareKey={view}&compareRunsMode=CHART&" if view else ""
-    return f"{base}/#/experiments/{experiment_id}/runs?{opened}workflowType=machine_learning"
+    return f"#/experiments/{experiment_id}/runs?{opened}workflowType=machine_learning"
+
+
+def experiment_url(uri: str, page: str, port: int = DEFAULT_UI_PORT) -> str:
+    """The URL of `page` (`experiment_page`): on the server, or, for a local store, where its
+    `mlflow ui` listens on `port`."""
+    base = redact(uri).rstrip("/") if tracking_server(uri) else f"http://127.0.0.1:{port}"
+    return f"{base}/{page}"
 
 
 def view_tag(sweep_name: str) -> str:

@@ -29,6 +29,7 @@ import contextlib
 import errno
 import logging
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -489,12 +490,20 @@ def runtime_environment(cfg: SweepConfig) -> Optional[dict[str, Any]]:
     return env or None
 
 
+def ray_cli() -> list[str]:
+    """Ray's command line, runnable as printed with no activated venv: the `ray` script beside
+    this interpreter, else Ray's CLI module run by it."""
+    script = Path(sys.executable).parent / "ray"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "ray.scripts.scripts"]
+
+
 def auth_hint() -> str:
-    """How to get into the dashboard: its token when Ray's token authentication is on (Ray sets
-    RAY_AUTH_MODE=token for a cluster it starts with it), else a warning that anyone can."""
+    """How to get into the dashboard: the command that prints its token when Ray's token
+    authentication is on (Ray sets RAY_AUTH_MODE=token for a cluster it starts with it), else a
+    warning that anyone can."""
     mode = os.environ.get("RAY_AUTH_MODE", "")
     if mode.lower() == "token":
-        return "token: `ray get-auth-token`"
+        return f"its token: {shlex.join([*ray_cli(), 'get-auth-token'])}"
     return f"no token authentication (RAY_AUTH_MODE={mode or 'unset'}): anyone who reaches it can run code"
 
 

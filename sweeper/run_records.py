@@ -71,21 +71,31 @@ def score_quantiles(scores) -> Optional[pd.DataFrame]:
     return pd.DataFrame(rows) if rows else None
 
 
+#: The sweep's summary, in the order MLflow's run page lists them (the order first logged):
+#: cells, violations and how far the best attack came past a bound that bounds something.
+LARGEST_EXCESS = "max precision - bound"
+
+
 def summary_metrics(results, models_trained: Optional[int] = None,
                     wall_seconds: Optional[float] = None) -> dict[str, float]:
-    """The sweep run's own metrics: cells, violations (the count a reader acts on), models
-    trained and wall seconds when the caller knows them, and per ε the least bound − precision
-    over its cells whose bound is below `VACUOUS_BOUND` (`headroom/epsilon_4`): how close the
-    best attack came to a bound that bounds something.  Not where U ≈ 1: there precision 1.0
-    against U = 0.99999997 reads +3e-8, a gap nobody can act on, so such ε log none."""
+    """The sweep run's own metrics, the summary first: cells, violations (the count a reader
+    acts on), the largest precision − bound over the cells whose bound is below
+    `VACUOUS_BOUND` (`LARGEST_EXCESS`: negative while every attack stays under its bound), then
+    models trained and wall seconds when the caller knows them, and per ε the least bound −
+    precision over those cells (`headroom/epsilon_4`): how close the best attack came to a
+    bound that bounds something.  Not where U ≈ 1: there precision 1.0 against U = 0.99999997
+    reads +3e-8, a gap nobody can act on, so such cells count in neither."""
     metrics = {"cells": float(len(results)),
                "violations": float(results["violation"].sum()) if len(results) else 0.0}
+    bounded = results[results["bound"] < VACUOUS_BOUND] if len(results) else results
+    excess = float((bounded["precision"] - bounded["bound"]).max()) if len(bounded) else math.nan
+    if math.isfinite(excess):
+        metrics[LARGEST_EXCESS] = excess
     if models_trained is not None:
         metrics["models_trained"] = float(models_trained)
     if wall_seconds is not None:
         metrics["wall_seconds"] = float(wall_seconds)
-    if len(results):
-        bounded = results[results["bound"] < VACUOUS_BOUND]
+    if len(bounded):
         headroom = (bounded["bound"] - bounded["precision"]).groupby(bounded["epsilon"]).min()
         for epsilon, gap in headroom.items():
             if math.isfinite(gap):
@@ -253,17 +263,28 @@ RUN_NAME_WIDTH = 360
 
 
 #: The sweep run's own metrics (`summary_metrics`), charted by MLflow unless the view hides them.
-SUMMARY_METRICS = ("cells", "violations", "models_trained", "wall_seconds")
+SUMMARY_METRICS = ("cells", "violations", LARGEST_EXCESS, "models_trained", "wall_seconds")
+#: The frontier figure (`frontier.png`) on the sweep's run, as MLflow's logged image of this key
+#: (`MlflowClient.log_image`): the first card of the sweep's view, drawn as the figure is.
+FRONTIER_IMAGE_KEY = "frontier"
+#: The image card's section: one card a row, tall enough for the figure's square tile (MLflow's
+#: default is three cards of 360 px a row).
+FRONTIER_IMAGE_SECTION = {"uuid": "section-frontier-figure", "name": "frontier figure",
+                          "display": True, "isReordered": True, "deleted": False,
+                          "isGenerated": False, "columns": 1, "cardHeight": 900}
 
 
 def frontier_view(series: dict[str, list[tuple[int, float]]],
-                  hidden_cards: bool = True) -> dict[str, Any]:
+                  hidden_cards: bool = True, image: bool = False) -> dict[str, Any]:
     """MLflow's saved-view state for a sweep (its UI's "Views", shared as an experiment tag,
     `sweeper.tracking.view_tag`): the runs table with the columns a reader compares, and the
-    chart view opening on the frontier, one line chart per attack whose x-axis is ε
-    (`FRONTIER_EPSILON`), every p's precision and bound as its lines; the bar charts MLflow would
-    draw of every other metric (one bar per run, ten runs) are left out, unless `hidden_cards`
-    is False (a smaller state: a sweep with hundreds of series would pass MLflow's limit)."""
+    chart view opening on the frontier: with `image`, first the frontier figure itself
+    (`FRONTIER_IMAGE_KEY`: each ε its colour, ε = ∞ labelled, the pooled intervals, which
+    MLflow's line charts of one run cannot draw: they colour by run, not by series), then one
+    line chart per attack whose x-axis is ε (`FRONTIER_EPSILON`), every p's precision and bound
+    as its lines; the bar charts MLflow would draw of every other metric (one bar per run, ten
+    runs) are left out, unless `hidden_cards` is False (a smaller state: a sweep with hundreds
+    of series would pass MLflow's limit)."""
     charts: dict[str, list[str]] = {}
     for key in series:
         if key != FRONTIER_EPSILON:
@@ -291,6 +312,12 @@ def frontier_view(series: dict[str, list[tuple[int, float]]],
                "metricSectionId": section_of.get(name, "section-cells"), "deleted": True,
                "isGenerated": True}
               for index, name in enumerate(names)] if hidden_cards else []
+    if image:
+        sections.insert(0, dict(FRONTIER_IMAGE_SECTION))
+        cards.insert(0, {"uuid": "chart-frontier-figure", "type": "IMAGE",
+                         "metricSectionId": FRONTIER_IMAGE_SECTION["uuid"], "deleted": False,
+                         "isGenerated": False, "imageKeys": [FRONTIER_IMAGE_KEY], "step": 0,
+                         "showRunParams": False})
     return {"runsHiddenMode": "SHOW_ALL", "hideEmptyCharts": True, "isAccordionReordered": True,
             "selectedColumns": [f"metrics.`{name}`" for name in TABLE_COLUMNS],
             "columnOrder": ["attributes.`Run Name`",

@@ -75,7 +75,7 @@ class SweepResult:
     # Training, queries and attacks: each kind's wall and task seconds (`sweeper.task_times`).
     task_times: dict[str, KindTime] = field(default_factory=dict)
     tracking_warning: Optional[str] = None  # what MLflow missed, when it went down mid-sweep
-    tracking_url: Optional[str] = None  # the sweep's experiment in MLflow's UI, when it was opened
+    tracking_page: Optional[str] = None  # the sweep's page in MLflow's UI (`experiment_page`)
 
 
 @dataclass
@@ -258,7 +258,7 @@ def summarize(sweep: Sweep, end: SweepEnd, dashboard_url: Optional[str],
         failures=end.failures, plot_path=figures[0] if figures else None,
         csv_path=figures[1] if figures else None, report_paths=figures[2:],
         tracking_warning=end.tracking_warning,
-        tracking_url=end.tracking_url, task_times=kind_times(spans),
+        tracking_page=end.tracking_page, task_times=kind_times(spans),
     )
 
 

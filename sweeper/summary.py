@@ -29,7 +29,6 @@ def print_summary(result) -> None:
     if result.plot_path is not None:
         print(f"frontier plot:     {result.plot_path}")
         print(f"frontier table:    {result.csv_path}")
-    print(f"MLflow:            {_mlflow_line(result)}")
     from sweeper.frontier import violation_warning  # pandas and pyarrow: not for `--help`
 
     warning = violation_warning(result.results)
@@ -40,24 +39,32 @@ def print_summary(result) -> None:
     print(where_to_look(result))
 
 
-def _mlflow_line(result) -> str:
-    """How to open the sweep's runs; never an `mlflow ui` at a store that missed runs, or is gone."""
+def mlflow_lines(result) -> list[str]:
+    """How to open the sweep's runs, each thing to paste on a line of its own (a shell runs a
+    line's first `&` in the background): for a local store the `mlflow ui` command, then the
+    URL of the sweep's page at the port the command names (`open_lines`); for a server, the
+    URL.  Never an `mlflow ui` at a store that missed runs, or is gone: the backfill command."""
     from sweeper.store import split_sweep_location
-    from sweeper.mlflow_ui import tracking_link
+    from sweeper.mlflow_ui import open_lines, tracking_server
 
-    if not result.tracking_warning:
-        return tracking_link(result.tracking_uri, result.tracking_url)
-    root, _ = split_sweep_location(result.sweep_dir)
-    sync = shlex.join([sys.executable, "-m", "sweeper.sync", "--experiment", result.name,
-                       "--store-root", root])
-    return (f"tracking failed (warning above), the results are whole in Parquet; log them to "
-            f"MLflow with: {sync}")
+    if result.tracking_warning:
+        root, _ = split_sweep_location(result.sweep_dir)
+        sync = shlex.join([sys.executable, "-m", "sweeper.sync", "--experiment", result.name,
+                           "--store-root", root])
+        return ["MLflow: tracking failed (warning above), the results are whole in Parquet; log "
+                "them to MLflow with:", sync]
+    lines = open_lines(result.tracking_uri, result.tracking_page)
+    if tracking_server(result.tracking_uri):
+        return ["MLflow: open", *lines]
+    said = ("MLflow: start its UI with the command below, then open the URL under it "
+            "(Ctrl-C stops the UI):" if len(lines) > 1 else "MLflow: start its UI with:")
+    return [said, *lines]
 
 
 def where_to_look(result) -> str:
-    """The last line of a sweep: where its results live once Ray (and its dashboard) is gone —
-    the results, the figures, the command that prints the table and, last so that it can be
-    copied to the end of the line, the one that opens MLflow (or backfills it)."""
+    """The last lines of a sweep: where its results live once Ray (and its dashboard) is gone —
+    the results, the figures, the command that prints the table and, each on a line of its own
+    so that it can be pasted, how to open MLflow (or backfill it: `mlflow_lines`)."""
     figures = [str(p) for p in (result.plot_path, *result.report_paths)
                if p is not None and Path(p).suffix == ".png"]
     parts = [f"results {result.sweep_dir}"]
@@ -65,8 +72,5 @@ def where_to_look(result) -> str:
         parts.append("figures " + ", ".join(figures))
     script = Path(sys.executable).parent / "sweeper"  # runnable as printed, as ui_command is
     frontier = [str(script), "frontier"] if script.exists() else [sys.executable, "-m", "sweeper.frontier"]
-    parts += [f"table: {shlex.join([*frontier, '--run-dir', str(result.sweep_dir)])}",
-              f"MLflow: {_mlflow_line(result)}"]
-    return "where to look: " + " | ".join(parts)
-
-
+    parts.append(f"table: {shlex.join([*frontier, '--run-dir', str(result.sweep_dir)])}")
+    return "\n".join(["where to look: " + " | ".join(parts), *mlflow_lines(result)])

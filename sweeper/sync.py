@@ -16,6 +16,7 @@ from typing import Optional, Sequence
 
 from sweeper import VERSION_TEXT
 from sweeper.console import Progress, shown
+from sweeper.mlflow_db import UnknownSchema
 from sweeper.store import ArtifactStore
 from sweeper.credentials import redact, scrub, tracking_uri_problem
 from sweeper.errors import error_chain
@@ -85,6 +86,8 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
             relative = path.parent.relative_to(folder).as_posix()
             tracker.client.log_artifact(tracker.run_id, str(path), None if relative == "." else relative)
             artifacts += 1
+        if (folder / "frontier.png").is_file():  # the first card of the sweep's view
+            tracker.log_frontier_image(folder / "frontier.png")
         tracker.log_frontier_table(results)
     tracker.terminate(failed=bool(store.read_failures(experiment, manifest["cells"])))
     if tracker.failure is not None:
@@ -123,7 +126,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.sy
     with shown():
         try:
             report = sync(args.store_root, args.experiment, args.tracking_uri, progress=True)
-        except (FileNotFoundError, SyncRefused) as error:
+        except (FileNotFoundError, SyncRefused, UnknownSchema) as error:
             logger.error("%s", scrub(str(error)))
             return 2
         except Unreachable as error:

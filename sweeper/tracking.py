@@ -24,7 +24,7 @@ every metric stamped with the time its cell landed; ε is also a numeric metric 
 with `EPSILON_INF_VALUE` standing in for ∞) so it can be plotted.  Its per-record scores are
 summarised as a table artifact (`SCORE_TABLE`: quantiles of the members' and the non-members'
 scores), so one run shows how far apart the two are, not only where the threshold cut.  A
-sweep's last line names the experiment's URL (`experiment_url`).
+sweep's last lines name the experiment's page (`experiment_page`) and how to open it.
 
 A rerun of the same sweep (a resume after a crash, a backfill) reopens its run rather than making
 another, so the run keeps every cell of the sweep under it; its Duration is then the time the
@@ -46,12 +46,15 @@ from typing import Any, Callable, Iterable, Optional
 import pandas as pd
 
 from sweeper.console import one_line_records
-from sweeper.mlflow_db import database_identity, database_state, relocate_artifacts
+from sweeper.mlflow_db import (UnknownSchema, database_identity, database_state,
+                                relocate_artifacts)
 from sweeper.credentials import redact, scrub
 from sweeper.interrupts import deferred, raise_swallowed, release_unwound
-from sweeper.mlflow_ui import MAX_TAG_VALUE, experiment_url, tracking_server, view_tag, view_tag_value
-from sweeper.run_records import (cell_metrics, cell_run_name, dataset_input, frontier_series,
-                                 frontier_view, score_quantiles, source_tags, swept_recipe)
+from sweeper.mlflow_ui import (MAX_TAG_VALUE, experiment_page, tracking_server, view_tag,
+                               view_tag_value)
+from sweeper.run_records import (FRONTIER_IMAGE_KEY, cell_metrics, cell_run_name, dataset_input,
+                                 frontier_series, frontier_view, score_quantiles, source_tags,
+                                 swept_recipe)
 from sweeper.axes import COORDINATES
 
 SWEEP_KEY_TAG = "sweeper.sweep_key"
@@ -63,6 +66,11 @@ PARENT_TAG = "mlflow.parentRunId"
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 SCORE_TABLE = "score_quantiles.json"
+#: Where MLflow keeps a run's logged images (`MlflowClient.log_image` with a key).
+LOGGED_IMAGES = "images"
+#: The width of the frontier figure's thumbnail, which MLflow's image card shows at its own
+#: size: about a 1500-px window's card one to a row (`FRONTIER_IMAGE_SECTION`).
+IMAGE_CARD_WIDTH = 820
 #: The sweep's frontier, trials pooled (`sweeper.frontier.summarize_frontier`), on its run.
 FRONTIER_TABLE = "frontier_summary.json"
 #: Its first columns, what a reader scans for: which attack at which ε and p, the precision
@@ -118,6 +126,30 @@ def mlflow_artifact_location(store, uri: str) -> Optional[str]:
     return (store.local_root / "mlartifacts").as_uri()
 
 
+def logged_image_names(key: str, step: int, timestamp_ms: int) -> tuple[str, str]:
+    """The file names, in a run's `LOGGED_IMAGES` folder, of an image MLflow's
+    `MlflowClient.log_image(key=key, step=step)` logs and its UI reads back: the image (PNG)
+    and its thumbnail (`+compressed.webp`), key, step and time in the name."""
+    import uuid
+
+    stem = f"{key.replace('/', '~')}+step+{step}+timestamp+{timestamp_ms}+{uuid.uuid4()}"
+    return f"{stem}.png", f"{stem}+compressed.webp"
+
+
+def card_tile(image, width: int):
+    """`image` scaled to `width` (Lanczos: its text stays legible) at the top of a white
+    square: MLflow's image card shows a thumbnail in a square tile, centred, so a wide figure
+    would sit below a grey band."""
+    from PIL import Image
+
+    scale = width / max(image.size)
+    scaled = image.resize((round(image.size[0] * scale), round(image.size[1] * scale)),
+                          Image.LANCZOS)
+    tile = Image.new("RGB", (width, width), "white")
+    tile.paste(scaled, ((width - scaled.size[0]) // 2, 0))
+    return tile
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -158,6 +190,7 @@ class SweepTracker:
         self._last_cell_end_ms = 0  # of the cells logged before this invocation
         self.orphans: dict[str, str] = {}  # cell key → its unfinished run, reused (`_log_cell`)
         self.view: Optional[str] = None  # the sweep's saved view, once logged
+        self.frontier_image = False  # the frontier figure is on the sweep's run (`log_frontier_image`)
         found = self.client.get_experiment_by_name(experiment)
         self.experiment_id = found.experiment_id if found else self.client.create_experiment(
             experiment, artifact_location=artifact_location)
@@ -322,6 +355,46 @@ class SweepTracker:
         if self.failure is not None:
             self.missed_artifacts += 1
 
+    def log_frontier_image(self, path: Path) -> None:
+        """The frontier figure (`frontier.png`) as MLflow's logged image `FRONTIER_IMAGE_KEY` on
+        the sweep's run, which the sweep's view shows first (`frontier_view`).
+
+        As `MlflowClient.log_image(key=…, step=0)` logs one (`logged_image_names`: the figure
+        and the thumbnail MLflow's image card shows, and the run's `mlflow.loggedImages` tag),
+        except that the thumbnail is `IMAGE_CARD_WIDTH` wide, not MLflow's 256 px, at which the
+        figure's text cannot be read, square and lossless (`card_tile`); the full figure opens
+        on a click.  The one an earlier
+        invocation logged is removed first: MLflow keeps every image logged at a step, and its
+        card would show an old one beside the new."""
+        if self.failure is None:
+            self._guarded(self._log_frontier_image, path)
+        if self.failure is not None:
+            self.missed_artifacts += 1
+
+    def _log_frontier_image(self, path: Path) -> None:
+        import tempfile
+
+        from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_IMAGES
+        from PIL import Image
+
+        old = [item.path for item in self.client.list_artifacts(self.run_id, LOGGED_IMAGES)
+               if Path(item.path).name.startswith(f"{FRONTIER_IMAGE_KEY}+")]
+        if old:
+            from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+            repository = get_artifact_repository(self.client.get_run(self.run_id).info.artifact_uri)
+            for item in old:
+                repository.delete_artifacts(item)
+        figure, thumbnail = logged_image_names(FRONTIER_IMAGE_KEY, 0, _now_ms())
+        with Image.open(path) as image, tempfile.TemporaryDirectory() as folder:
+            image = image.convert("RGB")
+            image.save(Path(folder) / figure)
+            card_tile(image, IMAGE_CARD_WIDTH).save(Path(folder) / thumbnail, lossless=True)
+            for name in (figure, thumbnail):
+                self.client.log_artifact(self.run_id, str(Path(folder) / name), LOGGED_IMAGES)
+        self.client.set_tag(self.run_id, MLFLOW_LOGGED_IMAGES, True)
+        self.frontier_image = True
+
     def log_frontier_table(self, results: pd.DataFrame, complete: bool = True) -> None:
         """The sweep's frontier with its trials pooled (`summarize_frontier`) as a table on its
         run: the UI shows it (Artifacts, and the table view), sortable, with no code; and, when
@@ -360,7 +433,8 @@ class SweepTracker:
         if len(series) < 2:
             return
         for hidden_cards in (True, False):
-            value = view_tag_value(self.sweep_name, frontier_view(series, hidden_cards),
+            value = view_tag_value(self.sweep_name,
+                                   frontier_view(series, hidden_cards, self.frontier_image),
                                    self.start_ms)
             if len(value) <= MAX_TAG_VALUE:
                 self.client.set_experiment_tag(self.experiment_id, view_tag(self.sweep_name), value)
@@ -381,10 +455,10 @@ class SweepTracker:
         else:  # as a table, so that the UI's table view lists it
             self.client.log_table(run_id, data=data, artifact_file=artifact_file)
 
-    def url(self) -> str:
-        """The URL of the sweep's experiment in MLflow's UI (`experiment_url`), on the sweep's
+    def page(self) -> str:
+        """The sweep's experiment's page in MLflow's UI (`experiment_page`), on the sweep's
         frontier once it is logged."""
-        return experiment_url(self.uri, self.experiment_id, self.view)
+        return experiment_page(self.experiment_id, self.view)
 
     def log_summary(self, metrics: dict[str, float]) -> None:
         """The sweep run's own metrics (see `sweeper.run_records.summary_metrics`), stamped now."""
@@ -449,6 +523,10 @@ def open_tracker(uri: str, experiment: str, sweep_name: str, sweep_key: str,
     try:
         return SweepTracker(uri, experiment, sweep_name, sweep_key, params, artifact_location,
                             read_scores, earlier_keys)
+    except UnknownSchema as error:  # waiting will not help: say what will
+        logger.warning("MLflow tracking is off for this sweep; results still land in Parquet: %s",
+                       error)
+        return None
     except Exception as error:  # noqa: BLE001 - any tracking failure must not stop the sweep
         logger.warning("MLflow tracking at %s is unavailable (%s); results still land in Parquet, "
                        "but no runs are logged. Once it is back, run `python -m sweeper.sync "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -63,9 +64,10 @@ def test_help_explains_the_command(tmp_path):
     assert shown["shadow"]["count"] == quickstart["shadow"]["count"]
 
 
-def rerun_listing_modules(args: list[str], cwd: Path) -> set[str]:
+def rerun_listing_modules(args: list[str], cwd: Path, said: Optional[list] = None) -> set[str]:
     """Run `python -m sweeper ARGS`, which must succeed as a no-op; the top-level packages it
-    had imported when it exited (listed by an atexit handler, which a fast exit still runs)."""
+    had imported when it exited (listed by an atexit handler, which a fast exit still runs),
+    and its stdout's lines appended to `said` when given."""
     listing = cwd / "modules.json"
     listing.unlink(missing_ok=True)
     code = "\n".join([
@@ -81,6 +83,8 @@ def rerun_listing_modules(args: list[str], cwd: Path) -> set[str]:
     assert result.returncode == 0, result.stderr[-3000:]
     assert "trained 0 of" in result.stdout and "computed 0 of" in result.stdout
     assert "frontier plot:" in result.stdout  # the summary is whole
+    if said is not None:
+        said += result.stdout.splitlines()
     return {name.split(".")[0] for name in json.loads(listing.read_text())}
 
 
@@ -104,9 +108,20 @@ def test_noop_rerun_loads_no_mlflow_matplotlib_or_ray_yet_backfills_mlflow(tmp_p
     drawn = png.stat().st_mtime_ns
 
     # Nothing to train, compute, log or redraw: none of the three is even imported.
-    loaded = rerun_listing_modules(args, tmp_path)
+    said: list[str] = []
+    loaded = rerun_listing_modules(args, tmp_path, said)
     assert not loaded & {"mlflow", "matplotlib", "ray"}, loaded & {"mlflow", "matplotlib", "ray"}
     assert png.stat().st_mtime_ns == drawn  # its table is unchanged: not drawn again
+    # Issue 43.1: it still says how to open MLflow, on the sweep's page, as the first run did:
+    # the command, then the URL, each on a line of its own, naming one port.
+    for lines in (first.stdout.splitlines(), said):
+        command, url = lines[-2:]
+        argv = shlex.split(command)
+        assert argv[2].endswith("/mlflow") and argv[3:5] == ["ui", "--backend-store-uri"]
+        port = argv[argv.index("--port") + 1]
+        assert url.startswith(f"http://127.0.0.1:{port}/#/experiments/") and " " not in url
+        assert "viewStateShareKey=again" not in url  # ε = ∞ alone: no frontier view, the runs
+    assert first.stdout.splitlines()[-1].split("/#/")[1] == said[-1].split("/#/")[1]
 
     # MLflow lost a cell's run: the next rerun notices, opens MLflow and logs it again.
     client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")

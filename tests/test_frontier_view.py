@@ -4,6 +4,7 @@ sweep is written through the store's own path (real Parquet); expected numbers b
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -23,7 +24,13 @@ CELLS = {
 
 @pytest.fixture
 def sweep(tmp_path) -> str:
-    store = ArtifactStore(tmp_path)
+    return write_sweep(tmp_path)
+
+
+def write_sweep(root, bound_at_tpr=lambda attack: 0.95) -> str:
+    """The sweep `view` of `CELLS` in a store at `root`; every cell's bound is 0.9, its
+    bound_at_tpr `bound_at_tpr(attack)`."""
+    store = ArtifactStore(root)
     keys = [f"cell{i}" for i in range(len(CELLS))]
     store.write_manifest("view", {"name": "view", "cells": keys})
     for key, ((attack, eps, p, trial), (tp, fp, violation)) in zip(keys, CELLS.items()):
@@ -32,13 +39,14 @@ def sweep(tmp_path) -> str:
             "dataset": "digits", "model": "mlp", "epsilon": eps, "delta": 1e-5, "p": p,
             "attack": attack, "policy": "quantile_max", "trial": trial, "precision": precision,
             "precision_ci_low": 0.0, "precision_ci_high": 1.0, "tp": tp, "fp": fp,
-            "baseline": p, "bound": 0.9, "bound_at_tpr": 0.95, "tpr_at_fpr_0.01": 0.1,
+            "baseline": p, "bound": 0.9, "bound_at_tpr": bound_at_tpr(attack),
+            "tpr_at_fpr_0.01": 0.1,
             "auc": 0.6, "test_accuracy": 0.8, "violation": violation, "tpr_floor": 0.01,
             "bound_form": "derived",
             "violation_reason": "precision" if violation else "", "model_key": f"m{key}",
             "scores_key": f"s{key}", "cell_key": key, "schema_version": 3})
     compact(store, "view", keys)
-    return str(tmp_path)
+    return str(root)
 
 
 def exact(k: int, n: int) -> str:
@@ -151,3 +159,75 @@ def test_json_draws_no_figure_unless_a_path_is_given(sweep, capsys, tmp_path):
     assert frontier_main(["--store-root", sweep, "--experiment", "view", "--no-plot",
                           "--plot", str(unasked)]) == EXIT_OK
     assert not unasked.exists()
+
+
+def test_json_is_what_the_table_shows_and_with_trials_the_cells(sweep, capsys):
+    """Issue 43.5: `--json` printed the cells (one per trial) while the table showed the pooled
+    rows."""
+    _, table, _ = frontier(capsys, sweep)
+    code, lines, _ = frontier(capsys, sweep, "--json")
+    pooled = json.loads("\n".join(lines))
+    assert code == EXIT_OK and len(pooled) == 3  # the table's three lines, not six cells
+    rows = {(row["attack"], row["epsilon"]): row for row in pooled}
+    loss = rows[("loss", 4.0)]
+    assert (loss["tp"], loss["fp"], loss["n_trials"]) == (9, 3, 2)
+    assert loss["precision"] == pytest.approx(9 / 12)  # pooled: ΣTP/(ΣTP+ΣFP)
+    assert rows[("loss", "inf")]["violations"] == 1  # ∞ as JSON's "inf"
+    for row in pooled:  # each JSON row is a line of the table, with its numbers
+        line = next(line for line in table if line.split()[:2] ==
+                    [row["attack"], "∞" if row["epsilon"] == "inf" else f"{row['epsilon']:g}"])
+        assert f"{row['precision']:.3f} [{row['precision_ci_low']:.3f}" in line
+    _, lines, _ = frontier(capsys, sweep, "--json", "--trials")
+    cells = json.loads("\n".join(lines))
+    assert sorted(row["cell_key"] for row in cells) == [f"cell{i}" for i in range(6)]
+    _, lines, _ = frontier(capsys, sweep, "--json", "--p", "0.2")  # filters, then pools
+    assert [(row["attack"], row["n_trials"]) for row in json.loads("\n".join(lines))] == \
+        [("lira_online", 2)]
+
+
+def header_and_rows(lines: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The table's header's columns and its lines by (attack, ε)."""
+    rows = {" ".join(line.split()[:2]): line for line in lines
+            if line.split()[0] in ("loss", "lira_online")}
+    return columns(lines[0]), rows
+
+
+def test_bound_at_tpr_is_shown_only_where_it_differs_from_bound(tmp_path, capsys):
+    """Issue 43.5: bound@TPR equalled bound in all 36 rows of the quickstart, unexplained."""
+    same = write_sweep(tmp_path / "same", bound_at_tpr=lambda attack: 0.9)
+    _, lines, _ = frontier(capsys, same)
+    header, _ = header_and_rows(lines)
+    assert "bound" in header and "bound@TPR" not in header
+    assert "U at the attack's own TPR) equals bound in every row" in \
+        legend_entry(lines, "bound@TPR (")
+    one = write_sweep(tmp_path / "one", bound_at_tpr=lambda attack: 0.97 if attack == "loss" else 0.9)
+    for args in ((), ("--trials",)):
+        _, lines, _ = frontier(capsys, one, *args)
+        header, rows = header_and_rows(lines)
+        assert "bound@TPR" in header
+        assert all("0.970" in line for key, line in rows.items() if key.startswith("loss"))
+        assert all("0.970" not in line and line.count("0.900") == 1  # bound alone
+                   for key, line in rows.items() if key.startswith("lira_online"))
+        assert any(line.startswith("bound@TPR: U at the attack's own TPR") for line in lines)
+
+
+def legend_entry(lines: list[str], start: str) -> str:
+    """The legend entry under the table that starts with `start`, its wrapped lines joined."""
+    first = next(i for i, line in enumerate(lines) if line.startswith(start))
+    entry = [lines[first]]
+    for line in lines[first + 1:]:
+        if not line.startswith("  "):
+            break
+        entry.append(line.strip())
+    return " ".join(entry)
+
+
+def test_a_legend_for_the_flag_column_is_printed_under_the_table(sweep, capsys):
+    _, lines, _ = frontier(capsys, sweep)
+    last_row = max(i for i, line in enumerate(lines) if line.split()[0] in ("loss", "lira_online"))
+    assert "VIOLATION (k of n trials)" in legend_entry(lines[last_row + 1:], "flag: ")
+    _, lines, _ = frontier(capsys, sweep, "--trials")
+    legend = legend_entry(lines, "flag: ")
+    assert "VIOLATION (tests)" in legend and "violation_reason" in legend
+    for test in ("precision", "rates", "audit_*", "profile", "accounting"):
+        assert f"({test})" in legend  # every test `violation_reason` can name

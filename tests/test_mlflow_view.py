@@ -9,13 +9,15 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import zlib
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from sweeper.run_records import CELL_METRICS, FRONTIER_EPSILON, frontier_series, frontier_view
-from sweeper.mlflow_ui import experiment_url, view_tag, view_tag_value
+from sweeper.mlflow_ui import experiment_page, experiment_url, view_tag, view_tag_value
 
 
 def summary(policies=("quantile_max",)) -> pd.DataFrame:
@@ -85,6 +87,81 @@ def test_the_view_tag_is_mlflows_envelope_and_the_url_opens_it():
     method, packed = envelope["state"].split(";", 1)
     assert method == "deflate" and json.loads(zlib.decompress(base64.b64decode(packed))) == state
     assert view_tag("quickstart") == "mlflow.sharedViewState.quickstart"
-    url = experiment_url("sqlite:///x.db", "7", "quickstart")
+    url = experiment_url("sqlite:///x.db", experiment_page("7", "quickstart"))
     assert url == ("http://127.0.0.1:5000/#/experiments/7/runs?viewStateShareKey=quickstart"
                    "&compareRunsMode=CHART&workflowType=machine_learning")
+
+
+def test_the_view_opens_on_the_frontier_figure_when_it_is_logged():
+    """Issue 43.2: the first card is the frontier figure itself (each ε its colour, ε = ∞
+    labelled, the intervals: MLflow's line charts colour by run, so one run's six series were
+    one red), one card to a row, tall; the line charts follow."""
+    series = frontier_series(summary())
+    view = frontier_view(series, image=True)
+    first_section, *others = view["compareRunSections"]
+    assert first_section["name"] == "frontier figure" and first_section["columns"] == 1
+    assert first_section["cardHeight"] >= 700  # MLflow's default card is 360 px tall
+    first_card = view["compareRunCharts"][0]
+    assert first_card["type"] == "IMAGE" and first_card["imageKeys"] == ["frontier"]
+    assert first_card["metricSectionId"] == first_section["uuid"] and not first_card["deleted"]
+    assert [section["name"] for section in others] == ["lira_online frontier", "loss frontier"]
+    plain = frontier_view(series)  # no figure logged: no card showing "no image"
+    assert all(card["type"] != "IMAGE" for card in plain["compareRunCharts"])
+
+
+def test_the_sweep_run_holds_its_summary_first_and_its_figure_as_a_logged_image(tmp_path):
+    """On a real SQLite store, as the sweep's end logs them: the summary metrics come first in
+    the run's metric list (the order MLflow's run page shows), the frontier figure is a logged
+    image (once, however often it is logged) and the saved view's first card shows it."""
+    from mlflow import MlflowClient
+    from PIL import Image
+
+    from sweeper.run_records import LARGEST_EXCESS, summary_metrics
+    from sweeper.tracking import IMAGE_CARD_WIDTH, SweepTracker
+
+    cells = summary().assign(dataset="digits", model="mlp", trial=0, tp=3, fp=2,
+                             violation=False)
+    cells.loc[(cells.attack == "loss") & (cells.epsilon == 4.0) & (cells.p == 0.2), "precision"] = 0.9
+    png = tmp_path / "frontier.png"
+    Image.new("RGB", (900, 500), "navy").save(png)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = SweepTracker(uri, "sweeper", "summed", "key", {}, (tmp_path / "mlartifacts").as_uri())
+    for _ in range(2):  # a rerun logs the figure again
+        tracker.log_frontier_image(png)
+        tracker.log_summary(summary_metrics(cells))
+        tracker.log_frontier_table(cells)
+    assert tracker.failure is None
+    client = MlflowClient(uri)
+    run = client.get_run(tracker.run_id)
+    keys = [metric.key for metric in run.to_proto().data.metrics]  # MLflow's own order
+    assert keys[:3] == ["cells", "violations", LARGEST_EXCESS]
+    # By hand: bounds below 0.99 are p + 0.3 at finite ε; the largest precision − bound is the
+    # cell set to 0.9 at p = 0.2 (bound 0.5): +0.4.  Elsewhere precision − bound = ε/100 − 0.3.
+    assert run.data.metrics[LARGEST_EXCESS] == pytest.approx(0.4)
+    assert run.data.metrics["cells"] == len(cells)
+    images = sorted(item.path for item in client.list_artifacts(tracker.run_id, "images"))
+    # Named as MLflow's own log_image names an image and its thumbnail (which its UI parses):
+    # the same names but for the time and the uuid.
+    other = client.create_run(tracker.experiment_id).info.run_id
+    client.log_image(other, Image.new("RGB", (40, 20)), key="frontier", step=0)
+    theirs = sorted(item.path for item in client.list_artifacts(other, "images"))
+    assert [shape(path) for path in images] == [shape(path) for path in theirs]
+    assert len(images) == 2  # once, however often it was logged
+    assert run.data.tags["mlflow.loggedImages"] == "True"
+    # The thumbnail the card shows: wide enough to read, square (the card's tile), the figure at
+    # its top; the image behind it (a click) is the figure itself.
+    figure, thumbnail = (Path(client.download_artifacts(tracker.run_id, path)) for path in
+                         sorted(images, key=lambda path: path.endswith(".webp")))
+    with Image.open(thumbnail) as small, Image.open(figure) as whole:
+        assert small.size == (IMAGE_CARD_WIDTH, IMAGE_CARD_WIDTH) and IMAGE_CARD_WIDTH > 256
+        assert small.getpixel((IMAGE_CARD_WIDTH // 2, IMAGE_CARD_WIDTH - 1)) == (255, 255, 255)
+        assert whole.size == (900, 500)
+    tag = client.get_experiment(tracker.experiment_id).tags["mlflow.sharedViewState.summed"]
+    state = json.loads(zlib.decompress(base64.b64decode(json.loads(tag)["state"].split(";", 1)[1])))
+    assert state["compareRunSections"][0]["name"] == "frontier figure"
+    assert state["compareRunCharts"][0]["imageKeys"] == ["frontier"]
+
+
+def shape(path: str) -> str:
+    """A logged image's artifact path with its time and uuid blanked."""
+    return re.sub(r"\+timestamp\+\d+\+[0-9a-f-]{36}", "+timestamp+T+U", path)

@@ -105,9 +105,11 @@ def test_a_sweep_runs_as_a_ray_job_on_a_local_head(ray_head, tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     # The driver joined the head's cluster: the dashboard it names is the head's.
     assert f"Ray dashboard: {url}" in done.stdout
-    last = [line for line in done.stdout.splitlines() if line.startswith("where to look:")]
-    assert last and f"results {store}/sweeps/job" in last[0] and "frontier.png" in last[0]
-    assert "mlflow ui --backend-store-uri sqlite:///" in last[0]
+    lines = done.stdout.splitlines()
+    last = [index for index, line in enumerate(lines) if line.startswith("where to look:")]
+    assert last and f"results {store}/sweeps/job" in lines[last[0]]
+    assert "frontier.png" in lines[last[0]]
+    assert "mlflow ui --backend-store-uri sqlite:///" in lines[last[0] + 2]  # its own line
     assert (store / "sweeps" / "job" / "frontier.png").is_file()
     status = subprocess.run([str(RAY), "job", "status", "--address", url, submission], env=env,
                             capture_output=True, text=True, timeout=120)

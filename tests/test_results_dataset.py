@@ -154,7 +154,7 @@ def test_the_frontier_counts_missing_failed_and_corrupt_cells_and_exits_3(tmp_pa
 
 def test_a_whole_sweep_exits_0(two_sweeps, capsys):
     assert frontier_main(["--store-root", str(two_sweeps), "--experiment", "beta", "--json",
-                          "--no-plot"]) == EXIT_OK
+                          "--trials", "--no-plot"]) == EXIT_OK
     out, err = capsys.readouterr()
     assert {row["cell_key"] for row in json.loads(out)} == {"beta-cell0", "beta-cell1"}
     assert "2 of 2 present" in err and "note:" not in err

@@ -129,12 +129,13 @@ def test_frontier_command_prints_writes_csv_and_json(finished_sweep, tmp_path, c
 
     _, first, _ = finished_sweep
     csv_path, png_path = tmp_path / "frontier.csv", tmp_path / "frontier.png"
-    assert main(["--run-dir", str(first.sweep_dir), "--csv", str(csv_path), "--plot", str(png_path)]) == 0
+    assert main(["--run-dir", str(first.sweep_dir), "--trials", "--csv", str(csv_path),
+                 "--plot", str(png_path)]) == 0
     printed = capsys.readouterr().out
     assert printed.count("lira_online") == len(first.results[first.results.attack == "lira_online"])
     assert "precision [95% CI]" in printed and png_path.exists()
     assert len(pd.read_csv(csv_path)) == len(first.results)
-    assert main(["--run-dir", str(first.sweep_dir), "--json", "--no-plot"]) == 0
+    assert main(["--run-dir", str(first.sweep_dir), "--json", "--trials", "--no-plot"]) == 0
     records = json.loads(capsys.readouterr().out)
     assert {r["cell_key"] for r in records} == set(first.results.cell_key)
 
@@ -156,7 +157,7 @@ def test_frontier_writes_infinite_epsilon_one_way_in_text_and_in_json(finished_s
     assert main(["--run-dir", str(first.sweep_dir), "--no-plot"]) == 0
     table = capsys.readouterr().out
     assert " ∞ " in table and " inf " not in table
-    assert main(["--run-dir", str(first.sweep_dir), "--json", "--no-plot"]) == 0
+    assert main(["--run-dir", str(first.sweep_dir), "--json", "--trials", "--no-plot"]) == 0
     records = json.loads(capsys.readouterr().out)
     assert {r["epsilon"] for r in records} == {"inf" if math.isinf(e) else e
                                                for e in first.results.epsilon}

@@ -107,7 +107,15 @@ def test_sweep_run_summarises_the_sweep(tracked_sweep):
     # 0.992 and U(∞, ·) = 1 do not: no gap of +3e-8 that nobody can act on.
     assert set(margins) == {"headroom/epsilon_4"}
     assert margins == pytest.approx(expected)
-    assert not any(name.startswith("max_precision_minus_bound") for name in metrics)
+    # Issue 43.2: the summary first (MLflow's run page lists metrics as first logged), with the
+    # largest precision − bound over the same cells: what is left of the least headroom.
+    order = [metric.key for metric in sweep_run.to_proto().data.metrics]
+    assert order[:3] == ["cells", "violations", "max precision - bound"], order[:5]
+    assert metrics["max precision - bound"] == pytest.approx(-min(expected.values()))
+    # The frontier figure is a logged image, the first card of the sweep's view.
+    client = MlflowClient(result.tracking_uri)
+    images = [item.path for item in client.list_artifacts(sweep_run.info.run_id, "images")]
+    assert sorted(path.rsplit(".", 1)[1] for path in images) == ["png", "webp"]
 
 
 def test_epsilon_is_a_plottable_metric(tracked_sweep):
@@ -166,10 +174,11 @@ def test_the_ui_opens_on_a_described_experiment_and_a_readable_sweep(tracked_swe
     assert np.allclose(merged["precision"], merged["precision_cell"], equal_nan=True)
     url = (f"#/experiments/{experiment.experiment_id}/runs?viewStateShareKey=tiny"
            "&compareRunsMode=CHART&workflowType=machine_learning")
-    assert result.tracking_url == "http://127.0.0.1:5000/" + url
+    assert result.tracking_page == url
     print_summary(result)
-    last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert last.endswith("then open http://127.0.0.1:5000/" + url)
+    command, last = capsys.readouterr().out.strip().splitlines()[-2:]
+    port = shlex.split(command)[shlex.split(command).index("--port") + 1]
+    assert last == f"http://127.0.0.1:{port}/" + url  # the URL alone on the last line
 
 
 def test_the_frontier_is_drawn_by_mlflows_own_charts(tracked_sweep):
@@ -192,8 +201,9 @@ def test_the_frontier_is_drawn_by_mlflows_own_charts(tracked_sweep):
     envelope = json.loads(experiment.tags[view_tag("tiny")])
     state = json.loads(zlib.decompress(base64.b64decode(envelope["state"].split(";", 1)[1])))
     charted = {key for card in state["compareRunCharts"] if not card["deleted"]
-               for key in card["selectedMetricKeys"]}
+               for key in card.get("selectedMetricKeys", [])}
     assert charted == {name for name in history if " frontier/" in name}
+    assert state["compareRunCharts"][0]["imageKeys"] == ["frontier"]  # the figure first
     assert len(charted) == 2 * 2 * 2  # loss and always_member × 2 p × (precision, bound)
 
 
@@ -226,8 +236,8 @@ def test_only_a_complete_frontier_is_charted_and_a_view_too_big_is_never_a_failu
     assert partial.failure is None and partial.view is None
     whole, metrics, tags = logged("whole", complete=True)
     assert "loss frontier/precision p 0.2" in metrics and view_tag("whole") in tags
-    assert whole.url().endswith("viewStateShareKey=whole&compareRunsMode=CHART"
-                                "&workflowType=machine_learning")
+    assert whole.page().endswith("viewStateShareKey=whole&compareRunsMode=CHART"
+                                 "&workflowType=machine_learning")
     full = len(tags[view_tag("whole")])
     monkeypatch.setattr(tracking, "MAX_TAG_VALUE", full - 1)  # fits without its hidden cards
     smaller, _, tags = logged("smaller", complete=True)
@@ -259,10 +269,11 @@ def test_mlflow_ui_hint_works_without_an_activated_venv(tmp_path):
     uri = f"sqlite:///{tmp_path / 'a folder' / 'mlflow.db'}"
     from mlflow.environment_variables import MLFLOW_SERVER_ENABLE_JOB_EXECUTION
 
-    argv = shlex.split(ui_command(uri))
+    argv = shlex.split(ui_command(uri, 5123))
     # Light (issue 32.4): MLflow's own switch for its job consumers off, one uvicorn worker.
     assert argv[:2] == ["env", f"{MLFLOW_SERVER_ENABLE_JOB_EXECUTION.name}=false"]
-    assert argv[3:] == ["ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--workers", "1"]
+    assert argv[3:] == ["ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", "5123",
+                        "--workers", "1"]
     program = Path(argv[2])
     assert program.is_absolute() and os.access(program, os.X_OK)
     bare = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}

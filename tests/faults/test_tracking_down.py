@@ -108,10 +108,10 @@ def test_database_deleted_mid_sweep_ends_with_how_to_backfill(ray_local, make_ti
 
     capsys.readouterr()
     print_summary(result)
-    last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert "mlflow ui" not in last and "tracking failed" in last, last
-    # The line's command, run as printed, backfills MLflow: every cell has its run again.
-    command = shlex.split(last.split("log them to MLflow with: ", 1)[1])
+    said, last = capsys.readouterr().out.strip().splitlines()[-2:]
+    assert "mlflow ui" not in said + last and "tracking failed" in said, said
+    # The last line, run as printed, backfills MLflow: every cell has its run again.
+    command = shlex.split(last)
     assert command[1:4] == ["-m", "sweeper.sync", "--experiment"]
     synced = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert synced.returncode == 0, synced.stderr[-2000:]
