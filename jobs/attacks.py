@@ -107,7 +107,8 @@ def loss_randomized(inputs: AttackInputs, settings: LossRandomizedSettings) -> n
     return (coins < member_probability).astype(np.float64)
 
 
-@register_attack("always_member", NoSettings, needs_shadows=False, decides=True, reads_model=False)
+@register_attack("always_member", NoSettings, needs_shadows=False, decides=True, reads_model=False,
+                 baseline=True)
 def always_member(inputs: AttackInputs, settings: NoSettings) -> np.ndarray:
     """The baseline: say "member" for everyone; its precision is the share of members, under
     every policy (its scores are its decisions: no threshold is chosen over them)."""
