@@ -38,9 +38,10 @@ TIER_FIXTURES = {
 TIER_FOLDERS = {TESTS_DIR / "faults": "process"}
 #: What starts a process, in a test's own code, its fixtures' or the module helpers it calls.
 STARTS_A_PROCESS = re.compile(r"\bsubprocess\.|\bPopen\(|\bsys\.executable\b|\bos\.fork\(")
-#: What a library runs once, on its first import, to find a shared library (`ctypes.util.
-#: find_library`): no process of the test's, so no reason to leave the unit tier.
-LIBRARY_PROBES = {"ldconfig", "gcc", "cc", "ld", "objdump", "uname"}
+#: What a library runs once to learn about the machine, no process of the test's, so no reason
+#: to leave the unit tier: `ctypes.util.find_library`'s tools, git (MLflow tags a run with the
+#: source's commit through GitPython).  Each an argv's first words.
+LIBRARY_PROBES = {("ldconfig",), ("gcc",), ("cc",), ("ld",), ("objdump",), ("uname",), ("git",)}
 #: pytest-timeout's default per tier (seconds), where a test names no `timeout` of its own: each
 #: several times the slowest such test's time on a quiet machine, so only a hang reaches it.
 TIER_TIMEOUT_S = {"unit": 120, "ray": 300, "process": 600}
@@ -239,8 +240,9 @@ def _unit_tests_start_no_process(request, monkeypatch):
         return
 
     def refuse(self, args, *rest, **kwargs):
-        program = Path(str(args[0] if isinstance(args, (list, tuple)) else args).split()[0]).name
-        if program in LIBRARY_PROBES:
+        words = [str(a) for a in args] if isinstance(args, (list, tuple)) else str(args).split()
+        words[0] = Path(words[0]).name
+        if any(tuple(words[:len(probe)]) == probe for probe in LIBRARY_PROBES):
             return start(self, args, *rest, **kwargs)
         pytest.fail(f"{request.node.nodeid} starts a process ({args!r}) but is in the unit "
                     "tier: mark it @pytest.mark.process (tests/README.md)", pytrace=False)
