@@ -27,8 +27,9 @@ lint: $(STAMP)
 
 # What a developer runs all day: lint and types (seconds), then the in-process tier
 # (tests/README.md).
+# tests/faults holds process tests alone (tests/conftest.py's TIER_FOLDERS): not even collected.
 check: lint
-	$(BIN)/python -m pytest -m 'unit and not slow'
+	$(BIN)/python -m pytest -m 'unit and not slow' --ignore=tests/faults
 
 # Everything (CI's `.ci/run`): lint and types, then every tier.
 test: lint
