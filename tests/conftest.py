@@ -170,10 +170,10 @@ def _rank(tier: str) -> int:
     return list(TIERS).index(tier)
 
 
-def _own_code(obj, module, seen: set) -> str:
+def _own_code(obj, seen: set) -> str:
     """The source of `obj` and of every function of the tests' own modules that it names,
     followed through those functions: what a test runs besides library code."""
-    obj = inspect.unwrap(obj)
+    obj = inspect.unwrap(getattr(obj, "__func__", obj))  # a test class's method too
     if obj in seen or not inspect.isfunction(obj):
         return ""
     seen.add(obj)
@@ -189,7 +189,7 @@ def _own_code(obj, module, seen: set) -> str:
         if inspect.iscode(const):
             names |= set(const.co_names)
     scope = obj.__globals__
-    return source + "".join(_own_code(scope[name], module, seen)
+    return source + "".join(_own_code(scope[name], seen)
                             for name in names if inspect.isfunction(scope.get(name)))
 
 
@@ -211,12 +211,12 @@ def tier_of(item: pytest.Item) -> str:
     if tier == "process" or not isinstance(item, pytest.Function):
         return tier
     seen: set = set()
-    code = _own_code(item.function, item.module, seen)
+    code = _own_code(item.function, seen)
     for name in names:
         if name == "_unit_tests_start_no_process":  # the guard names what it guards against
             continue
         for fixturedef in (info.name2fixturedefs.get(name) or ()):
-            code += _own_code(fixturedef.func, item.module, seen)
+            code += _own_code(fixturedef.func, seen)
     return "process" if STARTS_A_PROCESS.search(code) else tier
 
 
