@@ -1,10 +1,11 @@
-# Two set-up-free entry points: `make demo` and `make test` (see README.md).
+# Set-up-free entry points: `make demo`, `make check` (unit tests, lint, types: minutes) and
+# `make test` (everything, as CI runs it); see README.md and tests/README.md.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow bench clean
+.PHONY: install demo lint check test test-slow bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +20,19 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m sweeper
 
-test: $(STAMP)
+# ruff (defects, not style) and mypy on the code that ships; their config is pyproject.toml's.
+lint: $(STAMP)
+	$(BIN)/ruff check sweeper jobs bench
+	$(BIN)/mypy
+
+# What a developer runs all day: lint and types (seconds), then the in-process tier
+# (tests/README.md).
+# tests/faults holds process tests alone (tests/conftest.py's TIER_FOLDERS): not even collected.
+check: lint
+	$(BIN)/python -m pytest -m 'unit and not slow' --ignore=tests/faults
+
+# Everything (CI's `.ci/run`): lint and types, then every tier.
+test: lint
 	$(BIN)/python -m pytest
 
 # The slowest variants only (tests marked slow); `make test` runs everything else.

@@ -101,7 +101,7 @@ def driver_rss() -> int:
             for line in status:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1]) * 1024
-        raise RuntimeError("no psutil and no /proc/self/status: cannot read RSS")
+        raise RuntimeError("no psutil and no /proc/self/status: cannot read RSS") from None
     return psutil.Process().memory_info().rss
 
 

@@ -99,22 +99,20 @@ class Attack:
     retrains: Optional[str] = None
     # The fewest shadow models its settings need, and why: (count, reason); None: two (one pair).
     shadows_needed: Optional[Callable[[Any], tuple[int, str]]] = None
-    # Reads nothing of the model (the always-member baseline): it applies to any model, a
-    # network's or an exact mechanism's.
+    # Reads nothing of the model (the always-member baseline, a random guess): it applies to
+    # any model, a network's or an exact mechanism's.
     reads_model: bool = True
+    # The baseline, drawn as the grey line in every test's panel and charted last: its
+    # precision is the share of members, the prior, because it says "member" for everyone.
+    # Declared, not read off `reads_model`: a random guess reads no model either, yet its
+    # precision is its own, a test's.  It must read no model and decide (`register_attack`).
+    baseline: bool = False
     # B, the loss bound its scores divide by, from its settings (Yeom et al.'s Adversary 1: the
     # row's `loss_bound`); None: it has none.
     loss_bound: Optional[Callable[[Any], float]] = None
     # Its score is each record's −loss (Yeom et al.'s threshold adversary): the generalization
     # report reads its scores as losses.
     scores_losses: bool = False
-
-    @property
-    def is_baseline(self) -> bool:
-        """A baseline, drawn as its own line and charted last: it reads nothing of the model
-        (`reads_model`, the always-member attack), so its precision is the share of members,
-        the prior."""
-        return not self.reads_model
 
     def settings_from(self, config: Any) -> Any:
         """Its settings, each field taken by name from the sweep's `attack.*` section."""
@@ -157,7 +155,8 @@ def register_attack(name: str, settings_type: type, *, needs_shadows: bool,
         TypeError: the settings type is not a frozen dataclass whose every field is declared
             with `Setting(...).field()` (the attack is handed an instance of it and nothing
             else, so it can read no other setting); a fact `Attack` does not have; a threat
-            model not in `THREAT_MODELS`.
+            model not in `THREAT_MODELS`; a baseline that reads the model or does not decide
+            (its precision would not be the share of members).
     """
     params = getattr(settings_type, "__dataclass_params__", None)
     if params is None or not params.frozen:
@@ -169,6 +168,9 @@ def register_attack(name: str, settings_type: type, *, needs_shadows: bool,
     if facts.get("threat_model", Attack.threat_model) not in THREAT_MODELS:
         raise TypeError(f"attack {name!r}: threat model {facts['threat_model']!r} is not one of "
                         f"{THREAT_MODELS}")
+    if facts.get("baseline") and (facts.get("reads_model", True) or not facts.get("decides")):
+        raise TypeError(f"attack {name!r}: a baseline reads no model (reads_model=False) and "
+                        "decides (decides=True): its precision is then the share of members")
 
     def register(score: Callable) -> Callable:
         ATTACKS.add(name, Attack(score, settings_type, needs_shadows, **facts))

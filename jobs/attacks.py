@@ -19,7 +19,7 @@ the `attack.*` config section, `AttackSettings`, is derived here from every regi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypeAlias
 
 import numpy as np
 from scipy.special import logsumexp
@@ -107,7 +107,8 @@ def loss_randomized(inputs: AttackInputs, settings: LossRandomizedSettings) -> n
     return (coins < member_probability).astype(np.float64)
 
 
-@register_attack("always_member", NoSettings, needs_shadows=False, decides=True, reads_model=False)
+@register_attack("always_member", NoSettings, needs_shadows=False, decides=True, reads_model=False,
+                 baseline=True)
 def always_member(inputs: AttackInputs, settings: NoSettings) -> np.ndarray:
     """The baseline: say "member" for everyone; its precision is the share of members, under
     every policy (its scores are its decisions: no threshold is chosen over them)."""
@@ -327,9 +328,13 @@ def holdout_scores(attack: Attack, inputs: AttackInputs, settings: Any) -> np.nd
 
 
 #: The `attack.*` config section: every registered attack's settings, each with its default and
-#: rule, derived from the attacks' own declarations (`jobs.settings.config_dataclass`).
-AttackSettings = config_dataclass(
-    "AttackSettings", (attack.settings_type for attack in ATTACKS.values()),
-    "Attack knobs of the sweep config (`attack.*`): the union of every attack's settings.  An "
-    "attack never sees it whole, only its own settings type (`Attack.settings_from`).")
-AttackSettings.__module__ = __name__
+#: rule, derived from the attacks' own declarations (`jobs.settings.config_dataclass`).  Built
+#: at import from the registry, so a type checker knows no field of it: `Any` to mypy.
+if TYPE_CHECKING:
+    AttackSettings: TypeAlias = Any
+else:
+    AttackSettings = config_dataclass(
+        "AttackSettings", (attack.settings_type for attack in ATTACKS.values()),
+        "Attack knobs of the sweep config (`attack.*`): the union of every attack's settings.  "
+        "An attack never sees it whole, only its own settings type (`Attack.settings_from`).")
+    AttackSettings.__module__ = __name__

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, cast
 
 import torch
 import torch.nn.functional as F
@@ -37,7 +37,7 @@ class Seen:
 
 
 #: One layer's per-record gradients: (parameter, (B, *parameter.shape)) for each trainable one.
-Samples = list[tuple[nn.Parameter, torch.Tensor]]
+Samples = list[tuple[torch.Tensor, torch.Tensor]]
 
 
 class _Rule:
@@ -102,7 +102,7 @@ def _sequence(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.reshape(tensor.shape[0], -1, tensor.shape[-1])
 
 
-def set_grad(parameter: Optional[nn.Parameter], value: torch.Tensor) -> None:
+def set_grad(parameter: Optional[torch.Tensor], value: torch.Tensor) -> None:
     if parameter is not None and parameter.requires_grad:
         parameter.grad = value if value.shape == parameter.shape and value.dtype == parameter.dtype \
             else value.reshape(parameter.shape).to(parameter.dtype)
@@ -114,13 +114,13 @@ def _channels_last(tensor: torch.Tensor) -> bool:
             and tensor.is_contiguous(memory_format=torch.channels_last))
 
 
-def _trainable(parameter: Optional[nn.Parameter]) -> bool:
+def _trainable(parameter: Optional[torch.Tensor]) -> bool:
     return parameter is not None and parameter.requires_grad
 
 
 class _LinearRule(_Rule):
     def norms(self, seen: Seen, grad: torch.Tensor) -> torch.Tensor:
-        module: nn.Linear = seen.module
+        module = cast(nn.Linear, seen.module)
         a, g = seen.input, grad
         if a.dim() == 2:  # one position: the ghost norm is exact and costs B·(in + out)
             g_sq = torch.linalg.vecdot(g, g)
@@ -141,7 +141,7 @@ class _LinearRule(_Rule):
         return total
 
     def accumulate(self, seen: Seen, grad: torch.Tensor, factors: torch.Tensor) -> None:
-        module: nn.Linear = seen.module
+        module = cast(nn.Linear, seen.module)
         # (B·T, in) and (B·T, out): one position a record (a vector input) is a plain 2-D matrix.
         a = seen.input if seen.input.dim() == 2 else seen.input.reshape(-1, seen.input.shape[-1])
         weighted = (grad * factors.view((-1,) + (1,) * (grad.dim() - 1))).reshape(-1, grad.shape[-1])
@@ -149,7 +149,7 @@ class _LinearRule(_Rule):
         set_grad(module.bias, weighted.sum(0))
 
     def per_sample(self, seen: Seen, grad: torch.Tensor) -> Samples:
-        module: nn.Linear = seen.module
+        module = cast(nn.Linear, seen.module)
         a, g = _sequence(seen.input), _sequence(grad)
         samples = []
         if _trainable(module.weight):
@@ -326,7 +326,7 @@ class _Conv2dRule(_Rule):
                 or _cpu_method(seen.module, grad) != "grouped")
 
     def norms(self, seen: Seen, grad: torch.Tensor) -> torch.Tensor:
-        module: nn.Conv2d = seen.module
+        module = cast(nn.Conv2d, seen.module)
         batch = grad.shape[0]
         g = grad.reshape(batch, module.out_channels, -1)  # (B, C_out, L)
         positions = g.shape[2]
@@ -347,7 +347,7 @@ class _Conv2dRule(_Rule):
         return total
 
     def accumulate(self, seen: Seen, grad: torch.Tensor, factors: torch.Tensor) -> None:
-        module: nn.Conv2d = seen.module
+        module = cast(nn.Conv2d, seen.module)
         weighted = grad * factors.to(grad.dtype).view(-1, 1, 1, 1)
         if _trainable(module.weight):  # the plain weight gradient of the re-weighted outputs
             set_grad(module.weight, torch.nn.grad.conv2d_weight(
@@ -356,7 +356,7 @@ class _Conv2dRule(_Rule):
         set_grad(module.bias, weighted.sum((0, 2, 3)))
 
     def per_sample(self, seen: Seen, grad: torch.Tensor) -> Samples:
-        module: nn.Conv2d = seen.module
+        module = cast(nn.Conv2d, seen.module)
         samples = []
         if _trainable(module.weight):
             step = self.samples_slice(module, grad)

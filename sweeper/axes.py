@@ -28,6 +28,7 @@ Contract:
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -69,7 +70,7 @@ class Axis:
     # `grid.<name>`'s default values, for a grid axis that is not a recipe axis (a recipe
     # axis's default is empty: the sweep's own value alone, `setting`); None: not in `grid`.
     grid_values: Optional[Callable[[], list]] = None
-    python_type: type = float  # what `grid.<name>` holds
+    python_type: builtins.type = float  # what `grid.<name>` holds
     rules: tuple[Rule, ...] = ()  # each grid value's range checks (a recipe axis's train value too)
     # The registry each value must name (attacks, policies, models), read when the check runs.
     choices: Optional[Callable[[], Collection]] = None

@@ -218,7 +218,7 @@ def select(frame: pd.DataFrame, attacks: Sequence[str] = (), epsilons: Sequence[
         if values and column not in frame:  # a store from before the axis: no value matches
             keep &= False
         elif values:
-            keep &= frame[column].apply(lambda v: any(_same(v, w) for w in values))
+            keep &= frame[column].apply(lambda v, values=values: any(_same(v, w) for w in values))
     return frame[keep]
 
 

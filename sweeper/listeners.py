@@ -189,8 +189,8 @@ def publish_figures(cfg: SweepConfig, store: ArtifactStore,
         drawn = json.loads((folder / FIGURES_STAMP).read_text())
         paths = [folder / name for name in drawn["paths"]]
         if drawn["key"] == key and all(path.is_file() for path in paths):
-            for note in drawn["notes"]:
-                logger.info(note)
+            for line in drawn["notes"]:
+                logger.info(line)
             return paths, key
     notes: list[str] = []
 
@@ -305,7 +305,7 @@ class TrackingListener(Listener):
             if tracker is not None:
                 tracker.interrupt()
 
-    def _stamp(self, end: SweepEnd) -> str:
+    def _stamp(self, end: SweepEnd) -> dict[str, Any]:
         """What MLflow holds of this sweep when it is complete (`tracking_stamp`): compared on a
         rerun that computed nothing, so MLflow is opened only when something is missing."""
         return tracking_stamp(self.uri, self.cfg.tracking.experiment, self.sweep_key,

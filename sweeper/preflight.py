@@ -352,7 +352,7 @@ def _is_mapping_field(path: list[str]) -> bool:
     return kind is dict or typing.get_origin(kind) is dict
 
 
-def _fields(schema: type) -> dict[str, Any]:
+def _fields(schema: Any) -> dict[str, Any]:  # a dataclass type
     hints = typing.get_type_hints(schema)
     return {f.name: hints[f.name] for f in dataclasses.fields(schema)}
 

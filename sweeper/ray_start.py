@@ -316,7 +316,7 @@ def dynamic_agent_port() -> Iterator[None]:
 
     fixed = parameter.RayParams
 
-    class DynamicAgentPort(fixed):  # type: ignore[misc, valid-type]
+    class DynamicAgentPort(fixed):  # type: ignore[valid-type]
         def __init__(self, *args, dashboard_agent_listen_port: Optional[int] = 0, **kwargs):
             super().__init__(*args, dashboard_agent_listen_port=dashboard_agent_listen_port,
                              **kwargs)

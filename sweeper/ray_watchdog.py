@@ -71,7 +71,7 @@ def main(marker: str) -> None:
     for line in sys.stdin:  # until EOF: the driver has exited, or closed it after ray.shutdown
         pid, start = line.split()
         reported[int(pid)] = start
-    for attempt in range(PASSES):
+    for _ in range(PASSES):
         left = targets(reported, marker.encode())
         if not left:
             return

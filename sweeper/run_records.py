@@ -237,10 +237,10 @@ def frontier_series(summary: pd.DataFrame) -> dict[str, list[tuple[int, float]]]
 
 
 def _is_baseline(attack: str) -> bool:
-    """Whether `attack` is a baseline (`Attack.is_baseline`): its chart last."""
+    """Whether `attack` is a baseline (`Attack.baseline`): its chart last."""
     from jobs.attacks import ATTACKS
 
-    return attack in ATTACKS and ATTACKS[attack].is_baseline
+    return attack in ATTACKS and ATTACKS[attack].baseline
 
 
 def frontier_chart_name(coordinates: dict[str, Any]) -> str:

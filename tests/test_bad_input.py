@@ -3,7 +3,9 @@
 Each case is a command line (Hydra overrides) run through `sweeper.preflight.preflight`, the check
 `python -m sweeper` makes before anything else.  Each refusal must name the field, the value given
 and what is allowed (or the close matches), and leave nothing behind: the sweep's store folder is
-never created, and no MLflow database appears.  A few cases run the real command as a subprocess.
+never created, and no MLflow database appears.  The command's own refusals (exit code 2, one
+`error:` message) run in this process (`testkit.in_process`); a few run the real command as a
+subprocess, for the process boundary: the exit status, no traceback, Hydra's launcher, signals.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pytest
 
 from sweeper.config import ConfigError, SweepConfig
 from sweeper.preflight import preflight
+from testkit.in_process import run_command
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = sorted(path.stem for path in (REPO / "conf" / "experiment").glob("*.yaml"))
@@ -397,6 +400,7 @@ def test_command_refuses_hydra_composition_errors_with_exit_code_2(tmp_path):
 
 
 def test_command_never_echoes_credentials(tmp_path):
+    # A real process: whatever reaches the terminal (a log line too) is searched for the secret.
     result = run_sweeper("tracking.uri=https://alice:hunter2@mlflow.example:443",
                          f"store.root={tmp_path / 'runs'}", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
@@ -422,7 +426,7 @@ def test_a_multirun_writes_nothing_outside_its_store_and_no_override_on_disk(tmp
 
 
 def test_command_checks_every_job_of_a_multirun_before_the_first(tmp_path):
-    result = run_sweeper("--multirun", "train.epochs=1,0", "grid.p=[0.5]",
+    result, _ = run_command("sweeper", "--multirun", "train.epochs=1,0", "grid.p=[0.5]",
                          f"store.root={tmp_path / 'runs'}", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert "job #1 (train.epochs=0): train.epochs=0: must be ≥ 1" in result.stderr
@@ -509,10 +513,8 @@ COMMAND_CASES = [
 
 
 def test_command_refuses_issue_24_inputs_before_ray(tmp_path, closed_port):
-    """Each case, run as `python -m sweeper`, was a traceback, a hang or a refusal after Ray had
-    started on main.  Several run at once: each is a separate process, most of it imports."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    """Each case, run as `python -m sweeper` (in this process: `run_command`), was a traceback,
+    a hang or a refusal after Ray had started on main."""
     (tmp_path / "loop").mkdir()
     (tmp_path / "loop" / "a").symlink_to(tmp_path / "loop" / "b")
     (tmp_path / "loop" / "b").symlink_to(tmp_path / "loop" / "a")
@@ -525,12 +527,11 @@ def test_command_refuses_issue_24_inputs_before_ray(tmp_path, closed_port):
         store = [] if any(o.startswith(("store.root", "'store.root")) for o in overrides) else \
             [f"store.root={folder / 'runs'}"]
         args = [o.format(tmp=tmp_path, port=closed_port) for o in overrides] + store
-        result, seconds = run_module("sweeper", *args, cwd=folder,
-                                     env={"RAY_TMPDIR": str(folder)})  # no `ray start` record
+        result, seconds = run_command("sweeper", *args, cwd=folder, unset=("RAY_ADDRESS",),
+                                      env={"RAY_TMPDIR": str(folder)})  # no `ray start` record
         return name, result, seconds, [f.format(tmp=tmp_path, port=closed_port) for f in fragments]
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        outcomes = list(pool.map(one, COMMAND_CASES))
+    outcomes = [one(case) for case in COMMAND_CASES]
     for name, result, seconds, fragments in outcomes:
         clean_refusal(result, fragments)
         assert "Ray dashboard" not in result.stdout and "models trained" not in result.stderr, name
@@ -644,8 +645,8 @@ def test_sync_probes_a_dead_tracking_server_once(tmp_path, closed_port):
         '{"name": "q", "sweep_key": "k", "cells": ["c"], "config": {"tracking": '
         f'{{"uri": "{uri}", "experiment": "sweeper"}}}}}}')
     for args in (["--tracking-uri", uri], []):  # named on the command line, or the sweep's own
-        result, seconds = run_module("sweeper.sync", "--experiment", "q",
-                                     "--store-root", str(tmp_path / "runs"), *args, cwd=tmp_path)
+        result, seconds = run_command("sweeper.sync", "--experiment", "q",
+                                      "--store-root", str(tmp_path / "runs"), *args, cwd=tmp_path)
         assert result.returncode == 1, result.stderr[-2000:]
         assert f"'{uri}': the MLflow server does not answer" in result.stderr
         assert "nothing was logged" in result.stderr and "Traceback" not in result.stderr
@@ -654,8 +655,8 @@ def test_sync_probes_a_dead_tracking_server_once(tmp_path, closed_port):
 
 def test_frontier_checks_its_output_files_before_the_table(tmp_path):
     """Item 13: on main the table printed, then a traceback for /proc/x.csv."""
-    result, _ = run_module("sweeper.frontier", "--run-dir", str(tmp_path / "runs" / "sweeps" / "q"),
-                           "--csv", "/proc/x.csv", "--plot", "/proc/x.png", cwd=tmp_path)
+    result, _ = run_command("sweeper.frontier", "--run-dir", str(tmp_path / "runs" / "sweeps" / "q"),
+                            "--csv", "/proc/x.csv", "--plot", "/proc/x.png", cwd=tmp_path)
     clean_refusal(result, ["--csv='/proc/x.csv'", "--plot='/proc/x.png'", "/proc is not writable"])
     assert result.stdout == ""
 
@@ -670,7 +671,7 @@ def test_frontier_checks_its_output_files_before_the_table(tmp_path):
 def test_a_mistyped_option_is_named_once_among_the_options_there_are(argv, said, tmp_path):
     """Issue 30.9: the usage and the error printed twice, the program called `__main__.py`, no
     word of --replace or --wait, and every override after the option "unrecognized"."""
-    result = run_sweeper(*argv, f"store.root={tmp_path / 'runs'}", cwd=tmp_path)
+    result, _ = run_command("sweeper", *argv, f"store.root={tmp_path / 'runs'}", cwd=tmp_path)
     clean_refusal(result, said)
     assert "usage:" not in result.stderr and "__main__" not in result.stderr
     assert "store.root" not in result.stderr  # an override is never called an option
@@ -682,7 +683,7 @@ def test_frontier_says_a_store_root_that_is_a_file_is_one(tmp_path):
     """Issue 30.10: `--store-root <a file>` printed a raw `[Errno 20]` (every bad filter named
     at once: tests/test_frontier_view.py)."""
     (tmp_path / "afile").write_text("not a store\n")
-    result, _ = run_module("sweeper.frontier", "--store-root", str(tmp_path / "afile"), cwd=tmp_path)
+    result, _ = run_command("sweeper.frontier", "--store-root", str(tmp_path / "afile"), cwd=tmp_path)
     clean_refusal(result, [f"{tmp_path / 'afile'}: is a file, not a store's folder"])
     assert "Errno" not in result.stderr
 

@@ -1,4 +1,6 @@
-"""The user-facing commands, run as a person runs them (subprocesses)."""
+"""The user-facing commands, run as a person runs them: subprocesses where the process is the
+point (the exit status, Hydra's own entry point, a crash's report, Ray's start), in this
+process (`testkit.in_process`) where the command refuses its input before any work."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from pathlib import Path
 from typing import Optional
 
 import yaml
+
+from testkit.in_process import run_command
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,8 +44,8 @@ def test_cifar10_without_data_stops_before_ray_with_the_files_to_place(tmp_path)
 
 
 def test_bad_config_is_refused_with_every_problem_named(tmp_path):
-    result = run("-m", "sweeper", "grid.p=[0,1.5]", "grid.attack=[lira,loss]", "shadow.count=3",
-                 f"store.root={tmp_path / 'runs'}", cwd=tmp_path)
+    result, _ = run_command("sweeper", "grid.p=[0,1.5]", "grid.attack=[lira,loss]",
+                            "shadow.count=3", f"store.root={tmp_path / 'runs'}", cwd=tmp_path)
     assert result.returncode == 2
     for fragment in ("grid.p: 0", "grid.p: 1.5", "'lira' is unknown", "shadow.count=3"):
         assert fragment in result.stderr
@@ -179,7 +183,7 @@ def test_yamls_inf_alone_in_grid_epsilon_reaches_hydra_as_infinity(tmp_path):
 
 
 def test_bounds_plot_into_an_unwritable_folder_is_one_error_line(tmp_path):
-    result = run("-m", "sweeper.bounds", "plot", "--out", "/proc/sweeper-plots", cwd=tmp_path)
+    result, _ = run_command("sweeper.bounds", "plot", "--out", "/proc/sweeper-plots", cwd=tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
@@ -188,8 +192,8 @@ def test_bounds_plot_into_an_unwritable_folder_is_one_error_line(tmp_path):
 
 def test_sync_refuses_credentials_and_names_that_leave_the_store(tmp_path):
     root = tmp_path / "runs"
-    result = run("-m", "sweeper.sync", "--store-root", str(root), "--experiment", "x",
-                 "--tracking-uri", "http://alice:hunter2@127.0.0.1:5000", cwd=tmp_path)
+    result, _ = run_command("sweeper.sync", "--store-root", str(root), "--experiment", "x",
+                            "--tracking-uri", "http://alice:hunter2@127.0.0.1:5000", cwd=tmp_path)
     assert result.returncode == 2
     assert "--tracking-uri='http://alice:***@127.0.0.1:5000'" in result.stderr
     assert "MLFLOW_TRACKING_PASSWORD" in result.stderr
@@ -203,8 +207,8 @@ def test_sync_refuses_credentials_and_names_that_leave_the_store(tmp_path):
         "name": "x", "sweep_key": "k", "cells": [], "tracking_uri": "",
         "config": {"tracking": {"uri": None, "experiment": "sweeper"}}}))
     env_uri = {"MLFLOW_TRACKING_URI": "http://alice:hunter2@127.0.0.1:5000"}
-    result = run("-m", "sweeper.sync", "--store-root", str(root), "--experiment", "x",
-                 cwd=tmp_path, env=env_uri)
+    result, _ = run_command("sweeper.sync", "--store-root", str(root), "--experiment", "x",
+                            cwd=tmp_path, env=env_uri)
     assert result.returncode == 2, result.stderr
     assert "MLFLOW_TRACKING_URI='http://alice:***@127.0.0.1:5000'" in result.stderr
     assert "hunter2" not in result.stdout + result.stderr
@@ -212,15 +216,15 @@ def test_sync_refuses_credentials_and_names_that_leave_the_store(tmp_path):
     outside = tmp_path / "outside"
     (outside / "sweep.json").parent.mkdir()
     (outside / "sweep.json").write_text("{}")
-    result = run("-m", "sweeper.sync", "--store-root", str(root), "--experiment", "../../outside",
-                 cwd=tmp_path)
+    result, _ = run_command("sweeper.sync", "--store-root", str(root), "--experiment",
+                            "../../outside", cwd=tmp_path)
     assert result.returncode == 2
     assert "--experiment='../../outside'" in result.stderr and "no '/'" in result.stderr
 
 
 def test_mlflow_variable_with_credentials_stops_the_sweep_before_ray(tmp_path):
-    result = run("-m", "sweeper", f"store.root={tmp_path / 'runs'}", cwd=tmp_path,
-                 env={"MLFLOW_TRACKING_URI": "https://alice:hunter2@mlflow.example"})
+    result, _ = run_command("sweeper", f"store.root={tmp_path / 'runs'}", cwd=tmp_path,
+                            env={"MLFLOW_TRACKING_URI": "https://alice:hunter2@mlflow.example"})
     assert result.returncode == 2, result.stderr[-2000:]
     assert "MLFLOW_TRACKING_URI='https://alice:***@mlflow.example'" in result.stderr
     assert "hunter2" not in result.stdout + result.stderr

@@ -464,14 +464,14 @@ def declared(rule) -> list[str]:
     return [name for name, attack in ATTACKS.items() if rule(attack)]
 
 
-BASELINES = declared(lambda attack: not attack.reads_model)
+BASELINES = declared(lambda attack: attack.baseline)
 MEASURES = declared(lambda attack: attack.measures_records)
 
 
 def test_the_reports_baselines_and_measures_are_what_the_attacks_declare():
-    """Issue 31: no report names an attack.  A baseline is an attack that reads nothing of the
-    model, so it says "member" for everyone and its precision is the share of members; a
-    per-record measure (PDTP) is no test.  Both read from the declarations."""
+    """Issue 31: no report names an attack.  A baseline is declared (`baseline=True`): it
+    says "member" for everyone and its precision is the share of members; a per-record measure
+    (PDTP) is no test.  Both read from the declarations."""
     from jobs.attacks import ATTACKS, AttackInputs
     from sweeper.reports import baseline_attacks, measure_attacks, not_tests
 
@@ -502,6 +502,40 @@ def test_every_declared_baseline_is_drawn_as_the_baseline(baseline, lira_frame, 
     assert set(table["attack"]) == {"lira_online", baseline}
     with pytest.raises(ValueError, match="no attack rows besides"):
         REPORTS["thudi_lira"](alone, tmp_path / "thudi")
+
+
+def test_an_attack_that_reads_no_model_is_a_test_unless_declared_a_baseline(lira_frame,
+                                                                           monkeypatch):
+    """Issue 42: a random guess reads nothing of the model, as the always-member baseline does,
+    but its precision is its own: it is drawn in a panel of its own, and the grey baseline
+    squares stay the always-member rows' mean (on main it was pooled into them)."""
+    from jobs.attack_registry import NoSettings, register_attack
+    from jobs.attacks import ATTACKS
+    from sweeper.reports import baseline_attacks, frontier_figure
+
+    monkeypatch.setattr(ATTACKS, "_entries", dict(ATTACKS._entries))  # registered for this test
+
+    @register_attack("random_guess", NoSettings, needs_shadows=False, decides=True,
+                     reads_model=False)
+    def random_guess(inputs, settings):
+        """Say "member" by a fair coin."""
+        return np.random.default_rng(0).integers(0, 2, len(inputs.labels)).astype(float)
+
+    assert baseline_attacks() == ("always_member",)
+    guesses = lira_frame[lira_frame["attack"] == "always_member"].assign(
+        attack="random_guess", precision=0.8)
+    frame = pd.concat([lira_frame, guesses], ignore_index=True)
+    figure = frontier_figure(frame)
+    panels = [axis for axis in figure.axes if axis.get_title()]
+    assert [axis.get_title().splitlines()[0] for axis in panels] == ["lira_online", "random_guess"]
+    members = lira_frame[lira_frame["attack"] == "always_member"].groupby("p")["precision"].mean()
+    for axis in panels:
+        squares = [line for line in axis.get_lines() if line.get_marker() == "s"]
+        assert len(squares) == 1
+        assert squares[0].get_ydata() == pytest.approx(members.to_numpy())
+    with pytest.raises(TypeError, match="a baseline reads no model"):
+        register_attack("reads_the_model", NoSettings, needs_shadows=False, decides=True,
+                        baseline=True)
 
 
 @pytest.mark.parametrize("measure", MEASURES)

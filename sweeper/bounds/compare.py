@@ -52,7 +52,7 @@ class Bound:
     header: str  # the text table's column
     label: str  # who, and the formula in words (the figure's legend)
     kind: str  # PRECISION (at p) or ACCURACY (balanced, p = 0.5)
-    value: Callable[[np.ndarray, Settings], Optional[np.ndarray]]  # None: undefined at these settings
+    value: Callable[[np.ndarray, Settings], Optional[np.ndarray | float]]  # None: undefined here
 
 
 BOUNDS: tuple[Bound, ...] = (

@@ -85,7 +85,7 @@ def _swept_model_problems(cfg: SweepConfig, found: list[str]) -> list[str]:
         other = copy.deepcopy(cfg)
         other.model.name = model
 
-        def check(ok: bool, message: str) -> None:
+        def check(ok: bool, message: str, model: str = model) -> None:
             if not ok and message not in found and f"grid.model={model!r}: {message}" not in extra:
                 extra.append(f"grid.model={model!r}: {message}")
 

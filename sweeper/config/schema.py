@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypeAlias
 
 from jobs.attacks import ATTACKS, AttackSettings
 from jobs.datasets import DATASETS
@@ -147,13 +147,16 @@ class TrainConfig:
 #: The grid: a list per grid axis (`sweeper.axes.GRID_AXES`), each with its declared default
 #: (a recipe axis's is empty: then `train.<name>` alone), and a list per axis's alternative
 #: (`Axis.alternative`: p as γ, ε as a target bound β), empty unless given instead.
-GridConfig = dataclasses.make_dataclass(
-    "GridConfig",
-    [(axis.name, list[axis.python_type], field(default_factory=axis.grid_values or list))
-     for axis in GRID_AXES]
-    + [(axis.alternative.name, list[axis.alternative.python_type], field(default_factory=list))
-       for axis in GRID_AXES if axis.alternative is not None])
-GridConfig.__module__ = __name__
+if TYPE_CHECKING:  # built at import from GRID_AXES: a type checker knows no field of it
+    GridConfig: TypeAlias = Any
+else:
+    GridConfig = dataclasses.make_dataclass(
+        "GridConfig",
+        [(axis.name, list[axis.python_type], field(default_factory=axis.grid_values or list))
+         for axis in GRID_AXES]
+        + [(axis.alternative.name, list[axis.alternative.python_type], field(default_factory=list))
+           for axis in GRID_AXES if axis.alternative is not None])
+    GridConfig.__module__ = __name__
 
 
 def sampling_rates(grid: GridConfig) -> list[float]:

@@ -22,8 +22,8 @@ from sweeper.formats import format_epsilon
 # (`jobs.attack_registry.Attack`), never from a list of names here: a new one is handled by
 # what it declares.  Functions, not constants: the registry is read when a report runs.
 def baseline_attacks() -> tuple[str, ...]:
-    """The registered baselines (`Attack.is_baseline`), in registration order."""
-    return tuple(name for name, attack in ATTACKS.items() if attack.is_baseline)
+    """The registered baselines (`Attack.baseline`), in registration order."""
+    return tuple(name for name, attack in ATTACKS.items() if attack.baseline)
 
 
 def measure_attacks() -> tuple[str, ...]:
@@ -36,7 +36,7 @@ def not_tests() -> tuple[str, ...]:
     """Attacks that are not membership tests with a precision of their own: baselines and
     per-record measures, in registration order."""
     return tuple(name for name, attack in ATTACKS.items()
-                 if attack.is_baseline or attack.measures_records)
+                 if attack.baseline or attack.measures_records)
 
 
 def require(frame: pd.DataFrame, columns: Iterable[str], report: str,
