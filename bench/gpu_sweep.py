@@ -26,7 +26,7 @@ def parse_wall_split(log: str) -> dict[str, dict[str, float]]:
     """The summary's `wall by task kind` line as {kind: {wall, tasks, task_seconds}}, and the
     sweep's wall (`done in … s`) as {"sweep": {"wall": …}}; empty when the sweep printed none."""
     split: dict[str, dict[str, float]] = {}
-    line = next((l for l in log.splitlines() if l.startswith("wall by task kind:")), "")
+    line = next((row for row in log.splitlines() if row.startswith("wall by task kind:")), "")
     for kind, wall, tasks, seconds in _KIND.findall(line):
         split[kind] = {"wall": float(wall), "tasks": int(tasks), "task_seconds": float(seconds)}
     done = re.search(r"^done in ([\d.]+) s", log, re.M)

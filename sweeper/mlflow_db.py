@@ -86,7 +86,8 @@ def relocate_artifacts(uri: str, artifact_location: Optional[str]) -> None:
 
     database = database_path(uri)
     here = urlsplit(artifact_location or "")
-    if database is None or here.scheme != "file" or not database.is_file():
+    if (artifact_location is None or database is None or here.scheme != "file"
+            or not database.is_file()):
         return
     folder = Path(unquote(here.path))
     if database.resolve().parent != folder.parent.resolve():
@@ -97,7 +98,7 @@ def relocate_artifacts(uri: str, artifact_location: Optional[str]) -> None:
         except sqlite3.DatabaseError:  # not (yet) MLflow's: nothing to relocate
             return
         moved = [(experiment_id, old) for experiment_id, old in rows
-                 if _elsewhere(old, artifact_location, folder.name)]
+                 if old is not None and _elsewhere(old, artifact_location, folder.name)]
         if moved:
             _check_revision(db, database, moved[0][1])
         for experiment_id, old in moved:

@@ -144,7 +144,7 @@ def card_tile(image, width: int):
 
     scale = width / max(image.size)
     scaled = image.resize((round(image.size[0] * scale), round(image.size[1] * scale)),
-                          Image.LANCZOS)
+                          Image.Resampling.LANCZOS)
     tile = Image.new("RGB", (width, width), "white")
     tile.paste(scaled, ((width - scaled.size[0]) // 2, 0))
     return tile
@@ -386,8 +386,8 @@ class SweepTracker:
             for item in old:
                 repository.delete_artifacts(item)
         figure, thumbnail = logged_image_names(FRONTIER_IMAGE_KEY, 0, _now_ms())
-        with Image.open(path) as image, tempfile.TemporaryDirectory() as folder:
-            image = image.convert("RGB")
+        with Image.open(path) as opened, tempfile.TemporaryDirectory() as folder:
+            image = opened.convert("RGB")
             image.save(Path(folder) / figure)
             card_tile(image, IMAGE_CARD_WIDTH).save(Path(folder) / thumbnail, lossless=True)
             for name in (figure, thumbnail):
