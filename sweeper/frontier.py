@@ -458,7 +458,7 @@ def sweeps_held(root: Optional[str]) -> str:
     except (OSError, ValueError):
         names = []
     if not names:
-        return "Run `python -m sweeper` first, or pass --store-root or --run-dir."
+        return "Run `sweeper` (a sweep) first, or pass --store-root or --run-dir."
     return f"This store has: {', '.join(names)} (--experiment NAME)."
 
 

@@ -39,6 +39,14 @@ def print_summary(result) -> None:
     print(where_to_look(result))
 
 
+def sweeper_command(tool: str) -> list[str]:
+    """`sweeper TOOL` runnable as printed: the `sweeper` script beside this interpreter (no
+    activated venv needed), or this interpreter's `-m sweeper.TOOL` where no script was
+    installed (a bare checkout on PYTHONPATH)."""
+    script = Path(sys.executable).parent / "sweeper"
+    return [str(script), tool] if script.is_file() else [sys.executable, "-m", f"sweeper.{tool}"]
+
+
 def mlflow_lines(result) -> list[str]:
     """How to open the sweep's runs, each thing to paste on a line of its own (a shell runs a
     line's first `&` in the background): for a local store the `mlflow ui` command, then the
@@ -49,7 +57,7 @@ def mlflow_lines(result) -> list[str]:
 
     if result.tracking_warning:
         root, _ = split_sweep_location(result.sweep_dir)
-        sync = shlex.join([sys.executable, "-m", "sweeper.sync", "--experiment", result.name,
+        sync = shlex.join([*sweeper_command("sync"), "--experiment", result.name,
                            "--store-root", root])
         return ["MLflow: tracking failed (warning above), the results are whole in Parquet; log "
                 "them to MLflow with:", sync]

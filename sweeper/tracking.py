@@ -4,7 +4,7 @@ Runs are found again by tags (the sweep's plan key, each cell's content key), so
 sweep reuses its run and logs only cells not logged before: MLflow holds one run per cell no
 matter how often the sweep is resumed or synced.  Tracking is best effort: results live in
 Parquet, so when the tracking server fails the tracker stops calling it (one timeout, not one
-per cell), the sweep goes on, and `python -m sweeper.sync` logs what was missed later.
+per cell), the sweep goes on, and `sweeper sync` logs what was missed later.
 
 Opening MLflow costs seconds (its import, the SQLite schema check, the searches), so a sweep that
 has nothing new to log does not open it: after a run whose logging went through whole, the
@@ -509,7 +509,7 @@ class SweepTracker:
         message = (f"MLflow tracking at {redact(self.uri)} failed mid-sweep ({self.failure}): "
                    f"{len(self.missed_cells)} cell run(s) and {self.missed_artifacts} artifact(s) were "
                    "not logged. The results are whole in Parquet; once the server is back, run "
-                   f"`python -m sweeper.sync --experiment {self.sweep_name} --store-root STORE` "
+                   f"`sweeper sync --experiment {self.sweep_name} --store-root STORE` "
                    "to log them.")
         logger.warning(message)
         return message
@@ -529,7 +529,7 @@ def open_tracker(uri: str, experiment: str, sweep_name: str, sweep_key: str,
         return None
     except Exception as error:  # noqa: BLE001 - any tracking failure must not stop the sweep
         logger.warning("MLflow tracking at %s is unavailable (%s); results still land in Parquet, "
-                       "but no runs are logged. Once it is back, run `python -m sweeper.sync "
+                       "but no runs are logged. Once it is back, run `sweeper sync "
                        "--experiment %s --store-root STORE`.", redact(uri), type(error).__name__,
                        sweep_name)
         return None

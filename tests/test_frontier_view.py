@@ -139,7 +139,7 @@ def test_an_unknown_sweep_lists_the_sweeps_the_store_has(sweep, capsys, tmp_path
     assert code == EXIT_REFUSED and not lines
     assert "This store has: view (--experiment NAME)." in err and "Traceback" not in err
     code, _, err = frontier(capsys, str(tmp_path / "empty"), "--experiment", "nosuch")
-    assert code == EXIT_REFUSED and "Run `python -m sweeper` first" in err
+    assert code == EXIT_REFUSED and "Run `sweeper` (a sweep) first" in err
     # A --run-dir that is no sweep folder names no store's sweeps (and does not crash).
     assert frontier_main(["--run-dir", str(tmp_path / "not-a-sweep")]) == EXIT_REFUSED
     err = capsys.readouterr().err

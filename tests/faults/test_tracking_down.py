@@ -1,6 +1,6 @@
 """Fault 4: the MLflow tracking server (a real `mlflow server` on 127.0.0.1) is stopped
 mid-sweep.  The sweep completes with its Parquet results whole and warns what was not logged;
-`python -m sweeper.sync` fills MLflow in once the server is back, and a second sync adds nothing.
+`sweeper sync` fills MLflow in once the server is back, and a second sync adds nothing.
 The same when the SQLite tracking file is deleted mid-sweep: the summary's last line says how to
 backfill, never `mlflow ui` on the deleted file."""
 
@@ -42,7 +42,7 @@ def tracked_config(make_tiny_config, tmp_path, name: str):
 
 def sweep_with_tracking_fault(cfg, procs, caplog, fault: Callable[[], None]):
     """Run the sweep while `fault` breaks its tracking once two cells are stored; the sweep
-    must warn, naming `sweeper.sync`.  Returns (result, number of cells planned)."""
+    must warn, naming `sweeper sync`.  Returns (result, number of cells planned)."""
     cells_dir = Path(cfg.store.root) / "sweeps" / cfg.name / "cells"
 
     def after_first_cells():
@@ -54,7 +54,7 @@ def sweep_with_tracking_fault(cfg, procs, caplog, fault: Callable[[], None]):
     breaker.start()
     with caplog.at_level(logging.WARNING, logger="sweeper"):
         result = run_sweep(cfg, progress=False)
-    assert any("sweeper.sync" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert any("sweeper sync" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
     breaker.join(timeout=30)
     return result, len(cfg.grid.epsilon) * len(cfg.grid.p) * len(cfg.grid.attack)
 
@@ -112,7 +112,8 @@ def test_database_deleted_mid_sweep_ends_with_how_to_backfill(ray_local, make_ti
     assert "mlflow ui" not in said + last and "tracking failed" in said, said
     # The last line, run as printed, backfills MLflow: every cell has its run again.
     command = shlex.split(last)
-    assert command[1:4] == ["-m", "sweeper.sync", "--experiment"]
+    # The `sweeper` script beside the sweep's Python: runnable with no venv activated.
+    assert Path(command[0]).name == "sweeper" and command[1:3] == ["sync", "--experiment"]
     synced = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert synced.returncode == 0, synced.stderr[-2000:]
     # Read the new file itself: this process's MLflow still holds an engine on the deleted one.
