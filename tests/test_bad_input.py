@@ -242,6 +242,30 @@ def test_a_word_for_a_boolean_is_named_once(tmp_path):
         assert message.count(f"{override}:") == 1, message
 
 
+@pytest.mark.parametrize("value", ["1.5", "big", "1e15"])
+def test_a_mistyped_public_size_is_one_line(value, tmp_path):
+    """Issue 44.6: the type refusal came with a second line, public_size=None "set it exactly
+    when train.rate_from=declared", about the default its refusal left."""
+    message = refused(tmp_path, ["train.rate_from=declared", f"train.public_size={value}"])
+    assert message.splitlines()[1:] == [
+        line for line in message.splitlines()[1:] if line.startswith(f"  - train.public_size={value}:")
+    ] and len(message.splitlines()) == 2, message
+
+
+def test_a_public_size_beyond_the_pools_scale_is_refused(tmp_path):
+    """Issue 44.6: 10**15 was accepted and planned ~1.6e13 steps an epoch.  The bound is 10 × the
+    dataset's pool (the synthetic stand-in's 2000 records, `STAND_IN_POOL`: 20000); 10**15 / 64
+    is 1.5625e13 steps."""
+    from sweeper.config.checks import PUBLIC_SIZE_SCALE
+
+    base = ["dataset.synthetic=true", "train.rate_from=declared", "train.batch_size=64"]
+    message = refused(tmp_path, [*base, f"train.public_size={10**15}"])
+    assert f"train.public_size={10**15}: over 20000, {PUBLIC_SIZE_SCALE} × the 2000 records" \
+        in message and "1.56e+13 steps an epoch" in message, message
+    refused(tmp_path, [*base, "train.public_size=20001"])
+    preflight([*base, "train.public_size=20000", f"store.root={tmp_path / 'runs'}"])
+
+
 def test_pdtp_records_beyond_a_targets_members(tmp_path):
     # The quickstart's target at p = 0.5 (trial 0; the quickstart runs four) draws from a pool of 500/0.5 = 1000 records, each a
     # member when its uniform draw from the target's seed is below p (jobs.training.draw_mask):
