@@ -266,6 +266,31 @@ def test_a_public_size_beyond_the_pools_scale_is_refused(tmp_path):
     preflight([*base, "train.public_size=20000", f"store.root={tmp_path / 'runs'}"])
 
 
+@pytest.mark.parametrize("host", ["10.255.255.1", "203.0.113.7", "no-such-host.invalid"])
+def test_a_dashboard_host_this_machine_cannot_bind_is_a_configuration_error(host, tmp_path):
+    """Issue 44.7: local Ray started first, then failed after 66 s blaming the port.  Only a bind
+    here (port 0) tells: nothing is sent to the address."""
+    message = refused(tmp_path, [f"cluster.dashboard_host={host}"])
+    assert f"cluster.dashboard_host='{host}': this machine cannot listen there" in message, message
+    assert "dashboard_port" not in message, message
+    for fine in ("127.0.0.1", "localhost"):
+        preflight([f"cluster.dashboard_host={fine}", f"store.root={tmp_path / 'runs'}"])
+    # A cluster's dashboard is the cluster's: not bound here.
+    preflight(["cluster.dashboard_host=203.0.113.7", "cluster.address=ray://head:10001",
+               f"store.root={tmp_path / 'runs'}"])
+
+
+def test_command_refuses_an_unbindable_dashboard_host_before_ray(tmp_path):
+    result, seconds = run_module("sweeper", "cluster.dashboard_host=10.255.255.1",
+                                 "cluster.include_dashboard=true", f"store.root={tmp_path / 'runs'}",
+                                 cwd=tmp_path, env={"RAY_TMPDIR": str(tmp_path)})
+    clean_refusal(result, ["cluster.dashboard_host='10.255.255.1': this machine cannot listen"])
+    said = result.stdout + result.stderr
+    assert "ERROR" not in said and "Ray dashboard" not in said and "port" not in said, said
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "Ray or the store wrote files"
+    assert seconds < BOUND_S
+
+
 def test_pdtp_records_beyond_a_targets_members(tmp_path):
     # The quickstart's target at p = 0.5 (trial 0; the quickstart runs four) draws from a pool of 500/0.5 = 1000 records, each a
     # member when its uniform draw from the target's seed is below p (jobs.training.draw_mask):
