@@ -36,7 +36,7 @@ from sweeper.config import ConfigError, SweepConfig
 from sweeper.validation import validate
 from sweeper.console import Progress, forwarded
 from sweeper.credentials import redact, redact_tree
-from sweeper.failures import Failure, cell_label, classify
+from sweeper.failures import Failure, cell_label, classify, full_disk
 from sweeper.listeners import (FigureDrawer, Listeners, NotLanded, RowWriter, SweepEnd,
                                TrackingListener)
 from sweeper.plan import Cell, ModelSpec, SweepPlan, build_plan
@@ -45,7 +45,7 @@ from sweeper.ray_start import auth_hint, ray_session
 from sweeper.sweep_data import sweep_data
 from sweeper.results import CELLS_DATASET, compact, sort_frontier
 from sweeper.scale import scaled
-from sweeper.files import sweep_stale_parts
+from sweeper.files import DiskFull, sweep_stale_parts
 from sweeper.store import ArtifactStore
 from sweeper.submission import (Submitted, check_cluster_resources, submit_attacks,
                                 submit_queries, submit_training, task_options)
@@ -110,16 +110,18 @@ def run_sweep(cfg: SweepConfig, progress: bool = True,
     Raises:
         ConfigError, DatasetUnavailable: refused by `prepare`, before anything is written.
         KeyboardInterrupt: SIGINT or SIGTERM (`sweeper.interrupts`), once the listeners closed.
+        DiskFull: a task found no space to store what it made (its path), once the listeners
+            closed: every other write would fail alike.
     """
     with forwarded(echo), contextlib.ExitStack() as claimed:
         started = time.perf_counter()
         sweep = prepare(cfg, validated, claimed)
         listeners = sinks(sweep)
         try:
-            failures, dashboard_url = execute(sweep, listeners, progress)
-            end = listeners.on_sweep_end(
-                SweepEnd(collect(sweep), failures, len(sweep.todo_models), started))
-        except KeyboardInterrupt:  # Ctrl-C, SIGTERM (`sweeper.interrupts`): the sinks close
+            failures, trained, dashboard_url = execute(sweep, listeners, progress)
+            end = listeners.on_sweep_end(SweepEnd(collect(sweep), failures, trained, started))
+        # Ctrl-C, SIGTERM (`sweeper.interrupts`), a task that found the disk full: the sinks close
+        except (KeyboardInterrupt, DiskFull):
             listeners.on_sweep_interrupted()
             raise
         return summarize(sweep, end, dashboard_url)
@@ -203,31 +205,34 @@ def sinks(sweep: Sweep) -> Listeners:
 
 
 def execute(sweep: Sweep, listeners: Listeners,
-            progress: bool) -> tuple[list[tuple[str, str]], Optional[str]]:
+            progress: bool) -> tuple[list[tuple[str, str]], int, Optional[str]]:
     """Run the prepared sweep's missing work, telling `listeners` of each cell as it lands.
 
     Ray, the data and the listeners start side by side (`start_up`).  With nothing to compute
     nothing starts: the listeners only hear that the sweep started.
 
     Returns:
-        The failed cells as (label, reason), and the Ray dashboard's URL (None when Ray did not
-        start or has no dashboard).
+        The failed cells as (label, reason), the models trained and stored, and the Ray
+        dashboard's URL (None when Ray did not start or has no dashboard).
+
+    Raises:
+        DiskFull: a task found no space to store what it made.
     """
     if not sweep.todo_cells:
         listeners.on_sweep_start()
-        return [], None
+        return [], 0, None
     with start_up(sweep.cfg, sweep.plan, sweep.data_dir, listeners) as (dashboard_url, data):
         if dashboard_url:
             logger.info("Ray dashboard: %s  (%s)", dashboard_url, auth_hint())
-        failures = _execute(sweep.plan, sweep.todo_models, sweep.todo_cells, data, sweep.store,
-                            listeners, progress)
+        failures, trained = _execute(sweep.plan, sweep.todo_models, sweep.todo_cells, data,
+                                     sweep.store, listeners, progress)
     if sweep.corrupt:
         failed = {label for label, _ in failures}
         redone = sum(cell_label(cell) not in failed for cell in sweep.todo_cells
                      if cell.key in sweep.corrupt)
         logger.info("recomputed %d of %d cells whose files failed their checksum", redone,
                     len(sweep.corrupt))
-    return failures, dashboard_url
+    return failures, trained, dashboard_url
 
 
 def collect(sweep: Sweep) -> pd.DataFrame:
@@ -247,7 +252,7 @@ def summarize(sweep: Sweep, end: SweepEnd, dashboard_url: Optional[str]) -> Swee
         name=cfg.name, results=end.results, sweep_dir=store.sweep_uri(cfg.name),
         results_dir=store.location(CELLS_DATASET),
         tracking_uri=redact(sweep.tracking_uri), models_total=len(plan.models),
-        models_trained=len(sweep.todo_models), cells_total=len(plan.cells),
+        models_trained=end.models_trained, cells_total=len(plan.cells),
         cells_computed=len(sweep.todo_cells) - len(end.failures),
         seconds=time.perf_counter() - end.started, dashboard_url=dashboard_url,
         failures=end.failures, plot_path=figures[0] if figures else None,
@@ -283,10 +288,10 @@ def start_up(cfg: SweepConfig, plan: SweepPlan, data_dir: Path,
 
 
 def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: ArtifactStore,
-             listeners: Listeners, progress: bool) -> list[tuple[str, str]]:
+             listeners: Listeners, progress: bool) -> tuple[list[tuple[str, str]], int]:
     """Submit the missing training, query and attack tasks (`sweeper.submission`); as each
     attack lands, tell the listeners of its cells (`_land`).  The failed cells, with their
-    reasons."""
+    reasons, and the models stored."""
     import ray
 
     cfg = plan.config
@@ -302,12 +307,15 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
 
 def _await_cells(scoring: dict[Any, Submitted], model_refs: set, cells: int,
                  listeners: Listeners, retries: tuple[int, int],
-                 progress: bool) -> list[tuple[str, str]]:
+                 progress: bool) -> tuple[list[tuple[str, str]], int]:
     """Wait for every training and attack task, landing each attack's cells as it finishes
-    (`_land`) and counting both on the terminal; the failed cells, with their reasons."""
+    (`_land`) and counting both on the terminal (a model once it is stored); the failed cells,
+    with their reasons, and the models stored.  DiskFull, at once, when a task found no space
+    for what it made: every task after it would spend its work to fail at its first write."""
     import ray
 
     failures: list[tuple[str, str]] = []
+    trained = 0
     pending = list(model_refs) + list(scoring)
     trimmed_at = time.monotonic()
     with Progress(len(model_refs), "models trained", "model", progress) as models_bar, \
@@ -320,7 +328,9 @@ def _await_cells(scoring: dict[Any, Submitted], model_refs: set, cells: int,
                 done += more
             for ref in done:
                 if ref in model_refs:  # a failed model surfaces in its cells
-                    models_bar.update(1)
+                    if _stored(ref):
+                        trained += 1
+                        models_bar.update(1)
                     continue
                 submitted = scoring.pop(ref)  # popped: Ray may free the result once it has landed
                 failures += _land(ref, submitted.cells, submitted.upstream, listeners, *retries)
@@ -329,7 +339,21 @@ def _await_cells(scoring: dict[Any, Submitted], model_refs: set, cells: int,
                 release_freed_memory()
                 trimmed_at = time.monotonic()
     release_freed_memory()
-    return failures
+    return failures, trained
+
+
+def _stored(model_ref) -> bool:
+    """Whether a finished training task stored its model; DiskFull when it found no space."""
+    import ray
+
+    try:
+        ray.get(model_ref)  # its metadata: a few hundred bytes
+    except Exception as error:  # noqa: BLE001 - whatever it raised, its cells report it
+        where = full_disk(error)
+        if where is not None:
+            raise DiskFull(where) from None
+        return False
+    return True
 
 
 #: How often the driver hands freed heap back to the OS while cells land.
@@ -356,8 +380,11 @@ def _land(ref, cells: list[Cell], upstream: list[tuple[Any, str]], listeners: Li
     try:
         rows = ray.get(ref)
     except Exception as error:  # noqa: BLE001 - one failed cell must not stop the sweep
-        failure = _first_failure(error, f"attack {cell_label(cells[0])}", upstream,
-                                 train_retries, attack_retries)
+        failure, culprit = _first_failure(error, f"attack {cell_label(cells[0])}", upstream,
+                                          train_retries, attack_retries)
+        where = full_disk(culprit)
+        if where is not None:  # before a failure record, which would not fit either
+            raise DiskFull(where) from None
         reason = f"{failure.task}: {failure.reason}" if failure.task else failure.reason
         for cell in cells:
             listeners.on_cell_failed(cell, failure)
@@ -372,14 +399,14 @@ def _land(ref, cells: list[Cell], upstream: list[tuple[Any, str]], listeners: Li
 
 
 def _first_failure(error: Exception, attack: str, upstream: list[tuple[Any, str]],
-                   train_retries: int, attack_retries: int) -> Failure:
+                   train_retries: int, attack_retries: int) -> tuple[Failure, Exception]:
     """Why an attack failed: the training or query task it waited on that failed (with that
-    task's retry bound), else the attack itself."""
+    task's retry bound), else the attack itself; with the culprit's error."""
     import ray
 
     for dependency, name in upstream:
         try:
             ray.get(dependency)
         except Exception as cause:  # noqa: BLE001 - the culprit, whatever it raised
-            return classify(cause, train_retries, task=name)
-    return classify(error, attack_retries, task=attack)
+            return classify(cause, train_retries, task=name), cause
+    return classify(error, attack_retries, task=attack), error
