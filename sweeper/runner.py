@@ -85,7 +85,7 @@ class Sweep:
     data_dir: Path
     todo_cells: list[Cell]  # cells not present in the store (missing, or failed their checksum)
     todo_models: list[ModelSpec]  # models a todo cell reads that the store lacks
-    corrupt: set[str]  # keys of cells whose files failed their checksum
+    corrupt: set[str]  # keys of cells whose files (their row or scores) failed their checksum
     tracking_uri: str
     config: dict[str, Any]  # the config as plain containers (MLflow params, the manifest)
     manifest: dict[str, Any]  # its cells, where it is tracked, its config (credentials masked)
@@ -172,7 +172,7 @@ def prepare(cfg: SweepConfig, validated: bool = False,
         swept = sweep_stale_parts(store.local_root)
         if swept:
             logger.info("removed %d partial files that interrupted writes left in the store", swept)
-    states = {cell.key: store.cell_state(cfg.name, cell.key) for cell in plan.cells}
+    states = cell_states(store, cfg.name, plan.cells)
     todo_cells = [cell for cell in plan.cells if states[cell.key] != "present"]
     # Only models a missing cell reads: a finished cell never waits on a retrain.
     needed = {key for cell in todo_cells for key in (cell.scores.target, *cell.scores.shadows)}
@@ -189,6 +189,19 @@ def prepare(cfg: SweepConfig, validated: bool = False,
                  todo_models=todo_models,
                  corrupt={key for key, state in states.items() if state == "corrupt"},
                  tracking_uri=tracking_uri, config=config, manifest=manifest)
+
+
+def cell_states(store: ArtifactStore, sweep: str, cells: list[Cell]) -> dict[str, str]:
+    """Each cell's state in the store (`ArtifactStore.cell_state`), a landed cell taking its
+    per-record scores' when they are not present: the results' scores dataset is rebuilt from
+    those files (on a grow, say), so a cell whose scores fail their checksum is computed again,
+    from its stored models (trained again when they are gone too), never dropped from it."""
+    states = {cell.key: store.cell_state(sweep, cell.key) for cell in cells}
+    landed = [cell for cell in cells if states[cell.key] == "present"]
+    scores = {key: store.scores_state(key) for key in {cell.scores.key for cell in landed}}
+    for cell in landed:
+        states[cell.key] = scores[cell.scores.key]
+    return states
 
 
 def sinks(sweep: Sweep) -> Listeners:
