@@ -2,11 +2,11 @@
 
 Ray already retried what can be retried by the time the driver sees an error: worker and node
 deaths up to `max_retries` times, and the exceptions listed in `TRANSIENT_EXCEPTIONS` (memory,
-store I/O) but a full disk (`Retryable`): a retry of a task that found no space trains it again
-to fail at the same write, and the sweep stops on it (`sweeper.runner`).  Any other exception of the task's own (ValueError from bad data, a bug's TypeError)
-would fail the same way again, so it is never retried: its traceback goes into the cell's failure
-record at once, scrubbed of credentials (`sweeper.credentials.scrub`), since it is kept in the
-store and printed.
+store I/O) but a full disk (`Retryable`): a retry of a task that found no space would redo its
+work to fail at the same write, and the sweep stops on it (`sweeper.runner`).  Any other
+exception of the task's own (ValueError from bad data, a bug's TypeError) would fail the same
+way again, so it is never retried: its traceback goes into the cell's failure record at once,
+scrubbed of credentials (`sweeper.credentials.scrub`), since it is kept in the store and printed.
 """
 
 from __future__ import annotations

@@ -103,8 +103,8 @@ def compact(store: ArtifactStore, sweep: str, cell_keys: list[str]) -> Results:
     _sort_out_failures(store, sweep, coverage)
     cells = pa.concat_tables(tables) if tables else CELLS_SCHEMA.empty_table()
     scores_keys = sorted(set(cells["scores_key"].to_pylist()))
-    scores_data, kept, lost = _scores_file(store, scores_keys,
-                                           functools.cache(lambda: _compacted_scores(store, sweep, previous)))
+    earlier = functools.cache(lambda: _compacted_scores(store, sweep, previous))
+    scores_data, kept, lost = _scores_file(store, scores_keys, earlier)
     if kept:
         logger.warning("%d attack(s)' per-record scores are missing or failed their checksum (%s): "
                        "kept from the results dataset compacted before; a rerun recomputes them",

@@ -247,9 +247,8 @@ def test_a_mistyped_public_size_is_one_line(value, tmp_path):
     """Issue 44.6: the type refusal came with a second line, public_size=None "set it exactly
     when train.rate_from=declared", about the default its refusal left."""
     message = refused(tmp_path, ["train.rate_from=declared", f"train.public_size={value}"])
-    assert message.splitlines()[1:] == [
-        line for line in message.splitlines()[1:] if line.startswith(f"  - train.public_size={value}:")
-    ] and len(message.splitlines()) == 2, message
+    _, line = message.splitlines()  # "invalid configuration:", then the one problem
+    assert line.startswith(f"  - train.public_size={value}:") and "integer" in line, message
 
 
 def test_a_public_size_beyond_the_pools_scale_is_refused(tmp_path):

@@ -152,7 +152,8 @@ def test_scores_that_fail_their_checksum_are_recomputed_and_a_grow_keeps_every_r
     root, store = Path(cfg.store.root), ArtifactStore(cfg.store.root)
     held = _scores_dataset(root, cfg.name)
     by_attack = first.results.set_index("attack")
-    loss_key, lira_key = by_attack.loc["loss", "scores_key"], by_attack.loc["lira_offline", "scores_key"]
+    loss_key = by_attack.loc["loss", "scores_key"]
+    lira_key = by_attack.loc["lira_offline", "scores_key"]
     assert set(held.scores_key) == {loss_key, lira_key}
 
     # A rerun notices the damaged file and recomputes it from the stored models.
