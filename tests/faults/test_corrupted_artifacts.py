@@ -158,12 +158,15 @@ def test_scores_that_fail_their_checksum_are_recomputed_and_a_grow_keeps_every_r
 
     # A rerun notices the damaged file and recomputes it from the stored models.
     _flip_byte(root / "scores" / f"{loss_key}.parquet", 100)
-    assert store.scores_state(loss_key) == "corrupt"
+    with pytest.raises(CorruptArtifact):
+        store.read_scores(loss_key)
     said: list[str] = []
     second = run_sweep(cfg, progress=False, echo=said.append)
     assert not second.failures and second.models_trained == 0 and second.cells_computed == 1
     assert "recomputed 1 of 1 cells whose files failed their checksum" in said, said
-    assert store.scores_state(loss_key) == "present"
+    pd.testing.assert_frame_equal(store.read_scores(loss_key),  # the file, recomputed
+                                  held[held.scores_key == loss_key].drop(columns="scores_key")
+                                  .reset_index(drop=True))
     pd.testing.assert_frame_equal(_scores_dataset(root, cfg.name), held)
 
     # Damaged again, its target gone too, and the sweep grown: the target is trained again, the
@@ -174,7 +177,7 @@ def test_scores_that_fail_their_checksum_are_recomputed_and_a_grow_keeps_every_r
     cfg.grid.attack = [*cfg.grid.attack, "always_member"]
     third = run_sweep(cfg, progress=False)
     assert not third.failures and third.models_trained == 1 and store.has_model(target)
-    assert store.scores_state(lira_key) == "present"
+    assert len(store.read_scores(lira_key)) == (held.scores_key == lira_key).sum()
     grown = _scores_dataset(root, cfg.name)
     kept = held.merge(grown, on=["scores_key", "record_id"], suffixes=("", "_now"))
     assert len(kept) == len(held), "rows the results held were dropped"
