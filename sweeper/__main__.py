@@ -63,6 +63,7 @@ def run(cfg: SweepConfig, validated: bool = False) -> int:
     from sweeper.console import shown
     from sweeper.runner import run_sweep  # Ray, MLflow: imported once the configuration passed
     from sweeper.files import disk_full
+    from sweeper.ray_start import RayStartFailed
 
     try:
         with shown():
@@ -70,6 +71,9 @@ def run(cfg: SweepConfig, validated: bool = False) -> int:
     except (ConfigError, DatasetUnavailable) as error:
         print(f"error: {hide_secret_values(str(error))}", file=sys.stderr)
         return 2
+    except RayStartFailed as error:  # an outage of this machine, said in one line
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except Exception as error:  # noqa: BLE001 - said here, scrubbed: not by Hydra, raw
         where = disk_full(error)
         print(crash_report(error) if where is None else scrub(

@@ -20,7 +20,8 @@ The project's own exceptions, and what each command makes of them::
     ConnectionError
      └── sweeper.sync.Unreachable              an MLflow server that did not answer (exit 1)
     RuntimeError
-     └── jobs.datasets.DatasetUnavailable      a dataset's files missing: named with URL and MD5
+     ├── jobs.datasets.DatasetUnavailable      a dataset's files missing: named with URL and MD5
+     └── sweeper.ray_start.RayStartFailed      local Ray did not start, twice: one line, exit 1
     Exception
      └── sweeper.listeners.NotLanded           a cell a listener could not land (its failure record)
 """

@@ -2,29 +2,52 @@
 
 Ray already retried what can be retried by the time the driver sees an error: worker and node
 deaths up to `max_retries` times, and the exceptions listed in `TRANSIENT_EXCEPTIONS` (memory,
-store I/O).  Any other exception of the task's own (ValueError from bad data, a bug's TypeError)
-would fail the same way again, so it is never retried: its traceback goes into the cell's failure
-record at once, scrubbed of credentials (`sweeper.credentials.scrub`), since it is kept in the
-store and printed.
+store I/O) but a full disk (`Retryable`): a retry of a task that found no space would redo its
+work to fail at the same write, and the sweep stops on it (`sweeper.runner`).  Any other
+exception of the task's own (ValueError from bad data, a bug's TypeError) would fail the same
+way again, so it is never retried: its traceback goes into the cell's failure record at once,
+scrubbed of credentials (`sweeper.credentials.scrub`), since it is kept in the store and printed.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
 from sweeper.axes import BY_NAME
 from sweeper.credentials import scrub
 from sweeper.formats import format_epsilon
+from sweeper.files import disk_full
 from sweeper.store import CorruptArtifact
 
 #: Exceptions raised inside a task that a retry can cure: memory that another task held, store
 #: I/O (a throttled or reset connection to S3), an input read while a duplicate rewrote it.
 TRANSIENT_EXCEPTIONS: tuple[type[BaseException], ...] = (
     MemoryError, torch.OutOfMemoryError, OSError, CorruptArtifact)
+
+
+class _RetryableCheck(type):
+    def __instancecheck__(cls, error: object) -> bool:
+        return isinstance(error, TRANSIENT_EXCEPTIONS) and disk_full(error) is None
+
+
+class Retryable(Exception, metaclass=_RetryableCheck):
+    """What Ray retries (a task's `retry_exceptions`, which Ray matches with `isinstance`): the
+    `TRANSIENT_EXCEPTIONS`, except an error that says the disk is full (`disk_full`)."""
+
+
+def full_disk(error: BaseException) -> Optional[str]:
+    """Where the disk was full when that is why the task behind `error` (as `ray.get` raised it)
+    failed, else None: Ray's copy of a task's error carries the task's own in `cause`."""
+    from ray.exceptions import RayTaskError
+
+    cause = getattr(error, "cause", None) if isinstance(error, RayTaskError) else None
+    return disk_full(cause if isinstance(cause, BaseException) else error)
+
+
 ANSI_CODES = re.compile(r"\x1b\[[0-9;]*m")
 TASK_NAME = re.compile(r"ray::(.+?)\(\)")
 
@@ -66,7 +89,7 @@ def classify(error: BaseException, retries: int, task: str = "") -> Failure:
         transient = isinstance(cause, TRANSIENT_EXCEPTIONS) or (
             isinstance(cause, RayError) and not isinstance(cause, RayTaskError))
         reason = _one_line(cause)
-        if transient:
+        if transient and disk_full(cause) is None:  # a full disk is never retried (`Retryable`)
             reason += f" (still failing after {retries} retries)"
         return Failure("transient" if transient else "deterministic",
                        names[-1] if names else task, reason, text)

@@ -136,6 +136,7 @@ def composed(overrides: list[str], config_name: str = CONFIG_NAME) -> tuple[Swee
         def attempt(candidate: list[str]) -> DictConfig:
             return compose(config_name=config_name, overrides=candidate, return_hydra_config=True)
 
+        refused: set[str] = set()  # the keys whose given values Hydra refused
         try:
             raw = attempt(overrides)
         except Exception:  # noqa: BLE001 - Hydra raises many kinds; each override is retried below
@@ -150,6 +151,7 @@ def composed(overrides: list[str], config_name: str = CONFIG_NAME) -> tuple[Swee
                     latest = attempt([*accepted, override])
                     accepted.append(override)
                 except Exception as error:  # noqa: BLE001
+                    refused.add(override.lstrip("+~").partition("=")[0])
                     if override not in named:  # a check above named it already: once is enough
                         problems.append(_describe(override, error))
             raw = latest if latest is not None else attempt([])
@@ -164,8 +166,10 @@ def composed(overrides: list[str], config_name: str = CONFIG_NAME) -> tuple[Swee
         raise ConfigError([*problems, _omegaconf_problem(error, data)]) from None
     try:
         validate(scaled(cfg))
-    except ConfigError as refused:
-        problems += refused.problems
+    except ConfigError as invalid:
+        # Not a refused key again, checked at the default its refusal left (public_size=None)
+        problems += [problem for problem in invalid.problems
+                     if not any(problem.startswith(f"{key}=") for key in refused)]
     if problems:
         raise ConfigError(problems)
     return cfg, hydra_cfg

@@ -17,7 +17,10 @@ and docs/confinement.md.)
   `cluster.connect_timeout_s`, and refused if it never answers (exit 2, nothing written).
 * **Two local Rays**: the second would meet the first's fixed ports, the dashboard's
   (`dashboard_port`: Ray's own retries, or another free port) and its agent's 52365
-  (`dynamic_agent_port`).
+  (`dynamic_agent_port`).  Two starting at the same moment on a loaded machine can miss Ray's
+  30 s for the node to register ("The current node timed out during startup"): the start is
+  tried once more in a fresh session, the first one's processes killed, then refused in one
+  line (`RayStartFailed`).
 * **Secrets**: `cluster.runtime_env.env_vars` reach a local Ray's workers through the environment
   its processes inherit (`environment`), never through Ray's runtime environment, whose agent
   writes them into a log every user can read.
@@ -36,6 +39,7 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
@@ -353,11 +357,20 @@ LOOPBACK_ONLY_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 SESSION_MARKER_VAR = "SWEEPER_RAY_SESSION"
 
 
+@dataclass(frozen=True)
+class LocalRay:
+    """What `local_ray_confined` yields: `adopt()` once `ray.init` has returned hands the Ray
+    processes it started (this process's children and theirs) to the watchdog; `discard()`
+    after a failed `ray.init` kills those it left."""
+
+    adopt: Callable[[], None]
+    discard: Callable[[], None]
+
+
 @contextlib.contextmanager
-def local_ray_confined() -> Iterator[Callable[[], None]]:
+def local_ray_confined() -> Iterator[LocalRay]:
     """While it is open, a local Ray started here listens on loopback only and dies with this
-    process.  Yields `adopt`: call it once `ray.init` has returned, to hand the Ray processes
-    it started (this process's children and theirs) to the watchdog."""
+    process (`LocalRay`)."""
     import ray._private.ray_constants as ray_constants
 
     marker = f"{SESSION_MARKER_VAR}={uuid.uuid4().hex}"
@@ -376,7 +389,7 @@ def local_ray_confined() -> Iterator[Callable[[], None]]:
         watchdog.stdin.flush()
 
     try:
-        yield adopt
+        yield LocalRay(adopt, lambda: _kill(_ray_processes(marker)))
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = saved_flag
         for name, value in saved.items():
@@ -411,6 +424,21 @@ def _ray_processes(marker: str) -> list[tuple[int, str]]:
     return [(pid, table[pid][1]) for pid in found]
 
 
+def _kill(processes: list[tuple[int, str]]) -> None:
+    """SIGKILL `processes` (PID, start time), each still the process it was, and reap this
+    process's children among them."""
+    import signal
+
+    for pid, start in processes:
+        with contextlib.suppress(OSError, IndexError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            if fields[19] == start:
+                os.kill(pid, signal.SIGKILL)
+    for pid, _ in processes:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, 0)
+
+
 def _carries(pid: int, marker: str) -> bool:
     try:
         return marker.encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
@@ -441,30 +469,26 @@ def ray_session(cfg: SweepConfig) -> Iterator[Optional[str]]:
     with contextlib.ExitStack() as stack:
         if address is None:
             require_token_auth(cfg.cluster.allow_no_auth)
-            adopt = stack.enter_context(local_ray_confined())
+            local = stack.enter_context(local_ray_confined())
             # Workers inherit the variables from the Ray processes started here: kept out of
             # Ray's runtime environment, so out of its agent's log and its dashboard.
             variables = (runtime_env or {}).pop("env_vars", {})
             with environment(variables), dynamic_agent_port(), interrupts.kept_from_ray():
-                try:
-                    context = ray.init(
-                        address="local", num_cpus=cfg.cluster.num_cpus,
-                        runtime_env=runtime_env or None,
-                        include_dashboard=cfg.cluster.include_dashboard,
-                        dashboard_host=cfg.cluster.dashboard_host,
-                        dashboard_port=dashboard_port(cfg.cluster.dashboard_host,
-                                                      cfg.cluster.dashboard_port,
-                                                      cfg.cluster.include_dashboard),
-                        logging_level=logging.WARNING, job_config=job)
-                except Exception as error:  # noqa: BLE001 - Ray raises a bare Exception here
-                    if "dashboard" not in str(error).lower():
-                        raise
-                    raise ConfigError([
-                        f"cluster.dashboard_port={cfg.cluster.dashboard_port}: Ray's dashboard "
-                        "could not start there (another process took the port as this sweep "
-                        "started?); rerun, or set cluster.dashboard_port=0 for any free port, "
-                        "or cluster.include_dashboard=false"]) from None
-            adopt()
+                for attempt in range(1, START_ATTEMPTS + 1):
+                    try:
+                        context = ray.init(
+                            address="local", num_cpus=cfg.cluster.num_cpus,
+                            runtime_env=runtime_env or None,
+                            include_dashboard=cfg.cluster.include_dashboard,
+                            dashboard_host=cfg.cluster.dashboard_host,
+                            dashboard_port=dashboard_port(cfg.cluster.dashboard_host,
+                                                          cfg.cluster.dashboard_port,
+                                                          cfg.cluster.include_dashboard),
+                            logging_level=logging.WARNING, job_config=job)
+                        break
+                    except Exception as error:  # noqa: BLE001 - Ray raises a bare Exception here
+                        _start_failed(error, attempt, cfg, local)
+            local.adopt()
         else:
             timeout = cfg.cluster.connect_timeout_s
             address = require_reachable(address, timeout)
@@ -478,6 +502,46 @@ def ray_session(cfg: SweepConfig) -> Iterator[Optional[str]]:
         stack.callback(ray.shutdown)
         url = context.dashboard_url
         yield f"http://{url}" if url else None
+
+
+#: How many times a local Ray's start is tried when its node timed out during startup.
+START_ATTEMPTS = 2
+#: What Ray's `Node` raises when the raylet did not register in time (a bare Exception).
+STARTUP_TIMEOUT = "timed out during startup"
+
+
+class RayStartFailed(RuntimeError):
+    """A local Ray that did not start, tried `START_ATTEMPTS` times: an outage of this machine
+    (one line, exit 1), not a configuration error."""
+
+
+def _start_failed(error: Exception, attempt: int, cfg: SweepConfig, local: LocalRay) -> None:
+    """After `ray.init` raised `error` on try `attempt`: a dashboard that could not start is a
+    ConfigError; a node that timed out during startup is tried again in a fresh session (the
+    processes of this try killed) and, the last time, `RayStartFailed`; anything else is
+    raised as it is."""
+    import ray
+
+    said = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if STARTUP_TIMEOUT not in said:
+        if "dashboard" not in said.lower():
+            raise error
+        raise ConfigError([
+            f"cluster.dashboard_port={cfg.cluster.dashboard_port}: Ray's dashboard could not "
+            "start there (another process took the port as this sweep started?); rerun, or set "
+            "cluster.dashboard_port=0 for any free port, or cluster.include_dashboard=false"]
+        ) from None
+    ray.shutdown()
+    local.discard()
+    if attempt < START_ATTEMPTS:
+        logger.warning("local Ray did not start (%s); starting it once more in a fresh session",
+                       said)
+        return
+    raise RayStartFailed(
+        f"local Ray did not start, tried {START_ATTEMPTS} times ({said}): this machine was too "
+        "loaded for its node to register in time, e.g. another sweep starting its Ray at the "
+        "same moment; rerun the same command, start such sweeps one after the other, or set "
+        "cluster.include_dashboard=false") from None
 
 
 def runtime_environment(cfg: SweepConfig) -> Optional[dict[str, Any]]:

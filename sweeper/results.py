@@ -21,9 +21,10 @@ the sweep's cells are present, failed (with the failure records' reasons), corru
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 import pandas as pd
 import pyarrow as pa
@@ -102,7 +103,12 @@ def compact(store: ArtifactStore, sweep: str, cell_keys: list[str]) -> Results:
     _sort_out_failures(store, sweep, coverage)
     cells = pa.concat_tables(tables) if tables else CELLS_SCHEMA.empty_table()
     scores_keys = sorted(set(cells["scores_key"].to_pylist()))
-    scores_data, lost = _scores_file(store, scores_keys)
+    earlier = functools.cache(lambda: _compacted_scores(store, sweep, previous))
+    scores_data, kept, lost = _scores_file(store, scores_keys, earlier)
+    if kept:
+        logger.warning("%d attack(s)' per-record scores are missing or failed their checksum (%s): "
+                       "kept from the results dataset compacted before; a rerun recomputes them",
+                       len(kept), ", ".join(kept[:3]))
     if lost:
         logger.warning("the scores dataset lacks %d attack(s) whose per-record scores are "
                        "missing or failed their checksum (%s)", len(lost), ", ".join(lost[:3]))
@@ -190,21 +196,42 @@ def _verified(store: ArtifactStore, manifest: dict) -> bool:
     return bool(manifest.get("files"))
 
 
-def _scores_file(store: ArtifactStore, keys: list[str]) -> tuple[bytes, list[str]]:
+def _scores_file(store: ArtifactStore, keys: list[str], earlier: Callable[[], Optional[pa.Table]]
+                 ) -> tuple[bytes, list[str], list[str]]:
     """The per-record scores of `keys` as one Parquet file (one row group per attack, written as
-    it is read), and the keys whose scores could not be read."""
-    sink, lost = pa.BufferOutputStream(), []
+    it is read); an attack whose scores file cannot be read keeps its rows from the `earlier`
+    dataset (the one compacted before) when that holds them.  With the keys kept that way and
+    the keys whose scores neither holds."""
+    sink, kept, lost = pa.BufferOutputStream(), [], []
     with pq.ParquetWriter(sink, SCORES_DATASET_SCHEMA) as writer:
         for key in keys:
             try:
                 table = store.read_scores_table(key)
+                column = pa.array([key] * len(table), type=pa.string())
+                table = table.add_column(0, "scores_key", column)
             except (OSError, ValueError):
-                lost.append(key)
-                continue
-            column = pa.array([key] * len(table), type=pa.string())
-            writer.write_table(table.add_column(0, "scores_key", column)
-                               .cast(SCORES_DATASET_SCHEMA))
-    return sink.getvalue().to_pybytes(), lost
+                held = earlier()
+                table = None if held is None else held.filter(pc.equal(held["scores_key"], key))
+                if table is None or not len(table):
+                    lost.append(key)
+                    continue
+                kept.append(key)
+            writer.write_table(table.cast(SCORES_DATASET_SCHEMA))
+    return sink.getvalue().to_pybytes(), kept, lost
+
+
+def _compacted_scores(store: ArtifactStore, sweep: str, manifest: dict) -> Optional[pa.Table]:
+    """The scores dataset the sweep's last compaction wrote, checked against the checksum its
+    results manifest holds; None when there is none or it fails."""
+    rel = part_path(SCORES_DATASET, sweep)
+    digest = manifest.get("files", {}).get(rel)
+    if digest is None:
+        return None
+    try:
+        return conform(pq.read_table(pa.BufferReader(store.read_with_checksum(rel, digest))),
+                       SCORES_DATASET_SCHEMA, rel)
+    except (OSError, ValueError, pa.ArrowException):
+        return None
 
 
 def sort_frontier(frame: pd.DataFrame) -> pd.DataFrame:

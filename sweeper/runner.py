@@ -36,7 +36,7 @@ from sweeper.config import ConfigError, SweepConfig
 from sweeper.validation import validate
 from sweeper.console import Progress, forwarded
 from sweeper.credentials import redact, redact_tree
-from sweeper.failures import Failure, cell_label, classify
+from sweeper.failures import Failure, cell_label, classify, full_disk
 from sweeper.listeners import (FigureDrawer, Listeners, NotLanded, RowWriter, SweepEnd,
                                TrackingListener)
 from sweeper.plan import Cell, ModelSpec, SweepPlan, build_plan
@@ -45,7 +45,7 @@ from sweeper.ray_start import auth_hint, ray_session
 from sweeper.sweep_data import sweep_data
 from sweeper.results import CELLS_DATASET, compact, sort_frontier
 from sweeper.scale import scaled
-from sweeper.files import sweep_stale_parts
+from sweeper.files import DiskFull, sweep_stale_parts
 from sweeper.store import ArtifactStore
 from sweeper.task_times import KindTime, kind_times
 from sweeper.submission import (Submitted, check_cluster_resources, submit_attacks,
@@ -88,7 +88,7 @@ class Sweep:
     data_dir: Path
     todo_cells: list[Cell]  # cells not present in the store (missing, or failed their checksum)
     todo_models: list[ModelSpec]  # models a todo cell reads that the store lacks
-    corrupt: set[str]  # keys of cells whose files failed their checksum
+    corrupt: set[str]  # keys of cells whose files (their row or scores) failed their checksum
     tracking_uri: str
     config: dict[str, Any]  # the config as plain containers (MLflow params, the manifest)
     manifest: dict[str, Any]  # its cells, where it is tracked, its config (credentials masked)
@@ -113,16 +113,18 @@ def run_sweep(cfg: SweepConfig, progress: bool = True,
     Raises:
         ConfigError, DatasetUnavailable: refused by `prepare`, before anything is written.
         KeyboardInterrupt: SIGINT or SIGTERM (`sweeper.interrupts`), once the listeners closed.
+        DiskFull: a task found no space to store what it made (its path), once the listeners
+            closed: every other write would fail alike.
     """
     with forwarded(echo), contextlib.ExitStack() as claimed:
         started = time.perf_counter()
         sweep = prepare(cfg, validated, claimed)
         listeners = sinks(sweep)
         try:
-            failures, dashboard_url, spans = execute(sweep, listeners, progress)
-            end = listeners.on_sweep_end(
-                SweepEnd(collect(sweep), failures, len(sweep.todo_models), started))
-        except KeyboardInterrupt:  # Ctrl-C, SIGTERM (`sweeper.interrupts`): the sinks close
+            failures, trained, dashboard_url, spans = execute(sweep, listeners, progress)
+            end = listeners.on_sweep_end(SweepEnd(collect(sweep), failures, trained, started))
+        # Ctrl-C, SIGTERM (`sweeper.interrupts`), a task that found the disk full: the sinks close
+        except (KeyboardInterrupt, DiskFull):
             listeners.on_sweep_interrupted()
             raise
         return summarize(sweep, end, dashboard_url, spans)
@@ -173,7 +175,7 @@ def prepare(cfg: SweepConfig, validated: bool = False,
         swept = sweep_stale_parts(store.local_root)
         if swept:
             logger.info("removed %d partial files that interrupted writes left in the store", swept)
-    states = {cell.key: store.cell_state(cfg.name, cell.key) for cell in plan.cells}
+    states = cell_states(store, cfg.name, plan.cells)
     todo_cells = [cell for cell in plan.cells if states[cell.key] != "present"]
     # Only models a missing cell reads: a finished cell never waits on a retrain.
     needed = {key for cell in todo_cells for key in (cell.scores.target, *cell.scores.shadows)}
@@ -192,6 +194,19 @@ def prepare(cfg: SweepConfig, validated: bool = False,
                  tracking_uri=tracking_uri, config=config, manifest=manifest)
 
 
+def cell_states(store: ArtifactStore, sweep: str, cells: list[Cell]) -> dict[str, str]:
+    """Each cell's state in the store (`ArtifactStore.cell_state`), a landed cell taking its
+    per-record scores' when they are not present: the results' scores dataset is rebuilt from
+    those files (on a grow, say), so a cell whose scores fail their checksum is computed again,
+    from its stored models (trained again when they are gone too), never dropped from it."""
+    states = {cell.key: store.cell_state(sweep, cell.key) for cell in cells}
+    landed = [cell for cell in cells if states[cell.key] == "present"]
+    scores = {key: store.scores_state(key) for key in {cell.scores.key for cell in landed}}
+    for cell in landed:
+        states[cell.key] = scores[cell.scores.key]
+    return states
+
+
 def sinks(sweep: Sweep) -> Listeners:
     """The prepared sweep's listeners, in the order they are told (see `sweeper.listeners`).
 
@@ -206,31 +221,36 @@ def sinks(sweep: Sweep) -> Listeners:
 
 
 def execute(sweep: Sweep, listeners: Listeners, progress: bool
-            ) -> tuple[list[tuple[str, str]], Optional[str], dict[str, list[tuple[float, float]]]]:
+            ) -> tuple[list[tuple[str, str]], int, Optional[str],
+                       dict[str, list[tuple[float, float]]]]:
     """Run the prepared sweep's missing work, telling `listeners` of each cell as it lands.
 
     Ray, the data and the listeners start side by side (`start_up`).  With nothing to compute
     nothing starts: the listeners only hear that the sweep started.
 
     Returns:
-        The failed cells as (label, reason), the Ray dashboard's URL (None when Ray did not
-        start or has no dashboard), and the finished tasks' spans by kind (`sweeper.task_times`).
+        The failed cells as (label, reason), the models trained and stored, the Ray
+        dashboard's URL (None when Ray did not start or has no dashboard), and the finished
+        tasks' spans by kind (`sweeper.task_times`).
+
+    Raises:
+        DiskFull: a task found no space to store what it made.
     """
     if not sweep.todo_cells:
         listeners.on_sweep_start()
-        return [], None, {}
+        return [], 0, None, {}
     with start_up(sweep.cfg, sweep.plan, sweep.data_dir, listeners) as (dashboard_url, data):
         if dashboard_url:
             logger.info("Ray dashboard: %s  (%s)", dashboard_url, auth_hint())
-        failures, spans = _execute(sweep.plan, sweep.todo_models, sweep.todo_cells, data,
-                                   sweep.store, listeners, progress)
+        failures, trained, spans = _execute(sweep.plan, sweep.todo_models, sweep.todo_cells,
+                                            data, sweep.store, listeners, progress)
     if sweep.corrupt:
         failed = {label for label, _ in failures}
         redone = sum(cell_label(cell) not in failed for cell in sweep.todo_cells
                      if cell.key in sweep.corrupt)
         logger.info("recomputed %d of %d cells whose files failed their checksum", redone,
                     len(sweep.corrupt))
-    return failures, dashboard_url, spans
+    return failures, trained, dashboard_url, spans
 
 
 def collect(sweep: Sweep) -> pd.DataFrame:
@@ -252,7 +272,7 @@ def summarize(sweep: Sweep, end: SweepEnd, dashboard_url: Optional[str],
         name=cfg.name, results=end.results, sweep_dir=store.sweep_uri(cfg.name),
         results_dir=store.location(CELLS_DATASET),
         tracking_uri=redact(sweep.tracking_uri), models_total=len(plan.models),
-        models_trained=len(sweep.todo_models), cells_total=len(plan.cells),
+        models_trained=end.models_trained, cells_total=len(plan.cells),
         cells_computed=len(sweep.todo_cells) - len(end.failures),
         seconds=time.perf_counter() - end.started, dashboard_url=dashboard_url,
         failures=end.failures, plot_path=figures[0] if figures else None,
@@ -289,10 +309,10 @@ def start_up(cfg: SweepConfig, plan: SweepPlan, data_dir: Path,
 
 def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: ArtifactStore,
              listeners: Listeners, progress: bool
-             ) -> tuple[list[tuple[str, str]], dict[str, list[tuple[float, float]]]]:
+             ) -> tuple[list[tuple[str, str]], int, dict[str, list[tuple[float, float]]]]:
     """Submit the missing training, query and attack tasks (`sweeper.submission`); as each
     attack lands, tell the listeners of its cells (`_land`).  The failed cells, with their
-    reasons, and the finished tasks' spans by kind."""
+    reasons, the models stored, and the finished tasks' spans by kind."""
     import ray
 
     cfg = plan.config
@@ -309,13 +329,16 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
 
 def _await_cells(scoring: dict[Any, Submitted], model_refs: set, query_refs: set, cells: int,
                  listeners: Listeners, retries: tuple[int, int], progress: bool
-                 ) -> tuple[list[tuple[str, str]], dict[str, list[tuple[float, float]]]]:
+                 ) -> tuple[list[tuple[str, str]], int, dict[str, list[tuple[float, float]]]]:
     """Wait for every training, query and attack task, landing each attack's cells as it
-    finishes (`_land`) and counting models and cells on the terminal; the failed cells, with
-    their reasons, and each finished task's span by kind (`sweeper.task_times`)."""
+    finishes (`_land`) and counting models (once stored) and cells on the terminal; the failed
+    cells, with their reasons, the models stored, and each finished task's span by kind
+    (`sweeper.task_times`).  DiskFull, at once, when a task found no space for what it made:
+    every task after it would spend its work to fail at its first write."""
     import ray
 
     failures: list[tuple[str, str]] = []
+    trained = 0
     training: dict[float, float] = {}  # a training task's start → its last model's end
     spans: dict[str, list[tuple[float, float]]] = {"queries": [], "attacks": []}
     pending = list(model_refs) + list(query_refs) + list(scoring)
@@ -330,11 +353,13 @@ def _await_cells(scoring: dict[Any, Submitted], model_refs: set, query_refs: set
                 done += more
             for ref in done:
                 if ref in model_refs:  # a failed model surfaces in its cells
-                    models_bar.update(1)
-                    meta = _finished(ref) or {}
-                    if "started_at" in meta:
-                        start = meta["started_at"]
-                        training[start] = max(training.get(start, start), meta["ended_at"])
+                    meta = _finished(ref)
+                    if meta is not None:
+                        trained += 1
+                        models_bar.update(1)
+                        if "started_at" in meta:
+                            start = meta["started_at"]
+                            training[start] = max(training.get(start, start), meta["ended_at"])
                     continue
                 if ref in query_refs:  # and so does a failed query
                     span = _finished(ref)
@@ -350,16 +375,20 @@ def _await_cells(scoring: dict[Any, Submitted], model_refs: set, query_refs: set
                 trimmed_at = time.monotonic()
     release_freed_memory()
     spans["training"] = list(training.items())
-    return failures, spans
+    return failures, trained, spans
 
 
 def _finished(ref) -> Any:
-    """A finished training or query task's result; None when it failed (its cells say why)."""
+    """A finished training or query task's result (a model's metadata, a query's span); None
+    when it failed (its cells say why); DiskFull when it found no space for what it made."""
     import ray
 
     try:
         return ray.get(ref)
-    except Exception:  # noqa: BLE001 - reported by the cells that read it
+    except Exception as error:  # noqa: BLE001 - whatever it raised, its cells report it
+        where = full_disk(error)
+        if where is not None:
+            raise DiskFull(where) from None
         return None
 
 
@@ -388,8 +417,11 @@ def _land(ref, cells: list[Cell], upstream: list[tuple[Any, str]], listeners: Li
     try:
         rows = ray.get(ref)
     except Exception as error:  # noqa: BLE001 - one failed cell must not stop the sweep
-        failure = _first_failure(error, f"attack {cell_label(cells[0])}", upstream,
-                                 train_retries, attack_retries)
+        failure, culprit = _first_failure(error, f"attack {cell_label(cells[0])}", upstream,
+                                          train_retries, attack_retries)
+        where = full_disk(culprit)
+        if where is not None:  # before a failure record, which would not fit either
+            raise DiskFull(where) from None
         reason = f"{failure.task}: {failure.reason}" if failure.task else failure.reason
         for cell in cells:
             listeners.on_cell_failed(cell, failure)
@@ -407,14 +439,14 @@ def _land(ref, cells: list[Cell], upstream: list[tuple[Any, str]], listeners: Li
 
 
 def _first_failure(error: Exception, attack: str, upstream: list[tuple[Any, str]],
-                   train_retries: int, attack_retries: int) -> Failure:
+                   train_retries: int, attack_retries: int) -> tuple[Failure, Exception]:
     """Why an attack failed: the training or query task it waited on that failed (with that
-    task's retry bound), else the attack itself."""
+    task's retry bound), else the attack itself; with the culprit's error."""
     import ray
 
     for dependency, name in upstream:
         try:
             ray.get(dependency)
         except Exception as cause:  # noqa: BLE001 - the culprit, whatever it raised
-            return classify(cause, train_retries, task=name)
-    return classify(error, attack_retries, task=attack)
+            return classify(cause, train_retries, task=name), cause
+    return classify(error, attack_retries, task=attack), error

@@ -215,6 +215,10 @@ class ArtifactStore:
                         f"scores {key}")
         self._write_checked(f"scores/{key}.parquet", parquet_bytes(table))
 
+    def scores_state(self, key: str) -> str:
+        """"present", "missing" or "corrupt", as `cell_state` says it of a cell."""
+        return self._state(f"scores/{key}.parquet")
+
     def read_scores_table(self, key: str) -> pa.Table:
         rel = f"scores/{key}.parquet"
         return conform(read_parquet(self._read_checked(rel), rel), SCORES_SCHEMA, rel)
@@ -238,8 +242,11 @@ class ArtifactStore:
     def cell_state(self, sweep: str, cell_key: str) -> str:
         """"present", "missing" (or unreadable) or "corrupt" (its file failed its checksum): a
         cell to compute unless present."""
+        return self._state(f"sweeps/{sweep}/cells/{cell_key}.parquet")
+
+    def _state(self, rel: str) -> str:
         try:
-            self._read_checked(f"sweeps/{sweep}/cells/{cell_key}.parquet")
+            self._read_checked(rel)
         except ValueError:  # CorruptArtifact
             return "corrupt"
         except OSError:  # absent, or unreachable right now: computed again either way

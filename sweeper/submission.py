@@ -21,7 +21,7 @@ from typing import Any
 
 from sweeper.config import ConfigError, SweepConfig
 from sweeper.config.schema import TaskResources
-from sweeper.failures import TRANSIENT_EXCEPTIONS, cell_label
+from sweeper.failures import Retryable, cell_label
 from sweeper.plan import (AttackSpec, Cell, ModelSpec, QuerySpec, SweepPlan, group_label,
                           group_resources, models_per_task, train_options_of, training_groups)
 from sweeper.store import ArtifactStore
@@ -40,10 +40,10 @@ class Submitted:
 def task_options(resources: TaskResources) -> dict[str, Any]:
     """A role's Ray options, given at once (Ray 2.60's `.options()` cannot be chained): its CPUs
     and GPUs, and retries of a lost worker or node or of memory another task held (Ray's
-    `max_retries`); an exception of the task's own (bad data, a bug) would fail again, so it is
-    not retried."""
+    `max_retries`); an exception of the task's own (bad data, a bug) would fail again, and so
+    would a write to a full disk, so neither is retried (`Retryable`)."""
     return dict(num_cpus=resources.num_cpus, num_gpus=resources.num_gpus,
-                max_retries=resources.max_retries, retry_exceptions=list(TRANSIENT_EXCEPTIONS))
+                max_retries=resources.max_retries, retry_exceptions=[Retryable])
 
 
 def submit_training(plan: SweepPlan, todo_models: list[ModelSpec], data_ref, root: str,

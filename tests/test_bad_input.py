@@ -245,6 +245,52 @@ def test_a_word_for_a_boolean_is_named_once(tmp_path):
         assert message.count(f"{override}:") == 1, message
 
 
+@pytest.mark.parametrize("value", ["1.5", "big", "1e15"])
+def test_a_mistyped_public_size_is_one_line(value, tmp_path):
+    """Issue 44.6: the type refusal came with a second line, public_size=None "set it exactly
+    when train.rate_from=declared", about the default its refusal left."""
+    message = refused(tmp_path, ["train.rate_from=declared", f"train.public_size={value}"])
+    _, line = message.splitlines()  # "invalid configuration:", then the one problem
+    assert line.startswith(f"  - train.public_size={value}:") and "integer" in line, message
+
+
+def test_a_public_size_beyond_the_pools_scale_is_refused(tmp_path):
+    """Issue 44.6: 10**15 was accepted and planned ~1.6e13 steps an epoch.  The bound is 10 × the
+    dataset's pool (the synthetic stand-in's 2000 records, `STAND_IN_POOL`: 20000); 10**15 / 64
+    is 1.5625e13 steps."""
+    base = ["dataset.synthetic=true", "train.rate_from=declared", "train.batch_size=64"]
+    message = refused(tmp_path, [*base, f"train.public_size={10**15}"])
+    assert f"train.public_size={10**15}: over 20000, 10 × the 2000 records" \
+        in message and "1.56e+13 steps an epoch" in message, message
+    refused(tmp_path, [*base, "train.public_size=20001"])
+    preflight([*base, "train.public_size=20000", f"store.root={tmp_path / 'runs'}"])
+
+
+@pytest.mark.parametrize("host", ["10.255.255.1", "203.0.113.7", "no-such-host.invalid"])
+def test_a_dashboard_host_this_machine_cannot_bind_is_a_configuration_error(host, tmp_path):
+    """Issue 44.7: local Ray started first, then failed after 66 s blaming the port.  Only a bind
+    here (port 0) tells: nothing is sent to the address."""
+    message = refused(tmp_path, [f"cluster.dashboard_host={host}"])
+    assert f"cluster.dashboard_host='{host}': this machine cannot listen there" in message, message
+    assert "dashboard_port" not in message, message
+    for fine in ("127.0.0.1", "localhost"):
+        preflight([f"cluster.dashboard_host={fine}", f"store.root={tmp_path / 'runs'}"])
+    # A cluster's dashboard is the cluster's: not bound here.
+    preflight(["cluster.dashboard_host=203.0.113.7", "cluster.address=ray://head:10001",
+               f"store.root={tmp_path / 'runs'}"])
+
+
+def test_command_refuses_an_unbindable_dashboard_host_before_ray(tmp_path):
+    result, seconds = run_module("sweeper", "cluster.dashboard_host=10.255.255.1",
+                                 "cluster.include_dashboard=true", f"store.root={tmp_path / 'runs'}",
+                                 cwd=tmp_path)
+    clean_refusal(result, ["cluster.dashboard_host='10.255.255.1': this machine cannot listen"])
+    said = result.stdout + result.stderr
+    assert "ERROR" not in said and "Ray dashboard" not in said and "port" not in said, said
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "Ray or the store wrote files"
+    assert seconds < BOUND_S
+
+
 def test_pdtp_records_beyond_a_targets_members(tmp_path):
     # The quickstart's target at p = 0.5 (trial 0; the quickstart runs four) draws from a pool of 500/0.5 = 1000 records, each a
     # member when its uniform draw from the target's seed is below p (jobs.training.draw_mask):

@@ -227,6 +227,13 @@ def check_train(cfg: SweepConfig, check: Check) -> None:
     check(declared == (train.public_size is not None),
           f"train.public_size={train.public_size}: set it exactly when train.rate_from=declared "
           f"(it is {train.rate_from})")
+    if isinstance(train.public_size, int) and train.public_size > public_size_bound(cfg):
+        bound = public_size_bound(cfg)
+        check(False, f"train.public_size={train.public_size}: over {bound}, {PUBLIC_SIZE_SCALE} × "
+                     f"the {bound // PUBLIC_SIZE_SCALE} records of the pool of dataset "
+                     f"{cfg.dataset.name}; DP-SGD would take ⌈size/batch_size⌉ ≈ "
+                     f"{math.ceil(train.public_size / train.batch_size):.3g} steps an epoch. "
+                     "Declare the size of the training set you publish, at most the bound")
     k = train.models_per_task
     check(k == "auto" or (isinstance(k, int) and not isinstance(k, bool) and k >= 1),
           f"train.models_per_task={k!r}: must be an integer ≥ 1 or auto")
@@ -241,6 +248,21 @@ def check_train(cfg: SweepConfig, check: Check) -> None:
               f"train.device={train.device!r}: this machine has no {kind.upper()} device and "
               "cluster.address is null (local Ray); use auto or cpu, or point cluster.address at a "
               "cluster that has one")
+
+
+#: `train.public_size` may declare at most this many times the records of the dataset's pool: it
+#: is the public size of a training set drawn from that pool, and DP-SGD takes ⌈size/batch_size⌉
+#: steps an epoch (1e15 planned 1.6e13 steps an epoch: a sweep that never ends).
+PUBLIC_SIZE_SCALE = 10
+
+
+def public_size_bound(cfg: SweepConfig) -> int:
+    """The largest `train.public_size` a sweep may declare: `PUBLIC_SIZE_SCALE` × the records of
+    its dataset's pool, or of the largest pool of any dataset when its own is not known."""
+    pool = whole_pool(cfg)
+    if pool is None:
+        pool = max(spec.pool_records(0) for spec in DATASETS.values())
+    return PUBLIC_SIZE_SCALE * max(pool, 1)
 
 
 def _check_model_fits_records(cfg: SweepConfig, check: Check) -> None:

@@ -8,7 +8,8 @@ import dataclasses
 import math
 import os
 import re
-from typing import Any
+import socket
+from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from sweeper.config.problems import Check, did_you_mean, local_accelerator
@@ -66,12 +67,39 @@ def check_cluster(cfg: SweepConfig, check: Check) -> None:
           f"cluster.num_cpus={cluster.num_cpus}: must be ≥ 1 (or null: all of this machine's)")
     check(cluster.dashboard_host.strip() != "",
           "cluster.dashboard_host='': give an interface, e.g. 127.0.0.1 (loopback only)")
+    if cluster.dashboard_host.strip() and cluster.address is None and not _in_ray_job():
+        reason = unbindable(cluster.dashboard_host)
+        check(reason is None,
+              f"cluster.dashboard_host={cluster.dashboard_host!r}: this machine cannot listen "
+              f"there ({reason}), so the local Ray's dashboard could not start; give an address "
+              "of one of this machine's interfaces, e.g. 127.0.0.1 (loopback only)")
     check(0 <= cluster.dashboard_port <= 65535,
           f"cluster.dashboard_port={cluster.dashboard_port}: must be a TCP port in 0..65535 "
           "(0: any free port)")
     check(math.isfinite(cluster.connect_timeout_s) and cluster.connect_timeout_s > 0,
           f"cluster.connect_timeout_s={cluster.connect_timeout_s}: must be a number of seconds > 0")
     _check_runtime_env(cluster.runtime_env, check)
+
+
+def unbindable(host: str) -> Optional[str]:
+    """Why this machine cannot listen on `host` (an address none of its interfaces has, a name
+    that resolves to nothing), or None when it can: a bind to any free port there, nothing sent."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.bind(address)
+    except OSError as error:  # socket.gaierror included
+        return error.strerror or str(error)
+    return None
+
+
+def _in_ray_job() -> bool:
+    """This process runs as a Ray job (`ray job submit`): the sweep joins that cluster, whose
+    dashboard is not started here (`sweeper.ray_start.submitted_job_address`)."""
+    from sweeper.ray_start import JOB_CONFIG_VARIABLE
+
+    return JOB_CONFIG_VARIABLE in os.environ
 
 
 def _check_runtime_env(env: Any, check: Check) -> None:

@@ -4,13 +4,14 @@ never used.  Real sweep on real Ray; the damage is done to the real files on dis
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from sweeper.results import load_results
+from sweeper.results import compact, load_results
 from sweeper.runner import run_sweep
 from sweeper.store import ArtifactStore, CorruptArtifact
 
@@ -130,3 +131,65 @@ def test_damaged_scores_are_refused(tmp_path):
     _flip_byte(tmp_path / "scores" / "s.parquet", 40)
     with pytest.raises(CorruptArtifact):
         store.read_scores("s")
+
+
+def _scores_dataset(root: Path, sweep: str) -> pd.DataFrame:
+    """The store's readable per-record scores of `sweep`, in a fixed order."""
+    frame = pd.read_parquet(root / "results" / "scores" / f"sweep={sweep}" / "part-0.parquet")
+    return frame.sort_values(["scores_key", "record_id"], ignore_index=True)
+
+
+def test_scores_that_fail_their_checksum_are_recomputed_and_a_grow_keeps_every_row(
+        ray_local, make_tiny_config, tmp_path):
+    """Issue 44.4: a damaged scores/<key>.parquet went unnoticed on a rerun, and growing the sweep
+    then rebuilt results/scores without that attack's rows."""
+    cfg = make_tiny_config(tmp_path)
+    cfg.name = "scores"
+    cfg.grid.epsilon, cfg.grid.p = [4.0], [0.5]
+    cfg.grid.attack = ["loss", "lira_offline"]
+    first = run_sweep(cfg, progress=False)
+    assert not first.failures
+    root, store = Path(cfg.store.root), ArtifactStore(cfg.store.root)
+    held = _scores_dataset(root, cfg.name)
+    by_attack = first.results.set_index("attack")
+    loss_key = by_attack.loc["loss", "scores_key"]
+    lira_key = by_attack.loc["lira_offline", "scores_key"]
+    assert set(held.scores_key) == {loss_key, lira_key}
+
+    # A rerun notices the damaged file and recomputes it from the stored models.
+    _flip_byte(root / "scores" / f"{loss_key}.parquet", 100)
+    with pytest.raises(CorruptArtifact):
+        store.read_scores(loss_key)
+    said: list[str] = []
+    second = run_sweep(cfg, progress=False, echo=said.append)
+    assert not second.failures and second.models_trained == 0 and second.cells_computed == 1
+    assert "recomputed 1 of 1 cells whose files failed their checksum" in said, said
+    pd.testing.assert_frame_equal(store.read_scores(loss_key),  # the file, recomputed
+                                  held[held.scores_key == loss_key].drop(columns="scores_key")
+                                  .reset_index(drop=True))
+    pd.testing.assert_frame_equal(_scores_dataset(root, cfg.name), held)
+
+    # Damaged again, its target gone too, and the sweep grown: the target is trained again, the
+    # attack recomputed, and every row the results held is still there.
+    target = by_attack.loc["lira_offline", "model_key"]
+    _flip_byte(root / "scores" / f"{lira_key}.parquet", 100)
+    shutil.rmtree(root / "models" / target)
+    cfg.grid.attack = [*cfg.grid.attack, "always_member"]
+    third = run_sweep(cfg, progress=False)
+    assert not third.failures and third.models_trained == 1 and store.has_model(target)
+    assert len(store.read_scores(lira_key)) == (held.scores_key == lira_key).sum()
+    grown = _scores_dataset(root, cfg.name)
+    kept = held.merge(grown, on=["scores_key", "record_id"], suffixes=("", "_now"))
+    assert len(kept) == len(held), "rows the results held were dropped"
+    np.testing.assert_array_equal(kept.score_now, kept.score)  # deterministic: the same scores
+    assert set(grown.scores_key) == {loss_key, lira_key, *third.results.scores_key}
+
+    # A rebuild that meets a damaged scores file (no rerun to recompute it first) keeps that
+    # attack's rows from the dataset compacted before, checked by its own checksum.
+    _flip_byte(root / "scores" / f"{loss_key}.parquet", 100)
+    rows = third.results
+    compact(store, cfg.name, list(rows.cell_key[rows.attack != "always_member"]))
+    rebuilt = _scores_dataset(root, cfg.name)
+    pd.testing.assert_frame_equal(
+        rebuilt[rebuilt.scores_key == loss_key].reset_index(drop=True),
+        held[held.scores_key == loss_key].reset_index(drop=True))

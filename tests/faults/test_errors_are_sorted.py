@@ -75,6 +75,42 @@ def test_summaries_list_the_failed_cells(sweep, capsys):
 def test_a_rerun_retries_only_the_failed_cells(sweep):
     cfg, first = sweep
     again = run_sweep(cfg, progress=False)
-    assert again.models_trained == len(cfg.grid.p)  # the targets at the unreachable ε, again
+    # The targets at the unreachable ε were trained again and failed again: none is stored, so
+    # none counts as trained (issue 44.5); their cells' failures name their training tasks.
+    assert again.models_trained == 0
     assert sorted(again.failures) == sorted(first.failures)
+    assert all(reason.startswith("train target") for _, reason in again.failures)
     assert len(again.results) == len(first.results)
+
+
+def _attempts(tmp_path, error: BaseException) -> int:
+    """How many times Ray runs a task that raises `error`, with a trainer's options (3 retries)."""
+    import ray
+
+    from sweeper.config.schema import TaskResources
+    from sweeper.submission import task_options
+
+    tally = tmp_path / f"{type(error).__name__}.attempts"
+
+    def fails() -> None:
+        with open(tally, "a") as handle:
+            handle.write("x")
+        raise error
+
+    options = task_options(TaskResources(num_cpus=1, max_retries=3))
+    with pytest.raises(type(error)):
+        ray.get(ray.remote(fails).options(**options).remote())
+    return len(tally.read_text())
+
+
+def test_a_task_that_found_the_disk_full_is_not_retried(ray_local, tmp_path):
+    """Issue 44.5: Ray retried a model's training 3 times after it could not store the model for
+    want of space (DiskFull is an OSError, which store outages are retried for)."""
+    import errno
+
+    from sweeper.files import DiskFull
+
+    assert _attempts(tmp_path, DiskFull(tmp_path / "models" / "m" / "model.pt")) == 1
+    assert _attempts(tmp_path, OSError(errno.ENOSPC, "No space left on device")) == 1
+    # A store outage still is retried: 1 + 3 attempts.
+    assert _attempts(tmp_path, ConnectionResetError(errno.ECONNRESET, "reset by peer")) == 4

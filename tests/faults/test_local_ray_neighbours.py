@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from sweeper.store import ArtifactStore
+
 REPO = Path(__file__).resolve().parents[2]
 
 #: Ray's fixed port for the dashboard agent's HTTP server (`ray start --dashboard-agent-listen-port`).
@@ -123,3 +125,74 @@ def test_a_sweep_whose_default_dashboard_port_is_taken_as_it_starts_still_starts
     assert line.endswith(" 7") and (url == "None" if dashboard == "false" else
                                     not url.endswith(":8265"))
     assert "Failed" not in child.stderr and "occupied" not in child.stderr, child.stderr[-3000:]
+
+
+#: Ray's own words (`ray._private.node.Node.__init__`) when the raylet did not register in 30 s.
+TIMED_OUT = ("The current node timed out during startup. This could happen because some of the "
+             "raylet failed to startup or the GCS has become overloaded.")
+
+TIMEOUT_CHILD = """
+import json, os, sys
+import psutil
+import ray._private.node as node
+
+# The node Ray starts times out during startup (as two sweeps starting local Ray with their
+# dashboards at once on a loaded machine did): its processes start, then Ray raises its bare
+# Exception.  The first `failing` starts do; the others are Ray's own.
+real_init, failing, starts = node.Node.__init__, int(sys.argv[1]), []
+
+def raylets():
+    return [p for p in psutil.Process().children(recursive=True) if p.name() == "raylet"]
+
+def timing_out(self, *args, **kwargs):
+    starts.append(len(raylets()))  # those of an earlier start still running
+    real_init(self, *args, **kwargs)
+    if len(starts) <= failing:
+        raise Exception(%r)
+
+node.Node.__init__ = timing_out
+sys.path.insert(0, "tests")
+from conftest import build_tiny_config
+from pathlib import Path
+from sweeper.__main__ import run
+
+cfg = build_tiny_config(Path(sys.argv[2]))
+cfg.cluster.include_dashboard = True
+cfg.cluster.num_cpus = 1
+code = run(cfg)
+print(json.dumps({"raylets_at_each_start": starts, "raylets_left": len(raylets())}))
+sys.exit(code)
+""" % TIMED_OUT
+
+
+def _timing_out_sweep(failing: int, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("RAY_ADDRESS", None)
+    return subprocess.run([sys.executable, "-c", TIMEOUT_CHILD, str(failing), str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=400, cwd=REPO)
+
+
+def test_a_local_ray_that_timed_out_during_startup_is_started_once_more(tmp_path):
+    """Issue 44.8: Ray's raw "timed out during startup" traceback.  The first start times out: a
+    fresh session starts, the first one's processes are gone, the sweep runs."""
+    child = _timing_out_sweep(1, tmp_path)
+    assert child.returncode == 0, child.stderr[-3000:]
+    found = json.loads(child.stdout.strip().splitlines()[-1])
+    assert found == {"raylets_at_each_start": [0, 0], "raylets_left": 0}, found
+    assert child.stderr.count("starting it once more in a fresh session") == 1, child.stderr[-3000:]
+    assert "Traceback" not in child.stderr, child.stderr[-3000:]
+    assert ArtifactStore(tmp_path / "runs").read_manifest("tiny")
+
+
+def test_a_local_ray_that_never_starts_is_said_in_one_line(tmp_path):
+    """Both starts time out: one line saying what to do, exit 1 (an outage, not a configuration
+    error), no traceback, nothing in the store."""
+    child = _timing_out_sweep(2, tmp_path)
+    assert child.returncode == 1, child.stderr[-3000:]
+    found = json.loads(child.stdout.strip().splitlines()[-1])
+    assert found == {"raylets_at_each_start": [0, 0], "raylets_left": 0}, found
+    last = child.stderr.rstrip().splitlines()[-1]
+    assert last.startswith("error: local Ray did not start, tried 2 times (The current node timed "
+                           "out during startup") and "rerun the same command" in last, last
+    assert "Traceback" not in child.stderr, child.stderr[-3000:]
+    assert not (tmp_path / "runs" / "sweeps" / "tiny" / "sweep.json").exists()

@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -384,6 +385,34 @@ def test_disk_full_is_said_in_one_line_and_leaves_no_partial_file(make_tiny_over
     assert "parts: []" in out
     assert f"error: disk full at {disk}/runs/sweeps/full/.lock" in out, out[-3000:]
     assert "rc=1" in out and "Traceback" not in out
+
+
+@pytest.mark.skipif(UNSHARE is None or sys.platform != "linux", reason="needs unshare (Linux)")
+def test_a_model_the_disk_cannot_hold_stops_the_sweep_naming_its_path(make_tiny_overrides,
+                                                                      tmp_path):
+    # Issue 44.5: "models trained: 1/1 (100 %)" for a model that was never stored, Ray retried
+    # its training 3 times, and the last line named no file.  models/ is a 16 KiB tmpfs in a
+    # private mount namespace: the rest of the store has room, a model's weights do not fit.
+    root = tmp_path / "runs"
+    (root / "models").mkdir(parents=True)
+    sweep = [sys.executable, "-m", "sweeper", *make_tiny_overrides(root, name="full", **{
+        "grid.epsilon": "[4]", "grid.p": "[0.5]", "grid.attack": "[loss]"})]
+    script = (f"mount -t tmpfs -o size=16k tmpfs {root / 'models'} || exit 77; "
+              f"{shlex.join(sweep)}; echo rc=$? >&2")
+    done = subprocess.run([UNSHARE, "-rm", "sh", "-c", script], capture_output=True, text=True,
+                          timeout=240, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    if done.returncode == 77:
+        pytest.skip("no tmpfs in a user namespace here")
+    err = done.stderr.rstrip().splitlines()
+    assert err[-1] == "rc=1", done.stderr[-3000:]
+    assert re.fullmatch(rf"error: disk full at {re.escape(str(root))}/models/[0-9a-f]+/model\.pt: "
+                        r"what finished is kept in the store; free space and rerun the same "
+                        r"command to resume", err[-2]), done.stderr[-3000:]
+    said = done.stdout + done.stderr
+    assert "retries remaining" not in said and "will be retried" not in said, said[-3000:]
+    assert "models trained: 1/1" not in said and "trained 1 of 1" not in said, said[-3000:]
+    assert "Traceback" not in said
 
 
 def test_sigint_and_sigterm_end_in_one_line_with_the_shells_codes(make_tiny_overrides, tmp_path,
