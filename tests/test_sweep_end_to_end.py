@@ -145,7 +145,7 @@ def test_frontier_command_without_a_sweep_says_what_to_do(tmp_path, capsys):
 
     assert main(["--run-dir", str(tmp_path / "sweeps" / "nothing")]) == 2
     assert main(["--run-dir", str(tmp_path / "not-a-sweep-folder")]) == 2
-    assert "python -m sweeper" in capsys.readouterr().err
+    assert "Run `sweeper` (a sweep) first" in capsys.readouterr().err
 
 
 def test_frontier_writes_infinite_epsilon_one_way_in_text_and_in_json(finished_sweep, capsys):
