@@ -26,7 +26,7 @@ import numpy as np
 from jobs.metrics import quantile_thresholds
 from sweeper.bounds import (best_one_run_epsilon, bound_profile, epsilon_clopper_pearson,
                             epsilon_gaussian_dp, epsilon_one_run_fdp, family_audit,
-                            noise_ruled_out)
+                            last_iterate_epsilon, noise_ruled_out)
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,15 @@ def profile_bound(training: Training, p: float, tpr: float, form: str) -> float:
         return math.nan
     return float(bound_profile(training.noise_multiplier, training.sample_rate, training.steps,
                                p, tpr, form=form))
+
+
+def last_iterate(training: Training, delta: float) -> float:
+    """`last_iterate_epsilon`: the final model's heuristic ε at δ, the ceiling of final-model
+    audits (NaN when the training is not DP-SGD, as for ε = ∞)."""
+    if not training.is_dpsgd:
+        return math.nan
+    return float(last_iterate_epsilon(training.noise_multiplier, training.sample_rate,
+                                      training.steps, delta))
 
 
 def valid_audits(training: Training, independent: bool) -> tuple[str, ...]:

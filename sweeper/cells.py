@@ -25,8 +25,8 @@ from jobs.metrics import OperatingPoint, clopper_pearson_lower, clopper_pearson_
     ppv, roc_auc, tpr_at_fpr
 from jobs.pdtp import DTP_THRESHOLD
 from jobs.policies import POLICIES
-from sweeper.audits import (Training, audit_epsilons, claimed_noise_ruled_out, best_valid, profile_bound, valid_audits,
-                            violations)
+from sweeper.audits import (Training, audit_epsilons, claimed_noise_ruled_out, best_valid,
+                            last_iterate, profile_bound, valid_audits, violations)
 from sweeper.bounds import epsilon_from_precision, epsilon_from_rates, precision_bound, \
     precision_lower_bound, tightest_bound
 from sweeper.columns import RESULTS_SCHEMA_VERSION
@@ -186,6 +186,7 @@ def _model_columns(cell: Cell, target_meta: dict[str, Any]) -> dict[str, Any]:
         "best_test_accuracy": target_meta["best_test_accuracy"],
         "train_accuracy": target_meta["train_accuracy"],
         "epsilon_spent": target_meta["epsilon_spent"],
+        "epsilon_last_iterate": last_iterate(training_of(target_meta), cell.delta),
         "noise_multiplier": target_meta["noise_multiplier"],
         "dp_sample_rate": float(target_meta.get("dp_sample_rate", math.nan)),
         "train_seconds": float(target_meta.get("train_seconds", math.nan)),

@@ -141,6 +141,9 @@ CELL_COLUMNS: tuple[Column, ...] = (
     Column("best_test_accuracy", F64, "target's best test accuracy over its epochs"),
     Column("train_accuracy", F64, "target's accuracy on its training set"),
     Column("epsilon_spent", F64, "ε the accountant reports (null: non-private)"),
+    Column("epsilon_last_iterate", F64, "the final model's heuristic ε at δ (Steinke et al. 2025: "
+                                        "Binomial(T, q) + N(0, σ²T) against N(0, σ²T)), the "
+                                        "ceiling of final-model audits; NaN without DP-SGD"),
     Column("noise_multiplier", F64, "DP-SGD noise multiplier (null: non-private)"),
     Column("dp_sample_rate", F64, "DP-SGD's per-step sampling rate q (NaN: non-private)"),
     Column("steps", I64, "optimizer steps of the target's training"),

@@ -7,6 +7,8 @@ Two figures, each with a CSV of exactly the numbers drawn:
   per-record scores are joined and audited once: 5 trials × 4 000 canaries = 20 000
   observations), one panel per p.  The diagonal is a tight audit; a point above it is a bug.
   The Gaussian-DP audit is drawn filled only where it is a proof (full-batch training, q = 1).
+  A grey line is the last iterate's heuristic ε (Steinke et al. 2025, `epsilon_last_iterate`):
+  what an audit that sees only the final model could reach at best.
 * ``audit_precision.png`` — precision against p, one panel per ε: each attack's pooled
   precision at its cell's operating point with the exact (Clopper–Pearson) interval of the
   pooled TP/(TP + FP), Thudi et al.'s U and `bound_profile`, the least U over the training's
@@ -23,7 +25,8 @@ import pandas as pd
 
 from jobs.attack_registry import GRADIENT_CANARIES
 from jobs.attacks import ATTACKS
-from sweeper.audits import Training, audit_epsilons, best_valid, profile_bound, valid_audits
+from sweeper.audits import (Training, audit_epsilons, best_valid, last_iterate, profile_bound,
+                            valid_audits)
 from sweeper.bounds import epsilon_one_run_fdp, one_run_ceiling, precision_bound
 from sweeper.figures import errorbar, panel_grid, save_figure
 from sweeper.reports.loading import load_scores
@@ -69,7 +72,8 @@ def pooled_audits(frame: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
                      "valid": "+".join(name.replace("epsilon_audit_", "") for name in valid),
                      "epsilon_audit_best": best,
                      "ratio": best / key[0] if math.isfinite(key[0]) else math.nan,
-                     "epsilon_spent_max": float(cells["epsilon_spent"].max())})
+                     "epsilon_spent_max": float(cells["epsilon_spent"].max()),
+                     "epsilon_last_iterate": last_iterate(training, key[1])})
     return pd.DataFrame(rows)
 
 
@@ -100,6 +104,10 @@ def audit_epsilon_figure(table: pd.DataFrame):
     for ax, p in zip(axes, ps):
         at = table[table["p"] == p]
         ax.plot([0, top], [0, top], ls="--", color="black", label="audit ε = claimed ε (tight)")
+        ceiling = at.drop_duplicates("epsilon").sort_values("epsilon")
+        if "epsilon_last_iterate" in ceiling and ceiling["epsilon_last_iterate"].notna().any():
+            ax.plot(ceiling["epsilon"], ceiling["epsilon_last_iterate"], color="grey", lw=2.5,
+                    alpha=0.6, label="last-iterate heuristic ε: the ceiling of final-model audits")
         for index, attack in enumerate(attacks):
             of = at[at["attack"] == attack].sort_values("epsilon")
             for column, name in ESTIMATORS.items():
