@@ -1,0 +1,106 @@
+"""Audits that cannot fool themselves (issue 41, SPEC §4b): scores that know nothing of
+membership must prove ε = 0, at every estimator the project has and in both directions.
+
+Each simulated audit draws m canaries, each in with probability 1/2, and scores them i.i.d.
+uniform whatever their membership: the mechanism is 0-DP, so any claim ε > 0 is false, and a
+valid claim at level α is made in at most a fraction α of audits.  A released auditor once
+proved 3.5–5.9 from random scores (jax_privacy #270); the planted bugs below (a point estimate
+without an interval, guess counts searched without correction, a "split" that tests on the half
+it picked on) are each caught by the same count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+import sweeper.audits as audits
+from jobs.metrics import quantile_max
+from sweeper.audits import AUDIT_COLUMNS, Training, audit_epsilons, threshold_counts
+from sweeper.bounds import best_one_run_epsilon, epsilon_from_rates
+from sweeper.cells import audit_from_precision, audit_from_rates
+
+ALPHA, DELTA, CANARIES, AUDITS = 0.2, 1e-5, 200, 50
+#: Full-batch DP-SGD (the family audit's profile in closed form, so the test stays quick).
+TRAINING = Training(1.0, 1.0, 30)
+
+
+def random_audits(estimators, count=AUDITS, seed=0, canaries=CANARIES):
+    """{name: how many of 2·count audits claimed ε > 0}: every estimator on the same random
+    scores, with the members as drawn and swapped (in ↔ out)."""
+    rng = np.random.default_rng(seed)
+    claims: dict[str, int] = {}
+    for _ in range(count):
+        scores, members = rng.random(canaries), rng.random(canaries) < 0.5
+        for labels in (members, ~members):
+            for name, value in estimators(scores, labels).items():
+                claims[name] = claims.get(name, 0) + int(value > 0)
+    return claims
+
+
+def limit(count=AUDITS):
+    """The most false claims a valid estimator makes in 2·count audits but once in 10 000 runs
+    (the two directions of one draw are dependent; each claim is still one at level α)."""
+    return int(binom.ppf(1 - 1e-4, 2 * count, ALPHA))
+
+
+def every_estimator(scores, members):
+    found = {**audit_epsilons(scores, members, p=0.5, delta=DELTA, alpha=ALPHA,
+                              family=TRAINING),
+             **{f"{name} (split)": value for name, value in audit_epsilons(
+                 scores, members, p=0.5, delta=DELTA, alpha=ALPHA, family=TRAINING,
+                 selection="split").items()}}
+    point = quantile_max(scores, members)  # the sweep's oracle policy, 40 thresholds searched
+    found["precision"] = audit_from_precision(point, 0.5, ALPHA)
+    found["rates"] = audit_from_rates(point, DELTA, ALPHA)
+    return found
+
+
+def test_random_scores_prove_nothing_at_any_estimator():
+    claims = random_audits(every_estimator)
+    expected = {*AUDIT_COLUMNS, *(f"{name} (split)" for name in AUDIT_COLUMNS), "precision",
+                "rates"}
+    assert set(claims) == expected
+    assert {name: n for name, n in claims.items() if n > limit()} == {}
+
+
+def planted(scores, members):
+    """Three auditors with the bugs that make audits fool themselves."""
+    positives, negatives = int(members.sum()), int((~members).sum())
+    tp, fp = threshold_counts(scores, members)
+    return {
+        # jax_privacy #270's kind: ε from the raw rates, no interval, best of the thresholds
+        "point estimate": float(np.max(epsilon_from_rates(tp / positives, fp / negatives, DELTA))),
+        # one run's six guess counts each tested at the full level, the best kept
+        "one run, no Bonferroni": max(
+            best_one_run_epsilon(scores, members, delta=DELTA, alpha=ALPHA, ks=[k])
+            for k in audits._guesses(len(scores), 0.5)),
+    }
+
+
+def test_planted_bugs_are_caught():
+    claims = random_audits(planted, count=400, canaries=100)
+    assert claims["point estimate"] > limit(400)
+    assert claims["one run, no Bonferroni"] > limit(400)
+
+
+def test_a_split_that_tests_where_it_picked_is_caught(monkeypatch):
+    """The split's validity is the held-out half: picking on the very canaries it tests on
+    (both halves all of them) makes its one-run claims false far beyond α."""
+    everything = lambda canaries: (np.arange(canaries), np.arange(canaries))  # noqa: E731
+    monkeypatch.setattr(audits, "halves", everything)
+    monkeypatch.setattr(audits, "_threshold_audits", lambda *args: {})  # one run's part only
+    claims = random_audits(lambda scores, members: audit_epsilons(
+        scores, members, p=0.5, delta=DELTA, alpha=ALPHA, selection="split"), count=200,
+        canaries=100)
+    assert claims["epsilon_audit_one_run"] > limit(200)
+
+
+def test_the_split_halves_are_fixed_before_anything_is_observed():
+    pick, test = audits.halves(11)
+    assert sorted([*pick, *test]) == list(range(11)) and len(pick) == 5
+    assert [list(half) for half in audits.halves(11)] == [list(pick), list(test)]
+    with pytest.raises(ValueError, match="selection"):
+        audit_epsilons(np.zeros(4), np.array([1, 0, 1, 0], bool), p=0.5, delta=DELTA,
+                       alpha=ALPHA, selection="best")
