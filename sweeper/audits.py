@@ -12,7 +12,9 @@ which of them are proofs for the cell; `violations(...)` which valid ones prove 
 wrong at `violation_alpha`.  Only an estimator valid for the mechanism and the observations may
 flag: one run (Steinke et al.'s, and its f-DP reading) always; Clopper–Pearson only for gradient
 canaries (independent observations);
-Gaussian DP only for those, and only where training is exactly a Gaussian mechanism (q = 1).
+Gaussian DP only for those, and only where training is exactly a Gaussian mechanism (q = 1);
+the DP-SGD family's audits for those on DP-SGD, its law audit only where the scores are the
+training's summed log-likelihood ratios (`Attack.scores_likelihood_ratio`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import numpy as np
 from jobs.metrics import quantile_thresholds
 from sweeper.bounds import (best_one_run_epsilon, bound_profile, epsilon_clopper_pearson,
                             epsilon_gaussian_dp, epsilon_one_run_fdp, family_audit,
-                            last_iterate_epsilon, noise_ruled_out)
+                            family_law_audit, last_iterate_epsilon, law_noise_ruled_out,
+                            noise_ruled_out)
 from sweeper.bounds.audit import ONE_RUN_SHARES
 
 
@@ -52,7 +55,7 @@ class Training:
 
 #: The audit columns, each named in `violation_reason` without its `epsilon_` (audit_cp …).
 AUDIT_COLUMNS = ("epsilon_audit_cp", "epsilon_audit_gdp", "epsilon_audit_one_run",
-                 "epsilon_audit_one_run_fdp", "epsilon_audit_family")
+                 "epsilon_audit_one_run_fdp", "epsilon_audit_family", "epsilon_audit_family_lr")
 
 
 #: How an audit picks its threshold (or one run its number of guesses): "bonferroni" searches
@@ -79,15 +82,20 @@ def threshold_counts(scores: np.ndarray, members: np.ndarray,
 
 def audit_epsilons(scores: np.ndarray, members: np.ndarray, *, p: float, delta: float,
                    alpha: float, family: Optional["Training"] = None,
-                   selection: str = "bonferroni") -> dict[str, float]:
+                   selection: str = "bonferroni",
+                   likelihood_ratio: bool = False) -> dict[str, float]:
     """The ε each audit proves with confidence 1 − alpha (NaN where it cannot speak: no
     members or non-members; the Gaussian-DP one at δ = 0, where μ-GDP proves no finite ε; the
-    family audit without `family`, the DP-SGD training whose family it tests).  `selection`:
-    one of `SELECTIONS` (`split_audits` for "split")."""
+    family audits without `family`, the DP-SGD training whose family they test; the family's
+    law audit unless the scores are that training's summed log-likelihood ratios,
+    `likelihood_ratio`).  `selection`: one of `SELECTIONS` (`split_audits` for "split"; the
+    law audit searches no threshold, so it reads every canary either way)."""
     if selection not in SELECTIONS:
         raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}; got {selection!r}")
+    law = law_claim(scores, members, family if likelihood_ratio else None, delta, alpha)
     if selection == "split":
-        return split_audits(scores, members, p=p, delta=delta, alpha=alpha, family=family)
+        return {**split_audits(scores, members, p=p, delta=delta, alpha=alpha, family=family),
+                "epsilon_audit_family_lr": law}
     members = np.asarray(members, dtype=bool)
     positives, negatives = int(members.sum()), int((~members).sum())
     if positives == 0 or negatives == 0 or len(scores) == 0:
@@ -106,7 +114,8 @@ def audit_epsilons(scores: np.ndarray, members: np.ndarray, *, p: float, delta: 
     return {"epsilon_audit_cp": _best(cp), "epsilon_audit_gdp": _best(gdp),
             "epsilon_audit_one_run": float(one_run), "epsilon_audit_one_run_fdp": one_run_fdp,
             "epsilon_audit_family": family_claim(tp, fp, positives, negatives, family, delta,
-                                                 alpha)}
+                                                 alpha),
+            "epsilon_audit_family_lr": law}
 
 
 def split_audits(scores: np.ndarray, members: np.ndarray, *, p: float, delta: float,
@@ -184,6 +193,19 @@ def _threshold_audits(p: float, delta: float, alpha: float,
     return {"epsilon_audit_cp": cp, "epsilon_audit_gdp": gdp, "epsilon_audit_family": in_family}
 
 
+def law_claim(scores: np.ndarray, members: np.ndarray, training: Optional["Training"],
+              delta: float, alpha: float) -> float:
+    """`sweeper.bounds.family_law_audit` for a DP-SGD training's summed log-likelihood ratios
+    (NaN for anything else, and without members or non-members)."""
+    members = np.asarray(members, dtype=bool)
+    if (training is None or not training.is_dpsgd or delta <= 0 or members.all()
+            or not members.any()):
+        return math.nan
+    return family_law_audit(scores, members, noise_multiplier=training.noise_multiplier,
+                            sample_rate=training.sample_rate, steps=training.steps, delta=delta,
+                            alpha=alpha)
+
+
 def family_claim(tp: np.ndarray, fp: np.ndarray, positives: int, negatives: int,
                  training: Optional["Training"], delta: float, alpha: float) -> float:
     """`sweeper.bounds.family_audit` for a DP-SGD training (NaN for anything else)."""
@@ -195,12 +217,18 @@ def family_claim(tp: np.ndarray, fp: np.ndarray, positives: int, negatives: int,
 
 
 def claimed_noise_ruled_out(scores: np.ndarray, members: np.ndarray,
-                            training: Optional["Training"], alpha: float) -> bool:
+                            training: Optional["Training"], alpha: float,
+                            likelihood_ratio: bool = False) -> bool:
     """Whether the canaries rule out the noise a DP-SGD training claims, at `alpha`
-    (`sweeper.bounds.noise_ruled_out`)."""
+    (`sweeper.bounds.noise_ruled_out`; `law_noise_ruled_out` too for summed log-likelihood
+    ratios)."""
     if training is None or not training.is_dpsgd:
         return False
     members = np.asarray(members, dtype=bool)
+    if likelihood_ratio and members.any() and not members.all() and law_noise_ruled_out(
+            scores, members, noise_multiplier=training.noise_multiplier,
+            sample_rate=training.sample_rate, steps=training.steps, alpha=alpha):
+        return True
     tp, fp = threshold_counts(scores, members)
     return noise_ruled_out(tp, fp, int(members.sum()), int((~members).sum()),
                            noise_multiplier=training.noise_multiplier,
@@ -230,7 +258,8 @@ def last_iterate(training: Training, delta: float) -> float:
                                       training.steps, delta))
 
 
-def valid_audits(training: Training, independent: bool) -> tuple[str, ...]:
+def valid_audits(training: Training, independent: bool,
+                 likelihood_ratio: bool = False) -> tuple[str, ...]:
     """The audit columns that are proofs for this cell.
 
     One run (Steinke et al., and Mahloujifar et al.'s f-DP reading of the same guesses) always:
@@ -238,13 +267,17 @@ def valid_audits(training: Training, independent: bool) -> tuple[str, ...]:
     Pearson and Gaussian DP count each observation as an independent trial, which holds for
     gradient canaries (`independent`: each its own weight, its own noise and its own Poisson
     draws) and not for records or input canaries of one model, where they are estimates; the
-    Gaussian-DP one moreover only where training is exactly a Gaussian mechanism (q = 1).
+    Gaussian-DP one moreover only where training is exactly a Gaussian mechanism (q = 1).  The
+    family's audits read gradient canaries of DP-SGD; its law audit moreover scores that are
+    the training's summed log-likelihood ratios (`likelihood_ratio`), whose law it knows.
     """
     names = ["epsilon_audit_one_run", "epsilon_audit_one_run_fdp"]
     if independent:
         names.append("epsilon_audit_cp")
         if training.is_dpsgd:
             names.append("epsilon_audit_family")
+            if likelihood_ratio:
+                names.append("epsilon_audit_family_lr")
         if training.gaussian:
             names.append("epsilon_audit_gdp")
     return tuple(names)

@@ -109,21 +109,26 @@ def audited(point: OperatingPoint, scores: np.ndarray, members: np.ndarray, cell
     test = violation_test(point, cell)
     training = training_of(target_meta)
     independent = ATTACKS[cell.attack].evaluates == GRADIENT_CANARIES
-    valid = valid_audits(training, independent)
+    ratio = ATTACKS[cell.attack].scores_likelihood_ratio
+    valid = valid_audits(training, independent, ratio)
     family = training if independent else None  # the family audit reads independent canaries
     claims = audit_epsilons(scores, members, p=cell.p, delta=cell.delta, alpha=cell.audit_alpha,
-                            family=family)
+                            family=family, likelihood_ratio=ratio)
     fired = [reason for reason in test["violation_reason"].split("+") if reason]
     proven = math.nan
     if math.isfinite(cell.epsilon):
         strict = audit_epsilons(scores, members, p=cell.p, delta=cell.delta,
-                                alpha=cell.violation_alpha, family=family)
+                                alpha=cell.violation_alpha, family=family,
+                                likelihood_ratio=ratio)
         fired += violations(strict, cell.epsilon, valid)
         # Its ε, read from the PRV's lower side, can stay under a claim the RDP accountant
         # made while the noise itself is proven short: the noise is what is tested.
         if "audit_family" not in fired and claimed_noise_ruled_out(scores, members, family,
                                                                     cell.violation_alpha):
             fired.append("audit_family")
+        if ("audit_family_lr" not in fired and ratio and claimed_noise_ruled_out(
+                scores, members, family, cell.violation_alpha, likelihood_ratio=True)):
+            fired.append("audit_family_lr")
         proven = best_valid(strict, valid)
         tpr_low, _ = rate_ends(point, cell.violation_alpha / (2 * point.candidates))
         profile_at_tpr_low = profile_bound(training, cell.p, floored(tpr_low, cell.tpr_floor),
@@ -238,7 +243,8 @@ def floored(tpr: float, floor: float) -> float:
 #: The tests behind `violation_reason` (the names of those that fired, joined by "+"; "" none):
 #: `violation_test`'s two, then the audits' (`sweeper.audits.violations`).
 VIOLATION_TESTS = ("precision", "rates", "audit_cp", "audit_gdp", "audit_one_run",
-                   "audit_one_run_fdp", "audit_family", "profile", "accounting")
+                   "audit_one_run_fdp", "audit_family", "audit_family_lr", "profile",
+                   "accounting")
 
 #: `epsilon_spent` above ε by more than this share is the accountant contradicting the claim
 #: ("accounting"); the noise is calibrated so that spent ≤ ε, up to float rounding.

@@ -61,6 +61,9 @@ def test_random_scores_prove_nothing_at_any_estimator():
     claims = random_audits(every_estimator)
     expected = {*AUDIT_COLUMNS, *(f"{name} (split)" for name in AUDIT_COLUMNS), "precision",
                 "rates"}
+    # The family's law audit reads values, not ranks, of the training's own log-likelihood
+    # ratios only (NaN here); random values are refused in tests/test_family_law.py.
+    assert claims["epsilon_audit_family_lr"] == claims["epsilon_audit_family_lr (split)"] == 0
     assert set(claims) == expected
     assert {name: n for name, n in claims.items() if n > limit()} == {}
 

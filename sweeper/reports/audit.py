@@ -39,9 +39,11 @@ AUDIT_COLUMNS = ["attack", "policy", "epsilon", "delta", "p", "trial", "threat_m
                  "tpr_floor", "bound_form", "scores_key"]
 ESTIMATORS = {"epsilon_audit_cp": "Clopper–Pearson", "epsilon_audit_gdp": "Gaussian DP",
               "epsilon_audit_one_run": "one run", "epsilon_audit_one_run_fdp": "one run, f-DP",
-              "epsilon_audit_family": "DP-SGD family"}
+              "epsilon_audit_family": "DP-SGD family",
+              "epsilon_audit_family_lr": "DP-SGD family, LR law"}
 MARKERS = {"epsilon_audit_cp": "o", "epsilon_audit_gdp": "s", "epsilon_audit_one_run": "^",
-           "epsilon_audit_one_run_fdp": "v", "epsilon_audit_family": "D"}
+           "epsilon_audit_one_run_fdp": "v", "epsilon_audit_family": "D",
+           "epsilon_audit_family_lr": "P"}
 
 
 def pooled_audits(frame: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
@@ -55,11 +57,12 @@ def pooled_audits(frame: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
         training = Training(float(first["noise_multiplier"]), float(first["dp_sample_rate"]),
                             int(first["steps"]))
         independent = ATTACKS[key[3]].evaluates == GRADIENT_CANARIES
+        ratio = ATTACKS[key[3]].scores_likelihood_ratio
         alpha = float(first["audit_alpha"])
         proven = audit_epsilons(joined["score"].to_numpy(float), joined["member"].to_numpy(bool),
                                 p=key[2], delta=key[1], alpha=alpha,
-                                family=training if independent else None)
-        valid = valid_audits(training, independent)
+                                family=training if independent else None, likelihood_ratio=ratio)
+        valid = valid_audits(training, independent, ratio)
         best = best_valid(proven, valid)
         # What a perfect attack would prove by one run's guesses on as many observations: an
         # audit below the claim says nothing of a claim above its ceiling.
