@@ -142,8 +142,26 @@ def test_every_dp_cell_carries_it_and_the_views_show_it():
         valid="one_run", **{name: 0.1 for name in ("epsilon_audit_cp", "epsilon_audit_gdp",
                                                    "epsilon_audit_one_run",
                                                    "epsilon_audit_one_run_fdp",
-                                                   "epsilon_audit_family")})
+                                                   "epsilon_audit_family",
+                                                   "epsilon_audit_family_lr")})
     figure = audit_epsilon_figure(table)
     drawn = [line for ax in figure.axes for line in ax.get_lines()
              if "last-iterate" in str(line.get_label())]
     assert drawn and all(list(line.get_ydata()) == [0.4321, 5.6789] for line in drawn)
+
+
+def test_the_threat_model_table_sets_each_best_audit_beside_both_ceilings():
+    import pandas as pd
+
+    from sweeper.reports.audit import threat_model_table
+
+    table = pd.DataFrame({
+        "epsilon": [2.0] * 4, "delta": [1e-5] * 4, "p": [0.5] * 4,
+        "attack": ["a", "b", "c", "d"],
+        "threat_model": ["white_box_final", "white_box_final", "white_box_iterates",
+                         "black_box_final"],
+        "epsilon_audit_best": [0.7, 1.1, 1.6, float("nan")],
+        "epsilon_spent_max": [2.0] * 4, "epsilon_last_iterate": [1.89] * 4})
+    row = threat_model_table(table).iloc[0]
+    assert (row["epsilon_spent_max"], row["epsilon_last_iterate"]) == (2.0, 1.89)
+    assert (row["best_audit_white_box_final"], row["best_audit_white_box_iterates"]) == (1.1, 1.6)
