@@ -216,19 +216,25 @@ def family_claim(tp: np.ndarray, fp: np.ndarray, positives: int, negatives: int,
                         alpha=alpha)
 
 
+def law_rules_out_claimed_noise(scores: np.ndarray, members: np.ndarray,
+                                training: Optional["Training"], alpha: float) -> bool:
+    """Whether the canaries' summed log-likelihood ratios rule out the noise a DP-SGD training
+    claims, at `alpha`, through their law (`sweeper.bounds.law_noise_ruled_out`)."""
+    members = np.asarray(members, dtype=bool)
+    if training is None or not training.is_dpsgd or members.all() or not members.any():
+        return False
+    return law_noise_ruled_out(scores, members, noise_multiplier=training.noise_multiplier,
+                               sample_rate=training.sample_rate, steps=training.steps,
+                               alpha=alpha)
+
+
 def claimed_noise_ruled_out(scores: np.ndarray, members: np.ndarray,
-                            training: Optional["Training"], alpha: float,
-                            likelihood_ratio: bool = False) -> bool:
+                            training: Optional["Training"], alpha: float) -> bool:
     """Whether the canaries rule out the noise a DP-SGD training claims, at `alpha`
-    (`sweeper.bounds.noise_ruled_out`; `law_noise_ruled_out` too for summed log-likelihood
-    ratios)."""
+    (`sweeper.bounds.noise_ruled_out`)."""
     if training is None or not training.is_dpsgd:
         return False
     members = np.asarray(members, dtype=bool)
-    if likelihood_ratio and members.any() and not members.all() and law_noise_ruled_out(
-            scores, members, noise_multiplier=training.noise_multiplier,
-            sample_rate=training.sample_rate, steps=training.steps, alpha=alpha):
-        return True
     tp, fp = threshold_counts(scores, members)
     return noise_ruled_out(tp, fp, int(members.sum()), int((~members).sum()),
                            noise_multiplier=training.noise_multiplier,

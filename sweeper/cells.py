@@ -26,7 +26,8 @@ from jobs.metrics import OperatingPoint, clopper_pearson_lower, clopper_pearson_
 from jobs.pdtp import DTP_THRESHOLD
 from jobs.policies import POLICIES
 from sweeper.audits import (Training, audit_epsilons, claimed_noise_ruled_out, best_valid,
-                            last_iterate, profile_bound, valid_audits, violations)
+                            last_iterate, law_rules_out_claimed_noise, profile_bound,
+                            valid_audits, violations)
 from sweeper.bounds import epsilon_from_precision, epsilon_from_rates, precision_bound, \
     precision_lower_bound, tightest_bound
 from sweeper.columns import RESULTS_SCHEMA_VERSION
@@ -126,8 +127,8 @@ def audited(point: OperatingPoint, scores: np.ndarray, members: np.ndarray, cell
         if "audit_family" not in fired and claimed_noise_ruled_out(scores, members, family,
                                                                     cell.violation_alpha):
             fired.append("audit_family")
-        if ("audit_family_lr" not in fired and ratio and claimed_noise_ruled_out(
-                scores, members, family, cell.violation_alpha, likelihood_ratio=True)):
+        if ("audit_family_lr" not in fired and ratio and law_rules_out_claimed_noise(
+                scores, members, family, cell.violation_alpha)):
             fired.append("audit_family_lr")
         proven = best_valid(strict, valid)
         tpr_low, _ = rate_ends(point, cell.violation_alpha / (2 * point.candidates))

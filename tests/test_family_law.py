@@ -20,12 +20,12 @@ Q, STEPS, DELTA = 0.1, 100, 1e-5
 SIGMAS = {1.0: 3.984, 8.0: 0.937}
 
 
-def simulate(rng, canaries: int, sigma: float, noise: float):
+def simulate(rng, canaries: int, sigma: float, noise: float, steps: int = STEPS):
     """(S, members) as `canary_gradient_iterates` scores them: per step z = (drawn) +
     N(0, noise²), S = Σ_t log(1 − q + q·e^{(2z − 1)/(2σ²)}) at the claimed σ."""
     members = rng.random(canaries) < 0.5
-    drawn = members[:, None] & (rng.random((canaries, STEPS)) < Q)
-    z = drawn + rng.normal(scale=noise, size=(canaries, STEPS))
+    drawn = members[:, None] & (rng.random((canaries, steps)) < Q)
+    z = drawn + rng.normal(scale=noise, size=(canaries, steps))
     ratio = np.logaddexp(math.log1p(-Q), math.log(Q) + (2.0 * z - 1.0) / (2.0 * sigma ** 2))
     return ratio.sum(1), members
 
@@ -118,3 +118,29 @@ def test_what_it_proves():
     assert 0.7 * 8.0 < claimed <= 8.0
     assert math.isnan(family_law_audit(*simulate(rng, 100, sigma, sigma), noise_multiplier=sigma,
                                        sample_rate=1.0, steps=STEPS, delta=DELTA, alpha=0.05))
+
+
+def test_a_cell_names_the_law_audit_when_it_flags():
+    """Through a results row: `canary_gradient_iterates` (which declares its scores the summed
+    log-likelihood ratio) at a noise cut to 0.75σ is flagged `audit_family_lr`; at the claimed
+    σ it is not, and its column holds what the law proves."""
+    from jobs.metrics import quantile_max
+    from sweeper.cells import audited
+    from sweeper.plan import AttackSpec, Cell
+
+    sigma, steps = 0.8, 20
+    spec = AttackSpec(attack="canary_gradient_iterates", target="t", shadows=(),
+                      eval_records=4000, settings=())
+    cell = Cell(dataset="d", model="m", epsilon=1e6, delta=DELTA, p=0.5,
+                target_precision=math.nan, attack="canary_gradient_iterates",
+                policy="quantile_max", trial=0, scores=spec, tpr_floor=0.01,
+                bound_form="derived", violation_alpha=0.001, calibration=())
+    meta = {"noise_multiplier": sigma, "dp_sample_rate": Q, "steps": steps,
+            "epsilon_spent": 1.0}
+    rng, found = np.random.default_rng(11), {}
+    for share in (1.0, 0.75):
+        scores, members = simulate(rng, 4_000, sigma, share * sigma, steps)
+        row = audited(quantile_max(scores, members), scores, members, cell, meta)
+        found[share] = (row["violation_reason"].split("+"), row["epsilon_audit_family_lr"])
+    assert "audit_family_lr" not in found[1.0][0] and found[1.0][1] > 0
+    assert "audit_family_lr" in found[0.75][0]
