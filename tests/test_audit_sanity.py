@@ -18,7 +18,7 @@ from scipy.stats import binom
 import sweeper.audits as audits
 from jobs.metrics import quantile_max
 from sweeper.audits import AUDIT_COLUMNS, Training, audit_epsilons, threshold_counts
-from sweeper.bounds import best_one_run_epsilon, epsilon_from_rates
+from sweeper.bounds import best_one_run_epsilon, epsilon_clopper_pearson, epsilon_from_rates
 from sweeper.cells import audit_from_precision, audit_from_rates
 
 ALPHA, DELTA, CANARIES, AUDITS = 0.2, 1e-5, 200, 50
@@ -107,3 +107,22 @@ def test_the_split_halves_are_fixed_before_anything_is_observed():
     with pytest.raises(ValueError, match="selection"):
         audit_epsilons(np.zeros(4), np.array([1, 0, 1, 0], bool), p=0.5, delta=DELTA,
                        alpha=ALPHA, selection="best")
+
+
+def test_the_split_proves_what_the_held_out_half_shows():
+    """Scores that do separate members: every split audit proves ε > 0, each from the threshold
+    (or guess count) it picked on one half, tested once on the other: its Clopper–Pearson ε is
+    that of the test half's counts at one threshold, at the full level."""
+    rng = np.random.default_rng(2)
+    members = rng.random(2_000) < 0.5
+    scores = rng.normal(size=2_000) + 2.0 * members
+    split = audit_epsilons(scores, members, p=0.5, delta=DELTA, alpha=0.05, family=TRAINING,
+                           selection="split")
+    assert all(split[name] > 0 for name in AUDIT_COLUMNS if name != "epsilon_audit_family_lr")
+    pick, test = audits.halves(2_000)
+    candidates = np.unique(audits.quantile_thresholds(scores[pick]))
+    chosen = [split["epsilon_audit_cp"] == pytest.approx(float(epsilon_clopper_pearson(
+        *(x[0] for x in threshold_counts(scores[test], members[test], [t])),
+        members[test].sum(), (~members[test]).sum(), delta=DELTA, alpha=0.05)))
+        for t in candidates]
+    assert any(chosen)
