@@ -114,7 +114,8 @@ CELL_COLUMNS: tuple[Column, ...] = (
                                         "only): confidence 1 - audit_alpha at any q"),
     Column("epsilon_audit_family_lr", F64, "ε at δ of the least noise the canaries' summed "
                                            "log-likelihood ratios rule out through their law in "
-                                           "DP-SGD's family (canary_gradient_iterates at q < 1): "
+                                           "DP-SGD's family, claimed only where in and out "
+                                           "separate (canary_gradient_iterates at q < 1): "
                                            "confidence 1 - audit_alpha"),
     Column("epsilon_proven_audit", F64, "the largest ε the audits valid for this cell prove at "
                                         "level violation_alpha (the violation test)"),

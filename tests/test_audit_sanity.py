@@ -16,8 +16,9 @@ import pytest
 from scipy.stats import binom
 
 import sweeper.audits as audits
+import sweeper.bounds.family as family
 from jobs.metrics import quantile_max
-from sweeper.audits import AUDIT_COLUMNS, Training, audit_epsilons, threshold_counts
+from sweeper.audits import AUDIT_COLUMNS, Training, audit_epsilons, law_claim, threshold_counts
 from sweeper.bounds import best_one_run_epsilon, epsilon_clopper_pearson, epsilon_from_rates
 from sweeper.cells import audit_from_precision, audit_from_rates
 
@@ -47,10 +48,10 @@ def limit(count=AUDITS):
 
 def every_estimator(scores, members):
     found = {**audit_epsilons(scores, members, p=0.5, delta=DELTA, alpha=ALPHA,
-                              family=TRAINING),
+                              family=TRAINING, likelihood_ratio=True),
              **{f"{name} (split)": value for name, value in audit_epsilons(
                  scores, members, p=0.5, delta=DELTA, alpha=ALPHA, family=TRAINING,
-                 selection="split").items()}}
+                 selection="split", likelihood_ratio=True).items()}}
     point = quantile_max(scores, members)  # the sweep's oracle policy, 40 thresholds searched
     found["precision"] = audit_from_precision(point, 0.5, ALPHA)
     found["rates"] = audit_from_rates(point, DELTA, ALPHA)
@@ -61,11 +62,37 @@ def test_random_scores_prove_nothing_at_any_estimator():
     claims = random_audits(every_estimator)
     expected = {*AUDIT_COLUMNS, *(f"{name} (split)" for name in AUDIT_COLUMNS), "precision",
                 "rates"}
-    # The family's law audit reads values, not ranks, of the training's own log-likelihood
-    # ratios only (NaN here); random values are refused in tests/test_family_law.py.
-    assert claims["epsilon_audit_family_lr"] == claims["epsilon_audit_family_lr (split)"] == 0
     assert set(claims) == expected
     assert {name: n for name, n in claims.items() if n > limit()} == {}
+
+
+#: DP-SGD at q = 0.1, 100 steps, with the σ that spends ε = 8 at δ = 1e-5: where the family's
+#: law audit has most to say (tests/test_family_law.py).
+SUBSAMPLED = Training(0.937, 0.1, 100)
+
+
+@pytest.mark.parametrize("canaries", [100, 4_000])
+def test_random_scores_prove_nothing_through_the_family_law(canaries):
+    """The family's law audit as the sweep calls it for the training's own likelihood-ratio
+    statistics, at q < 1 (at q = 1, `TRAINING`, it is NaN): random scores, on any scale, in
+    both directions, at few canaries and many (reading values alone, it once fit an engine and
+    claimed ε > 0 in 100 of 100 audits with 100 canaries)."""
+    def law(scores, members):
+        return {f"{scale:g}": law_claim(scale * scores, members, SUBSAMPLED, DELTA, ALPHA)
+                for scale in (1.0, -1e6)}
+
+    claims = random_audits(law, canaries=canaries)
+    assert set(claims) == {"1", "-1e+06"}
+    assert {name: n for name, n in claims.items() if n > limit()} == {}
+
+
+def test_the_law_audit_without_its_separation_is_caught(monkeypatch):
+    """The law audit as it was, reading the out canaries' values alone (its separation test
+    always passed): random scores fit an engine and claim ε > 0 far beyond α at 100 canaries."""
+    monkeypatch.setattr(family, "_separates", lambda *args: True)
+    claims = random_audits(lambda scores, members: {
+        "law": law_claim(scores, members, SUBSAMPLED, DELTA, ALPHA)}, canaries=100)
+    assert claims["law"] > limit()
 
 
 def planted(scores, members):

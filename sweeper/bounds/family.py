@@ -143,7 +143,7 @@ _WEIGHTS = _WEIGHTS / _WEIGHTS.sum()
 #: σ″ / σ on the fine grid the in-family check searches (σ/4 … 8σ in steps of 2^(1/64)).
 FINE = 2.0 ** (np.arange(-128, 193) / 64)
 #: How many standard deviations the in-family check allows each of the two moments: its misses
-#: only turn a claim into NaN, never make one; 6 lets a correct engine pass but for chance
+#: only withdraw a claim (NaN), never make one; 6 lets a correct engine pass but for chance
 #: under 1/36 by Chebyshev (~1e-9 by the normal law).
 FAMILY_SLACK = 6.0
 
@@ -176,13 +176,29 @@ def _out_law(sigma: float, q: float, steps: int, noise: np.ndarray) -> tuple[np.
     return steps * mean, steps * var, steps * fourth + 3.0 * steps * (steps - 1) * var ** 2
 
 
-def _outs(scores, members) -> np.ndarray:
+def _canaries(scores, members) -> tuple[np.ndarray, np.ndarray]:
     s = np.asarray(scores, dtype=np.float64).ravel()
     inside = np.asarray(members, dtype=bool).ravel()
     if inside.shape != s.shape:
         raise ValueError(f"members must have one entry per score; got {inside.size} for "
                          f"{s.size} scores")
-    return s[~inside]
+    return s, inside
+
+
+def _separates(scores: np.ndarray, inside: np.ndarray, alpha: float) -> bool:
+    """Whether the in canaries' statistics lie above the out canaries' more than chance allows,
+    at level alpha: the Mann–Whitney AUC, P̂(S_in > S_out) with ties 1/2, less
+    √(ln(1/alpha)/(2k)) (k the fewer of in and out) still above 1/2.  Scores alike in and out
+    (their AUC 1/2) pass with probability at most alpha at any number of canaries: Hoeffding's
+    bound for a two-sample U statistic with a kernel in [0, 1], no normal approximation.  It
+    reads ranks only, so the scores' scale or any increasing transform of them changes nothing."""
+    from scipy.stats import rankdata
+
+    ins, outs = int(inside.sum()), int((~inside).sum())
+    if ins == 0 or outs == 0:
+        return False
+    auc = (rankdata(scores)[inside].sum() - ins * (ins + 1) / 2.0) / (ins * outs)
+    return bool(auc - math.sqrt(math.log(1.0 / alpha) / (2.0 * min(ins, outs))) > 0.5)
 
 
 def _law_ruled_out(outs: np.ndarray, sigma: float, q: float, steps: int,
@@ -197,8 +213,9 @@ def _law_ruled_out(outs: np.ndarray, sigma: float, q: float, steps: int,
 
 def _in_family(outs: np.ndarray, sigma: float, q: float, steps: int, below: float) -> bool:
     """Whether the out canaries' mean and variance both fit the law of one σ″ ≤ `below` (within
-    `FAMILY_SLACK` standard deviations each): scores that no engine of the family could give
-    (random numbers, another statistic) prove nothing."""
+    `FAMILY_SLACK` standard deviations each): a check of `family_law_audit`'s premise, that
+    withdraws a claim from values no engine of the family gives (another statistic); it cannot
+    refuse ~100 random numbers, which may fit some engine (`_separates` does)."""
     n = outs.size
     if n < 4 or not np.isfinite(outs).all():
         return False
@@ -220,11 +237,12 @@ def law_noise_ruled_out(scores: np.ndarray, members: np.ndarray, *, noise_multip
     """Whether the canaries' likelihood-ratio statistics rule out the claimed σ itself at level
     alpha (`family_law_audit`): the engine's noise is provably less than it claims."""
     sigma, q, count, level = _law_arguments(noise_multiplier, sample_rate, steps, alpha)
-    outs = _outs(scores, members)
-    if q == 1.0 or outs.size == 0:
+    s, inside = _canaries(scores, members)
+    outs = s[~inside]
+    if q == 1.0 or outs.size == 0 or np.isnan(s).any():
         return False
     return bool(_law_ruled_out(outs, sigma, q, count, level)[GRID.index(1.0)]
-                and _in_family(outs, sigma, q, count, sigma))
+                and _separates(s, inside, level) and _in_family(outs, sigma, q, count, sigma))
 
 
 def family_law_audit(scores: np.ndarray, members: np.ndarray, *, noise_multiplier: float,
@@ -242,18 +260,36 @@ def family_law_audit(scores: np.ndarray, members: np.ndarray, *, noise_multiplie
     (Gauss–Hermite per step, times T and the count), rules σ′ out when it falls below that mean
     by √((1 − α)/α) standard deviations (Cantelli: valid at any number of canaries, with no
     normal approximation).  σ* is the least σ′ of `GRID` with every larger σ′ ruled out; the ε
-    is DP-SGD's at (σ*, q, T), read from the PRV's lower side.  A claim is made only where the
-    out canaries' mean and variance both fit one σ″ ≤ σ* (`_in_family`): values no engine of the
-    family gives (random scores) prove nothing (NaN).  0 when nothing is ruled out, that of σ/4
-    when everything is; NaN at q = 1, where ℓ is linear and its mean says nothing of the noise
-    (the Gaussian-DP audit is exact there).  Only where the engine is Poisson-subsampled
-    Gaussian, as `family_audit`; extra noise (rounding) only lowers it.
+    is DP-SGD's at (σ*, q, T), read from the PRV's lower side.
+
+    But values alone can fool it: ~100 uniform random scores fit some engine's out law and
+    "proved" ε > 0 in every audit.  So a claim also needs what separates members from
+    non-members (`_separates`): the canaries' AUC, in against out, above 1/2 at level alpha
+    (Hoeffding's bound for a two-sample U statistic, rank-based).  0 when they do not separate
+    or nothing is ruled out, that of σ/4 when everything is; NaN where the out canaries' mean
+    and variance fit no σ″ ≤ σ* (`_in_family`, a check of the premise below that only ever
+    withdraws a claim), at q = 1, where ℓ is linear and its mean says nothing of the noise (the
+    Gaussian-DP audit is exact there), and with no out canary or a score that is not a number.
+
+    What it assumes: the in canaries' S independent and identically distributed, the out
+    canaries' likewise and independent of them (gradient canaries: each its own coordinate,
+    noise and Poisson draws).  What it proves, each at level alpha, by whichever of the two
+    tests' nulls holds: (1) if the engine is DP-SGD at some σ″ (Poisson rate q, T steps, the
+    canary clipped to C), σ″ < σ* — so its ε is at least DP-SGD's at (σ*, q, T) — from the out
+    law; (2) if the scores are alike in and out (a 0-DP mechanism, or random scores), no claim,
+    from the separation, at any number of canaries and on any scale.  A mechanism in neither
+    (clipping to a norm other than C, another q) falls under neither guarantee: the ε rests on
+    the premise that the scores are this training's statistics.  Extra noise (rounding) only
+    lowers it.
     """
     sigma, q, count, level = _law_arguments(noise_multiplier, sample_rate, steps, alpha)
     d = float(check_delta(delta))
-    outs = _outs(scores, members)
-    if q == 1.0 or outs.size == 0:
+    s, inside = _canaries(scores, members)
+    outs = s[~inside]
+    if q == 1.0 or outs.size == 0 or np.isnan(s).any():
         return math.nan
+    if not _separates(s, inside, level):
+        return 0.0
     ruled = _law_ruled_out(outs, sigma, q, count, level)
     kept = np.flatnonzero(~ruled)
     least = 0 if kept.size == 0 else int(kept[-1]) + 1
