@@ -113,6 +113,10 @@ class Attack:
     # Its score is each record's −loss (Yeom et al.'s threshold adversary): the generalization
     # report reads its scores as losses.
     scores_losses: bool = False
+    # Its score is each gradient canary's subsampled-Gaussian log-likelihood ratio summed over
+    # the steps, at the training's σ and q (canary_gradient_iterates): a statistic whose law is
+    # known for every noise level of DP-SGD's family (`sweeper.bounds.family_law_audit`).
+    scores_likelihood_ratio: bool = False
 
     def settings_from(self, config: Any) -> Any:
         """Its settings, each field taken by name from the sweep's `attack.*` section."""

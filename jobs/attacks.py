@@ -281,7 +281,8 @@ def canary_gradient_final(inputs: AttackInputs, settings: CanaryGradientSettings
 
 
 @register_attack("canary_gradient_iterates", CanaryGradientSettings, needs_shadows=False,
-                 evaluates=GRADIENT_CANARIES, threat_model="white_box_iterates")
+                 evaluates=GRADIENT_CANARIES, threat_model="white_box_iterates",
+                 scores_likelihood_ratio=True)
 def canary_gradient_iterates(inputs: AttackInputs,
                              settings: CanaryGradientSettings) -> np.ndarray:
     """Nasr et al.'s adversary that sees every iterate: the subsampled Gaussian's log-likelihood

@@ -25,8 +25,9 @@ from jobs.metrics import OperatingPoint, clopper_pearson_lower, clopper_pearson_
     ppv, roc_auc, tpr_at_fpr
 from jobs.pdtp import DTP_THRESHOLD
 from jobs.policies import POLICIES
-from sweeper.audits import (Training, audit_epsilons, claimed_noise_ruled_out, best_valid, profile_bound, valid_audits,
-                            violations)
+from sweeper.audits import (Training, audit_epsilons, claimed_noise_ruled_out, best_valid,
+                            last_iterate, law_rules_out_claimed_noise, profile_bound,
+                            valid_audits, violations)
 from sweeper.bounds import epsilon_from_precision, epsilon_from_rates, precision_bound, \
     precision_lower_bound, tightest_bound
 from sweeper.columns import RESULTS_SCHEMA_VERSION
@@ -109,21 +110,26 @@ def audited(point: OperatingPoint, scores: np.ndarray, members: np.ndarray, cell
     test = violation_test(point, cell)
     training = training_of(target_meta)
     independent = ATTACKS[cell.attack].evaluates == GRADIENT_CANARIES
-    valid = valid_audits(training, independent)
+    ratio = ATTACKS[cell.attack].scores_likelihood_ratio
+    valid = valid_audits(training, independent, ratio)
     family = training if independent else None  # the family audit reads independent canaries
     claims = audit_epsilons(scores, members, p=cell.p, delta=cell.delta, alpha=cell.audit_alpha,
-                            family=family)
+                            family=family, likelihood_ratio=ratio)
     fired = [reason for reason in test["violation_reason"].split("+") if reason]
     proven = math.nan
     if math.isfinite(cell.epsilon):
         strict = audit_epsilons(scores, members, p=cell.p, delta=cell.delta,
-                                alpha=cell.violation_alpha, family=family)
+                                alpha=cell.violation_alpha, family=family,
+                                likelihood_ratio=ratio)
         fired += violations(strict, cell.epsilon, valid)
         # Its ε, read from the PRV's lower side, can stay under a claim the RDP accountant
         # made while the noise itself is proven short: the noise is what is tested.
         if "audit_family" not in fired and claimed_noise_ruled_out(scores, members, family,
                                                                     cell.violation_alpha):
             fired.append("audit_family")
+        if ("audit_family_lr" not in fired and ratio and law_rules_out_claimed_noise(
+                scores, members, family, cell.violation_alpha)):
+            fired.append("audit_family_lr")
         proven = best_valid(strict, valid)
         tpr_low, _ = rate_ends(point, cell.violation_alpha / (2 * point.candidates))
         profile_at_tpr_low = profile_bound(training, cell.p, floored(tpr_low, cell.tpr_floor),
@@ -186,6 +192,7 @@ def _model_columns(cell: Cell, target_meta: dict[str, Any]) -> dict[str, Any]:
         "best_test_accuracy": target_meta["best_test_accuracy"],
         "train_accuracy": target_meta["train_accuracy"],
         "epsilon_spent": target_meta["epsilon_spent"],
+        "epsilon_last_iterate": last_iterate(training_of(target_meta), cell.delta),
         "noise_multiplier": target_meta["noise_multiplier"],
         "dp_sample_rate": float(target_meta.get("dp_sample_rate", math.nan)),
         "train_seconds": float(target_meta.get("train_seconds", math.nan)),
@@ -237,7 +244,8 @@ def floored(tpr: float, floor: float) -> float:
 #: The tests behind `violation_reason` (the names of those that fired, joined by "+"; "" none):
 #: `violation_test`'s two, then the audits' (`sweeper.audits.violations`).
 VIOLATION_TESTS = ("precision", "rates", "audit_cp", "audit_gdp", "audit_one_run",
-                   "audit_one_run_fdp", "audit_family", "profile", "accounting")
+                   "audit_one_run_fdp", "audit_family", "audit_family_lr", "profile",
+                   "accounting")
 
 #: `epsilon_spent` above ε by more than this share is the accountant contradicting the claim
 #: ("accounting"); the noise is calibrated so that spent ≤ ε, up to float rounding.

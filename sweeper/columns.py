@@ -126,14 +126,19 @@ CELL_COLUMNS: tuple[Column, ...] = (
     Column("epsilon_audit_family", F64, "ε at δ of the least noise the canaries rule out for "
                                         "DP-SGD at the training's q and steps (gradient canaries "
                                         "only): confidence 1 - audit_alpha at any q"),
+    Column("epsilon_audit_family_lr", F64, "ε at δ of the least noise the canaries' summed "
+                                           "log-likelihood ratios rule out through their law in "
+                                           "DP-SGD's family, claimed only where in and out "
+                                           "separate (canary_gradient_iterates at q < 1): "
+                                           "confidence 1 - audit_alpha"),
     Column("epsilon_proven_audit", F64, "the largest ε the audits valid for this cell prove at "
                                         "level violation_alpha (the violation test)"),
     Column("violation", BOOL, "the data prove training was not (ε, δ)-DP: a bug, never noise"),
     Column("violation_reason", STR, "which tests fired, joined by '+': precision, rates, "
                                     "audit_cp, audit_gdp, audit_one_run, audit_one_run_fdp, "
-                                    "audit_family (where valid), profile (precision above "
-                                    "bound_profile), "
-                                    "accounting (epsilon_spent above ε); '' none"),
+                                    "audit_family, audit_family_lr (where valid), profile "
+                                    "(precision above bound_profile), accounting "
+                                    "(epsilon_spent above ε); '' none"),
     Column("tpr_exact", F64, "exact TPR of a mechanism of known privacy (bound_check); NaN else"),
     Column("precision_exact", F64, "exact precision of that mechanism's threshold attack; NaN else"),
     Column("bound_tight", F64, "least bound over that mechanism's privacy profile; NaN else"),
@@ -155,6 +160,9 @@ CELL_COLUMNS: tuple[Column, ...] = (
     Column("best_test_accuracy", F64, "target's best test accuracy over its epochs"),
     Column("train_accuracy", F64, "target's accuracy on its training set"),
     Column("epsilon_spent", F64, "ε the accountant reports (null: non-private)"),
+    Column("epsilon_last_iterate", F64, "the final model's heuristic ε at δ (Steinke et al. 2025: "
+                                        "Binomial(T, q) + N(0, σ²T) against N(0, σ²T)), the "
+                                        "ceiling of final-model audits; NaN without DP-SGD"),
     Column("noise_multiplier", F64, "DP-SGD noise multiplier (null: non-private)"),
     Column("dp_sample_rate", F64, "DP-SGD's per-step sampling rate q (NaN: non-private)"),
     Column("steps", I64, "optimizer steps of the target's training"),

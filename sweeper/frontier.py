@@ -97,7 +97,7 @@ def open_sweep(root: str, name: str) -> tuple[ArtifactStore, Results]:
 
 #: Columns a summary row averages over its trials.
 SUMMARY_MEANS = ["baseline", "bound", "bound_at_tpr", "bound_profile", "tpr_at_fpr_0.01", "auc",
-                 "test_accuracy", "precision_exact", "bound_tight"]
+                 "test_accuracy", "precision_exact", "bound_tight", "epsilon_last_iterate"]
 
 
 def summarize_frontier(frame: pd.DataFrame) -> pd.DataFrame:
@@ -169,8 +169,9 @@ def _layout(rows: pd.DataFrame, counted: dict[str, pd.Series], precision_label: 
     """The frontier's one layout, pooled (`format_summary`) or per trial (`format_table`): the
     coordinates, `counted` (trials or the trial), the precision with its interval, TP and FP, the
     baseline and the bounds (`bound@TPR` only where it differs from `bound`), then the closed
-    form (exact mechanisms) or the attack's other measures, and the flag; pandas pads the
-    columns, text left and numbers right.  Under it, what the flag and bound@TPR say."""
+    form (exact mechanisms) or the attack's other measures, the final model's heuristic ε where
+    training is DP-SGD, and the flag; pandas pads the columns, text left and numbers right.
+    Under it, what the flag and bound@TPR say."""
     rows = rows.reindex(columns=rows.columns.union([*SUMMARY_MEANS, "policy"], sort=False))
     exact = rows["precision_exact"].notna().any()
     shown = pd.DataFrame({
@@ -193,6 +194,9 @@ def _layout(rows: pd.DataFrame, counted: dict[str, pd.Series], precision_label: 
         shown["bound@TPR"] = shown["bound@TPR"].where(differs, "")
     else:
         shown = shown.drop(columns="bound@TPR")
+    if rows["epsilon_last_iterate"].notna().any():  # the final model's heuristic ε (DP-SGD)
+        shown["ε last iterate"] = rows["epsilon_last_iterate"].map(
+            lambda value: "" if math.isnan(value) else format_epsilon(round(value, 2)))
     shown["flag"] = list(flags)
     for column in ("attack", "policy", precision_label, "bound@TPR", "flag"):  # text: left
         if column in shown:

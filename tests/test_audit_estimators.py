@@ -92,7 +92,7 @@ def allowed(runs: int, alpha: float) -> int:
 
 
 @pytest.mark.parametrize("tp,fp,delta", [(200, 10, 0.0), (200, 10, 0.01), (399, 200, 0.0),
-                                         (0, 5, 0.0), (400, 0, 1e-5)])
+                                         (0, 5, 0.0), (400, 0, 1e-5), (400, 400, 0.0)])
 def test_clopper_pearson_is_the_beta_quantile_rule_and_the_sweeps_audit(tp, fp, delta):
     """Each end at alpha/(2·thresholds); (399, 200) is decided by the mirrored term."""
     alpha, searched = 0.05, 40

@@ -18,6 +18,7 @@ import pytest
 import jobs.clipping as clipping
 import jobs.steps as steps
 import jobs.training as training
+from sweeper.bounds import last_iterate_epsilon
 from sweeper.plan import build_plan
 from sweeper.sweep_data import sweep_data
 from sweeper.tasks import attack_task, train_task
@@ -57,6 +58,11 @@ def test_the_correct_engine_is_never_flagged(compose_config, tmp_path):
     strongest = max(row["epsilon_audit_gdp"] / row["epsilon"] for row in rows
                     if row["attack"] == "canary_gradient_iterates")
     assert 0.3 < strongest <= 1.0
+    # Every DP cell carries its final model's heuristic ε, under what the accountant spent.
+    for row in rows:
+        assert row["epsilon_last_iterate"] == last_iterate_epsilon(
+            row["noise_multiplier"], row["dp_sample_rate"], row["steps"], row["delta"])
+        assert row["epsilon_last_iterate"] <= row["epsilon_spent"] * 1.01
 
 
 #: The same detector at the rates people train with: batches of 30 of ≈ 300 records (q ≈ 0.1),

@@ -149,13 +149,24 @@ def test_fitting_the_canvas_moves_nothing_it_only_adds_room(tmp_path):
 
 def test_the_audit_figure_never_joins_points_of_different_claimed_epsilon(audit_figure):
     """Each claimed ε is its own training: no line runs between two of its points (the old
-    figure joined them); the only line is the diagonal."""
+    figure joined them); the only line is the diagonal, and the last-iterate ceiling is one
+    level bar per claimed ε."""
+    from matplotlib.collections import LineCollection
+
     fig = audit_figure
     rows = pd.read_csv(DOCS / "figures" / "dpsgd_audit_epsilon.csv")
     for ax in fig.axes:
         (diagonal,) = ax.get_lines()
         assert diagonal.get_linestyle() == "--"
-        assert sum(len(c.get_offsets()) for c in ax.collections) > 0
-    # One legend entry per attack and per estimator the rows hold, not one per pair.
+        assert sum(len(c.get_offsets()) for c in ax.collections
+                   if not isinstance(c, LineCollection)) > 0
+        (ceiling,) = [c for c in ax.collections if isinstance(c, LineCollection)]
+        segments = ceiling.get_segments()
+        assert len(segments) == rows["epsilon"].nunique()
+        for (x0, y0), (x1, y1) in segments:  # level, around its own ε alone
+            assert y0 == y1 and x0 < x1
+            assert sum(x0 <= e <= x1 for e in rows["epsilon"].unique()) == 1
+    # One legend entry per attack and per estimator the rows hold, not one per pair, beside
+    # the diagonal and the ceiling.
     estimators = rows[list(ESTIMATORS)].notna().any().sum()
-    assert len(fig.legends[0].get_texts()) == 1 + rows["attack"].nunique() + estimators
+    assert len(fig.legends[0].get_texts()) == 2 + rows["attack"].nunique() + estimators

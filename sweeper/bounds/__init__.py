@@ -19,7 +19,9 @@ importing them pulls in NumPy only (figures: `sweeper.bounds.plots`; command lin
 * `one_run_fdp`  the f-DP audit in one run (Mahloujifar, Melis & Chaudhuri 2025): what one-run
              guesses prove read through the Gaussian trade-off curve;
 * `family`   the audit in DP-SGD's own family at any q: which noise levels the canaries rule out;
-* `profile`  DP-SGD's whole privacy profile δ(ε′) and the least bound over it (`bound_profile`).
+* `profile`  DP-SGD's whole privacy profile δ(ε′) and the least bound over it (`bound_profile`);
+* `last_iterate`  the heuristic ε of the final model alone (Steinke et al. 2025): the ceiling of
+             final-model audits.
 
 Conventions, for every function:
 
@@ -33,15 +35,17 @@ Conventions, for every function:
 """
 
 # Each family module declares its public names once (its `__all__`); this package's are theirs.
-from sweeper.bounds import audit, earlier, family, one_run_fdp, planning, profile, thudi
+from sweeper.bounds import (audit, earlier, family, last_iterate, one_run_fdp, planning, profile,
+                            thudi)
 from sweeper.bounds._checks import BOUND_FORMS
 from sweeper.bounds.audit import *  # noqa: F401,F403
 from sweeper.bounds.earlier import *  # noqa: F401,F403
 from sweeper.bounds.family import *  # noqa: F401,F403
+from sweeper.bounds.last_iterate import *  # noqa: F401,F403
 from sweeper.bounds.one_run_fdp import *  # noqa: F401,F403
 from sweeper.bounds.planning import *  # noqa: F401,F403
 from sweeper.bounds.profile import *  # noqa: F401,F403
 from sweeper.bounds.thudi import *  # noqa: F401,F403
 
 __all__ = ["BOUND_FORMS", *thudi.__all__, *planning.__all__, *earlier.__all__, *audit.__all__,
-           *one_run_fdp.__all__, *family.__all__, *profile.__all__]
+           *one_run_fdp.__all__, *family.__all__, *profile.__all__, *last_iterate.__all__]

@@ -146,12 +146,10 @@ def _searched(thresholds: ArrayLike) -> np.ndarray:
 def _rate_ends(tp, fp, positives, negatives, delta, alpha, thresholds) -> tuple[np.ndarray, ...]:
     """Checked and broadcast arguments -> (TPR's lower end, FPR's upper end, δ).
 
-    Each end is one-sided exact (`jobs.metrics`' Clopper–Pearson helpers, the same as the
-    sweep's `epsilon_audit_rates`) at alpha/(2·thresholds): Bonferroni over the two ends and the
-    thresholds searched.  NaN where there are no positives or no negatives.
+    Each end is one-sided exact (`jobs.metrics`' Clopper–Pearson helpers, over arrays; the same
+    as the sweep's `epsilon_audit_rates`) at alpha/(2·thresholds): Bonferroni over the two ends
+    and the thresholds searched.  NaN where there are no positives or no negatives.
     """
-    from jobs.metrics import clopper_pearson_lower, clopper_pearson_upper
-
     tp, fp = check_counts("tp", tp), check_counts("fp", fp)
     positives, negatives = check_counts("positives", positives), check_counts("negatives", negatives)
     tp, fp, positives, negatives, d, level, searched = np.broadcast_arrays(
@@ -159,11 +157,29 @@ def _rate_ends(tp, fp, positives, negatives, delta, alpha, thresholds) -> tuple[
     check_at_most("tp", tp, "positives", positives)
     check_at_most("fp", fp, "negatives", negatives)
     each = level / (2.0 * searched)
-    low = np.vectorize(lambda k, n, a: clopper_pearson_lower(int(k), int(n), float(a)),
-                       otypes=[float])(tp, positives, each)
-    high = np.vectorize(lambda k, n, a: clopper_pearson_upper(int(k), int(n), float(a)),
-                        otypes=[float])(fp, negatives, each)
-    return low, high, d
+    return _cp_lower(tp, positives, each), _cp_upper(fp, negatives, each), d
+
+
+def _cp_lower(successes: np.ndarray, trials: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """`jobs.metrics.clopper_pearson_lower` over arrays in one call (NaN with no trials, 0 with
+    no successes)."""
+    from scipy.stats import beta
+
+    k, n = np.asarray(successes, float), np.asarray(trials, float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ends = beta.ppf(alpha, k, n - k + 1)
+    return np.where(n == 0, np.nan, np.where(k == 0, 0.0, ends))
+
+
+def _cp_upper(successes: np.ndarray, trials: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """`jobs.metrics.clopper_pearson_upper` over arrays in one call (NaN with no trials, 1 when
+    every trial succeeded)."""
+    from scipy.stats import beta
+
+    k, n = np.asarray(successes, float), np.asarray(trials, float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ends = beta.ppf(1.0 - np.asarray(alpha, float), k + 1, n - k)
+    return np.where(n == 0, np.nan, np.where(k == n, 1.0, ends))
 
 
 def epsilon_clopper_pearson(tp: ArrayLike, fp: ArrayLike, positives: ArrayLike,

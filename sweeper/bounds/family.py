@@ -29,7 +29,7 @@ import numpy as np
 
 from sweeper.bounds._checks import check, check_counts, check_delta, check_level
 
-__all__ = ["family_audit", "noise_ruled_out"]
+__all__ = ["family_audit", "noise_ruled_out", "family_law_audit", "law_noise_ruled_out"]
 
 #: σ′ / σ on the grid searched: 2^(k/8), k = −16 … 24 (σ/4 … 8σ).  Below σ/4 the PRV's domain
 #: grows past seconds a profile; a noise ruled out even there is a bug by far, proven as ε(σ/4).
@@ -133,3 +133,168 @@ def family_audit(tp: np.ndarray, fp: np.ndarray, positives: int, negatives: int,
         else:
             low = middle
     return _epsilon_low(sigma * GRID[high], q, count, d)
+
+
+# --------------------------------------------------------------------------- the statistic's law
+
+#: Gauss–Hermite nodes for a standard normal, and their weights (summing to 1).
+_NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(160)
+_WEIGHTS = _WEIGHTS / _WEIGHTS.sum()
+#: σ″ / σ on the fine grid the in-family check searches (σ/4 … 8σ in steps of 2^(1/64)).
+FINE = 2.0 ** (np.arange(-128, 193) / 64)
+#: How many standard deviations the in-family check allows each of the two moments: its misses
+#: only withdraw a claim (NaN), never make one; 6 lets a correct engine pass but for chance
+#: under 1/36 by Chebyshev (~1e-9 by the normal law).
+FAMILY_SLACK = 6.0
+
+
+def _ell(x: np.ndarray, sigma: float, q: float) -> np.ndarray:
+    """The claimed σ's per-step log-likelihood ratio ℓ(z) = log(1 − q + q·e^{(2z − 1)/(2σ²)})."""
+    return np.logaddexp(math.log1p(-q), math.log(q) + (2.0 * x - 1.0) / (2.0 * sigma ** 2))
+
+
+def _step_moments(sigma: float, q: float, noise: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per step, the mean and variance of ℓ(z) when z ~ N(0, σ′²) (out) and
+    q·N(1, σ′²) + (1 − q)·N(0, σ′²) (in), at each σ′ of `noise`: (mean out, variance out,
+    mean in, variance in)."""
+    z = np.asarray(noise, float)[:, None] * _NODES[None, :]
+    out0, out1 = _ell(z, sigma, q), _ell(1.0 + z, sigma, q)
+    mean_out, square_out = out0 @ _WEIGHTS, out0 ** 2 @ _WEIGHTS
+    mean_in = (1.0 - q) * mean_out + q * (out1 @ _WEIGHTS)
+    square_in = (1.0 - q) * square_out + q * (out1 ** 2 @ _WEIGHTS)
+    return mean_out, square_out - mean_out ** 2, mean_in, square_in - mean_in ** 2
+
+
+def _out_law(sigma: float, q: float, steps: int, noise: np.ndarray) -> tuple[np.ndarray, ...]:
+    """An out canary's S = Σ_t ℓ(z_t), z_t ~ N(0, σ′²): its mean, variance and fourth central
+    moment at each σ′ of `noise` (T independent steps: T·μ₄ + 3T(T − 1)·v²)."""
+    z = np.asarray(noise, float)[:, None] * _NODES[None, :]
+    values = _ell(z, sigma, q)
+    mean = values @ _WEIGHTS
+    centred = values - mean[:, None]
+    var, fourth = centred ** 2 @ _WEIGHTS, centred ** 4 @ _WEIGHTS
+    return steps * mean, steps * var, steps * fourth + 3.0 * steps * (steps - 1) * var ** 2
+
+
+def _canaries(scores, members) -> tuple[np.ndarray, np.ndarray]:
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    inside = np.asarray(members, dtype=bool).ravel()
+    if inside.shape != s.shape:
+        raise ValueError(f"members must have one entry per score; got {inside.size} for "
+                         f"{s.size} scores")
+    return s, inside
+
+
+def _separates(scores: np.ndarray, inside: np.ndarray, alpha: float) -> bool:
+    """Whether the in canaries' statistics lie above the out canaries' more than chance allows,
+    at level alpha: the Mann–Whitney AUC, P̂(S_in > S_out) with ties 1/2, less
+    √(ln(1/alpha)/(2k)) (k the fewer of in and out) still above 1/2.  Scores alike in and out
+    (their AUC 1/2) pass with probability at most alpha at any number of canaries: Hoeffding's
+    bound for a two-sample U statistic with a kernel in [0, 1], no normal approximation.  It
+    reads ranks only, so the scores' scale or any increasing transform of them changes nothing."""
+    from scipy.stats import rankdata
+
+    ins, outs = int(inside.sum()), int((~inside).sum())
+    if ins == 0 or outs == 0:
+        return False
+    auc = (rankdata(scores)[inside].sum() - ins * (ins + 1) / 2.0) / (ins * outs)
+    return bool(auc - math.sqrt(math.log(1.0 / alpha) / (2.0 * min(ins, outs))) > 0.5)
+
+
+def _law_ruled_out(outs: np.ndarray, sigma: float, q: float, steps: int,
+                   alpha: float) -> np.ndarray:
+    """Whether each σ′ = σ·GRID[k] is ruled out at level alpha by the out canaries' sum
+    W = Σ S: W at least √((1 − α)/α) standard deviations below its mean under σ′ (Cantelli's
+    one-sided inequality: no normal approximation)."""
+    mean, var, _ = _out_law(sigma, q, steps, sigma * np.asarray(GRID))
+    k = math.sqrt((1.0 - alpha) / alpha)
+    return outs.sum() <= outs.size * mean - k * np.sqrt(outs.size * var)  # NaN: nothing
+
+
+def _in_family(outs: np.ndarray, sigma: float, q: float, steps: int, below: float) -> bool:
+    """Whether the out canaries' mean and variance both fit the law of one σ″ ≤ `below` (within
+    `FAMILY_SLACK` standard deviations each): a check of `family_law_audit`'s premise, that
+    withdraws a claim from values no engine of the family gives (another statistic); it cannot
+    refuse ~100 random numbers, which may fit some engine (`_separates` does)."""
+    n = outs.size
+    if n < 4 or not np.isfinite(outs).all():
+        return False
+    noise = sigma * FINE[sigma * FINE <= below * (1 + 1e-12)]
+    mean, var, fourth = _out_law(sigma, q, steps, noise)
+    spread_var = np.sqrt(np.maximum(fourth - (n - 3) / (n - 1) * var ** 2, 0.0) / n)
+    fits = ((np.abs(outs.mean() - mean) <= FAMILY_SLACK * np.sqrt(var / n))
+            & (np.abs(outs.var(ddof=1) - var) <= FAMILY_SLACK * spread_var))
+    return bool(fits.any())
+
+
+def _law_arguments(noise_multiplier, sample_rate, steps, alpha):
+    sigma, q, count = _training(noise_multiplier, sample_rate, steps)
+    return sigma, q, count, float(check_level(alpha))
+
+
+def law_noise_ruled_out(scores: np.ndarray, members: np.ndarray, *, noise_multiplier: float,
+                        sample_rate: float, steps: int, alpha: float) -> bool:
+    """Whether the canaries' likelihood-ratio statistics rule out the claimed σ itself at level
+    alpha (`family_law_audit`): the engine's noise is provably less than it claims."""
+    sigma, q, count, level = _law_arguments(noise_multiplier, sample_rate, steps, alpha)
+    s, inside = _canaries(scores, members)
+    outs = s[~inside]
+    if q == 1.0 or outs.size == 0 or np.isnan(s).any():
+        return False
+    return bool(_law_ruled_out(outs, sigma, q, count, level)[GRID.index(1.0)]
+                and _separates(s, inside, level) and _in_family(outs, sigma, q, count, sigma))
+
+
+def family_law_audit(scores: np.ndarray, members: np.ndarray, *, noise_multiplier: float,
+                     sample_rate: float, steps: int, delta: float, alpha: float) -> float:
+    """The ε proven at δ with confidence 1 − alpha from gradient canaries scored by the
+    subsampled Gaussian's log-likelihood ratio summed over the steps (`canary_gradient_iterates`:
+    S = Σ_t ℓ(z_t), ℓ at the claimed σ and q), read through the statistic's law in DP-SGD's
+    family rather than through thresholds.
+
+    Why.  The threshold audit (`family_audit`) meets the noise only through one (FPR, FNR) pair
+    against a whole privacy profile, and missed a noise cut by 20 % (issue 41).  An out canary's
+    S has a known law for every σ′: T independent steps, each ℓ(z) with z ~ N(0, σ′²), whatever
+    the clipping or the sampling did to the canaries trained on.  ℓ is convex in z, so less
+    noise lowers its mean: the out canaries' sum, with its mean and variance under σ′ exact
+    (Gauss–Hermite per step, times T and the count), rules σ′ out when it falls below that mean
+    by √((1 − α)/α) standard deviations (Cantelli: valid at any number of canaries, with no
+    normal approximation).  σ* is the least σ′ of `GRID` with every larger σ′ ruled out; the ε
+    is DP-SGD's at (σ*, q, T), read from the PRV's lower side.
+
+    But values alone can fool it: ~100 uniform random scores fit some engine's out law and
+    "proved" ε > 0 in every audit.  So a claim also needs what separates members from
+    non-members (`_separates`): the canaries' AUC, in against out, above 1/2 at level alpha
+    (Hoeffding's bound for a two-sample U statistic, rank-based).  0 when they do not separate
+    or nothing is ruled out, that of σ/4 when everything is; NaN where the out canaries' mean
+    and variance fit no σ″ ≤ σ* (`_in_family`, a check of the premise below that only ever
+    withdraws a claim), at q = 1, where ℓ is linear and its mean says nothing of the noise (the
+    Gaussian-DP audit is exact there), and with no out canary or a score that is not a number.
+
+    What it assumes: the in canaries' S independent and identically distributed, the out
+    canaries' likewise and independent of them (gradient canaries: each its own coordinate,
+    noise and Poisson draws).  What it proves, each at level alpha, by whichever of the two
+    tests' nulls holds: (1) if the engine is DP-SGD at some σ″ (Poisson rate q, T steps, the
+    canary clipped to C), σ″ < σ* — so its ε is at least DP-SGD's at (σ*, q, T) — from the out
+    law; (2) if the scores are alike in and out (a 0-DP mechanism, or random scores), no claim,
+    from the separation, at any number of canaries and on any scale.  A mechanism in neither
+    (clipping to a norm other than C, another q) falls under neither guarantee: the ε rests on
+    the premise that the scores are this training's statistics.  Extra noise (rounding) only
+    lowers it.
+    """
+    sigma, q, count, level = _law_arguments(noise_multiplier, sample_rate, steps, alpha)
+    d = float(check_delta(delta))
+    s, inside = _canaries(scores, members)
+    outs = s[~inside]
+    if q == 1.0 or outs.size == 0 or np.isnan(s).any():
+        return math.nan
+    if not _separates(s, inside, level):
+        return 0.0
+    ruled = _law_ruled_out(outs, sigma, q, count, level)
+    kept = np.flatnonzero(~ruled)
+    least = 0 if kept.size == 0 else int(kept[-1]) + 1
+    if least == len(GRID):
+        return 0.0
+    if not _in_family(outs, sigma, q, count, sigma * GRID[least]):
+        return math.nan
+    return _epsilon_low(sigma * GRID[least], q, count, d)

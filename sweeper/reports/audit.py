@@ -7,6 +7,10 @@ Two figures, each with a CSV of exactly the numbers drawn:
   per-record scores are joined and audited once: 5 trials × 4 000 canaries = 20 000
   observations), one panel per p.  The diagonal is a tight audit; a point above it is a bug.
   The Gaussian-DP audit is drawn filled only where it is a proof (full-batch training, q = 1).
+  A grey line is the last iterate's heuristic ε (Steinke et al. 2025, `epsilon_last_iterate`):
+  what an audit that sees only the final model could reach at best.  ``audit_threat_models.csv``
+  puts, per (ε, p), the accountant's ε, that heuristic and the best valid audit of each threat
+  model side by side.
 * ``audit_precision.png`` — precision against p, one panel per ε: each attack's pooled
   precision at its cell's operating point with the exact (Clopper–Pearson) interval of the
   pooled TP/(TP + FP), Thudi et al.'s U and `bound_profile`, the least U over the training's
@@ -23,9 +27,10 @@ import pandas as pd
 
 from jobs.attack_registry import GRADIENT_CANARIES
 from jobs.attacks import ATTACKS
-from sweeper.audits import Training, audit_epsilons, best_valid, profile_bound, valid_audits
+from sweeper.audits import (Training, audit_epsilons, best_valid, last_iterate, profile_bound,
+                            valid_audits)
 from sweeper.bounds import epsilon_one_run_fdp, one_run_ceiling, precision_bound
-from sweeper.figures import dodge, errorbar, panel_grid, save_figure
+from sweeper.figures import DODGE, dodge, errorbar, panel_grid, save_figure
 from sweeper.reports.loading import load_scores
 from sweeper.reports.registry import register_report
 from sweeper.reports.stats import pooled_precision
@@ -36,9 +41,11 @@ AUDIT_COLUMNS = ["attack", "policy", "epsilon", "delta", "p", "trial", "threat_m
                  "tpr_floor", "bound_form", "scores_key"]
 ESTIMATORS = {"epsilon_audit_cp": "Clopper–Pearson", "epsilon_audit_gdp": "Gaussian DP",
               "epsilon_audit_one_run": "one run", "epsilon_audit_one_run_fdp": "one run, f-DP",
-              "epsilon_audit_family": "DP-SGD family"}
+              "epsilon_audit_family": "DP-SGD family",
+              "epsilon_audit_family_lr": "DP-SGD family, LR law"}
 MARKERS = {"epsilon_audit_cp": "o", "epsilon_audit_gdp": "s", "epsilon_audit_one_run": "^",
-           "epsilon_audit_one_run_fdp": "v", "epsilon_audit_family": "D"}
+           "epsilon_audit_one_run_fdp": "v", "epsilon_audit_family": "D",
+           "epsilon_audit_family_lr": "P"}
 
 
 def pooled_audits(frame: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
@@ -52,11 +59,12 @@ def pooled_audits(frame: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
         training = Training(float(first["noise_multiplier"]), float(first["dp_sample_rate"]),
                             int(first["steps"]))
         independent = ATTACKS[key[3]].evaluates == GRADIENT_CANARIES
+        ratio = ATTACKS[key[3]].scores_likelihood_ratio
         alpha = float(first["audit_alpha"])
         proven = audit_epsilons(joined["score"].to_numpy(float), joined["member"].to_numpy(bool),
                                 p=key[2], delta=key[1], alpha=alpha,
-                                family=training if independent else None)
-        valid = valid_audits(training, independent)
+                                family=training if independent else None, likelihood_ratio=ratio)
+        valid = valid_audits(training, independent, ratio)
         best = best_valid(proven, valid)
         # What a perfect attack would prove by one run's guesses on as many observations: an
         # audit below the claim says nothing of a claim above its ceiling.
@@ -69,7 +77,8 @@ def pooled_audits(frame: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
                      "valid": "+".join(name.replace("epsilon_audit_", "") for name in valid),
                      "epsilon_audit_best": best,
                      "ratio": best / key[0] if math.isfinite(key[0]) else math.nan,
-                     "epsilon_spent_max": float(cells["epsilon_spent"].max())})
+                     "epsilon_spent_max": float(cells["epsilon_spent"].max()),
+                     "epsilon_last_iterate": last_iterate(training, key[1])})
     return pd.DataFrame(rows)
 
 
@@ -87,7 +96,19 @@ def audit_report(frame: pd.DataFrame, out_dir: Path, store_root: Path) -> list[P
 
 def _epsilon_figure(table: pd.DataFrame, out_dir: Path) -> list[Path]:
     return [save_figure(audit_epsilon_figure(table), out_dir / "audit_epsilon.png", layout=False),
-            write_csv(table, out_dir / "audit_epsilon.csv")]
+            write_csv(table, out_dir / "audit_epsilon.csv"),
+            write_csv(threat_model_table(table), out_dir / "audit_threat_models.csv")]
+
+
+def threat_model_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per (ε, δ, p): the accountant's ε (every iterate released), the last iterate's heuristic
+    ε (the final model alone) and the best valid audit in each threat model, from
+    `pooled_audits`'s table: what each attacker provably reaches against both ceilings."""
+    keys = ["epsilon", "delta", "p"]
+    best = table.pivot_table(index=keys, columns="threat_model", values="epsilon_audit_best",
+                             aggfunc="max").add_prefix("best_audit_")
+    ceilings = table.groupby(keys)[["epsilon_spent_max", "epsilon_last_iterate"]].max()
+    return ceilings.join(best).reset_index()
 
 
 def audit_epsilon_figure(table: pd.DataFrame):
@@ -106,13 +127,23 @@ def audit_epsilon_figure(table: pd.DataFrame):
     claimed = sorted(table["epsilon"].unique())
     top = float(table["epsilon"].max())
     shown: dict[str, str] = {}  # estimator column → its name, for those some panel draws
+    shows_ceiling = False
     for ax, p in zip(axes, ps):
         at = table[table["p"] == p]
         ax.plot([0, top * 1.1], [0, top * 1.1], ls="--", color="black", lw=1)
+        ceiling = at.drop_duplicates("epsilon")
+        if "epsilon_last_iterate" in ceiling and ceiling["epsilon_last_iterate"].notna().any():
+            # One bar per claimed ε, as wide as its attacks' points: each ε its own training.
+            half = (abs(dodge(0, len(attacks))) + DODGE) * top * 1.5
+            ax.hlines(ceiling["epsilon_last_iterate"], ceiling["epsilon"] - half,
+                      ceiling["epsilon"] + half, color="grey", lw=2.5, alpha=0.6)
+            shows_ceiling = True
         for index, attack in enumerate(attacks):
             of = at[at["attack"] == attack]
             x = of["epsilon"].to_numpy(float) + dodge(index, len(attacks)) * top * 1.5
             for column, name in ESTIMATORS.items():
+                if column not in of:  # a table written before this estimator existed
+                    continue
                 values = of[column].to_numpy(float)
                 if np.isnan(values).all():
                     continue
@@ -131,10 +162,13 @@ def audit_epsilon_figure(table: pd.DataFrame):
                  " against ε claimed, trials pooled", fontsize=10)
     fig.tight_layout()
     handles = [Line2D([], [], ls="--", color="black", lw=1),
+               *([Line2D([], [], color="grey", lw=2.5, alpha=0.6)] if shows_ceiling else []),
                *(Line2D([], [], color=f"C{index}", lw=5) for index in range(len(attacks))),
                *(Line2D([], [], ls="none", marker=MARKERS[column], color="black")
                  for column in shown)]
-    labels = ["audit ε = claimed ε (a tight audit)", *attacks, *shown.values()]
+    labels = ["audit ε = claimed ε (a tight audit)",
+              *(["last-iterate heuristic ε (final-model ceiling)"] if shows_ceiling else []),
+              *attacks, *shown.values()]
     legend = fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3,
                fontsize=7.5, frameon=False, title_fontsize=7.5, alignment="center",
                title="A filled point above the diagonal is a DP bug.  Colour: the attack; marker: "
