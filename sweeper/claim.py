@@ -35,7 +35,7 @@ from typing import Any, Iterator, Optional
 from sweeper import interrupts
 from sweeper.config import ConfigError
 from sweeper.credentials import MASK
-from sweeper.files import DiskFull
+from sweeper.files import DiskFull, LinkInStore, inside
 from sweeper.store import ArtifactStore, ManifestError
 
 logger = logging.getLogger(__name__)
@@ -79,13 +79,16 @@ def held(store: ArtifactStore, name: str, wait: bool = False) -> Iterator[None]:
     it, unless `wait`; a no-op on an object store (see the module docstring).
 
     The lock file is removed on release (with the folders made for it, so a refused sweep leaves
-    nothing behind); a taker checks that the file it locked is still the one at the path, since
+    nothing behind); a symbolic link on its way is refused (`sweeper.files.inside`); a taker checks that the file it locked is still the one at the path, since
     a holder may have removed it meanwhile."""
     if store.local_root is None:
         logger.debug("sweep '%s' is not locked: object stores have no atomic lock", name)
         yield
         return
-    path = store.local_root / "sweeps" / name / LOCK_NAME
+    try:  # the lock file itself is `_open_lock`'s to check, as it opens it
+        path = inside(store.local_root, f"sweeps/{name}") / LOCK_NAME
+    except LinkInStore as link:
+        raise SweepRefused([f"sweep {name!r}: {link}"]) from None
     made = [folder for folder in (path.parent, path.parent.parent, store.local_root)
             if not folder.exists()]
     path.parent.mkdir(parents=True, exist_ok=True)

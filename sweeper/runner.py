@@ -40,7 +40,7 @@ from sweeper.failures import Failure, cell_label, classify
 from sweeper.listeners import (FigureDrawer, Listeners, NotLanded, RowWriter, SweepEnd,
                                TrackingListener)
 from sweeper.plan import Cell, ModelSpec, SweepPlan, build_plan
-from sweeper.probes import store_endpoint_problem, tracking_server_problem
+from sweeper.probes import not_mlflow_problem, store_endpoint_problem, tracking_server_problem
 from sweeper.ray_start import auth_hint, ray_session
 from sweeper.sweep_data import sweep_data
 from sweeper.results import CELLS_DATASET, compact, sort_frontier
@@ -147,10 +147,11 @@ def prepare(cfg: SweepConfig, validated: bool = False,
     cfg = scaled(cfg)
     if not validated:
         validate(cfg)
+    server = cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or ""
+    field = "tracking.uri" if cfg.tracking.uri else "MLFLOW_TRACKING_URI"
     unreachable = [problem for problem in (
         store_endpoint_problem(cfg.store.root),
-        tracking_server_problem(cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or "",
-                                "tracking.uri" if cfg.tracking.uri else "MLFLOW_TRACKING_URI"))
+        tracking_server_problem(server, field) or not_mlflow_problem(server, field))
         if problem]
     if unreachable:  # before the store or MLflow is asked anything: their clients retry for minutes
         raise ConfigError(unreachable)
@@ -167,6 +168,7 @@ def prepare(cfg: SweepConfig, validated: bool = False,
         earlier_keys = claim.require_same_sweep(store, cfg.name, [c.key for c in plan.cells],
                                                 redact_tree(config), cfg.store.replace)
     if store.local_root is not None:
+        store.mark()  # the folder is a store from now on (`sweeper.store.store_root_problem`)
         swept = sweep_stale_parts(store.local_root)
         if swept:
             logger.info("removed %d partial files that interrupted writes left in the store", swept)

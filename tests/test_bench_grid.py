@@ -62,3 +62,16 @@ def test_the_step_times_alone_run_in_seconds():
     for mode in ("plain", "DP eager", "DP as trained"):
         assert re.search(rf"^\s+{mode}\s+[\d.]+ ms\s+[\d.]+×$", out, re.M), mode
     assert "s/model" not in out  # no model was trained
+
+
+@pytest.mark.parametrize("override, said", [
+    ("+experiment=nope", "+experiment=nope: experiment has no option 'nope'"),
+    ("grid.epsilon=[-1]", "grid.epsilon: -1.0 must be > 0"),
+])
+def test_a_bad_override_is_one_refusal_not_a_traceback(override, said):
+    """Issue 44.9: `python -m bench.grid` printed the preflight's ConfigError as a traceback."""
+    done = subprocess.run([sys.executable, "-m", "bench.grid", "--reduced", "--steps-only",
+                           override], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.startswith("error: invalid configuration:") and said in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
