@@ -189,15 +189,17 @@ DATABRICKS_CONFIG = "~/.databrickscfg"
 
 def _databricks_problem(field: str, uri: str) -> Optional[str]:
     """Why MLflow could not reach Databricks with `uri` (`databricks`, `databricks://PROFILE`), or
-    None: the SDK is missing, or no credentials are configured for the profile (the environment's
-    DATABRICKS_HOST, for the default profile, or the profile's section of ~/.databrickscfg).
+    None: the SDK is missing, or no credentials are configured for the profile (the URI's, else
+    DATABRICKS_CONFIG_PROFILE's, else DEFAULT): the environment's DATABRICKS_HOST for the default
+    profile, or the profile's section of ~/.databrickscfg (DATABRICKS_CONFIG_FILE).
     MLflow says so only once the sweep logs, and "run sync once it is back" would not help."""
     import configparser
 
     if not _installed("databricks"):
         return (f"{field}={uri!r}: MLflow reaches Databricks through the databricks-sdk package, "
                 "which is not installed: pip install databricks-sdk")
-    profile = (urlsplit(uri).netloc.split(":", 1)[0] if "://" in uri else "") or "DEFAULT"
+    profile = ((urlsplit(uri).netloc.split(":", 1)[0] if "://" in uri else "")
+               or os.environ.get("DATABRICKS_CONFIG_PROFILE") or "DEFAULT")
     if profile == "DEFAULT" and os.environ.get("DATABRICKS_HOST"):
         return None
     config_file = os.path.expanduser(os.environ.get("DATABRICKS_CONFIG_FILE", DATABRICKS_CONFIG))

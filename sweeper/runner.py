@@ -168,7 +168,6 @@ def prepare(cfg: SweepConfig, validated: bool = False,
         earlier_keys = claim.require_same_sweep(store, cfg.name, [c.key for c in plan.cells],
                                                 redact_tree(config), cfg.store.replace)
     if store.local_root is not None:
-        store.mark()  # the folder is a store from now on (`sweeper.store.store_root_problem`)
         swept = sweep_stale_parts(store.local_root)
         if swept:
             logger.info("removed %d partial files that interrupted writes left in the store", swept)

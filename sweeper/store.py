@@ -154,11 +154,20 @@ class ArtifactStore:
     def is_local(self) -> bool:
         return self.local_root is not None
 
-    def mark(self) -> None:
+    def mark(self) -> bool:
         """Write the store's marker (`MARKER`) into a local root that lacks it: from now on the
-        folder is a store (`store_root_problem`)."""
-        if self.local_root is not None and not (self.local_root / MARKER).is_file():
-            self.files.write(MARKER, MARKER_TEXT.encode(), public=True)
+        folder is a store (`store_root_problem`).  Whether it was written now."""
+        if self.local_root is None or (self.local_root / MARKER).is_file():
+            return False
+        self.files.write(MARKER, MARKER_TEXT.encode(), public=True)
+        return True
+
+    def unmark(self) -> None:
+        """Remove the marker when the local store holds none of its entries (a sweep refused
+        before it wrote anything): nothing left behind, and the folder is what it was."""
+        if self.local_root is not None and not any((self.local_root / entry).exists()
+                                                   for entry in ENTRIES):
+            self.files.delete(MARKER)
 
     def _write_checked(self, rel: str, data: bytes) -> None:
         """The checksum first, then the data: a crash between them reads as a mismatch."""

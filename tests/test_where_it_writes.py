@@ -87,9 +87,15 @@ def test_new_empty_and_earlier_stores_are_accepted_and_adopt_makes_a_store(tmp_p
     cfg = make_tiny_config(tmp_path)
     cfg.store.root, cfg.store.adopt = str(home), True
     with contextlib.ExitStack() as claimed:
-        prepare(cfg, claimed=claimed)
+        sweep = prepare(cfg, claimed=claimed)
+        assert (home / MARKER).is_file()  # marked as the sweep claims its name
+    assert not (home / MARKER).exists()  # a sweep that stored nothing leaves no marker
+    with contextlib.ExitStack() as claimed:
+        sweep = prepare(cfg, claimed=claimed)
+        sweep.store.noise_cache().put("k", 1.5)  # the first thing a sweep stores
     assert (home / MARKER).is_file() and (home / "notes.txt").read_text() == "mine\n"
-    shutil.rmtree(home / "sweeps", ignore_errors=True)  # a sweep stopped before it landed a cell
+    assert sorted(os.listdir(home)) == sorted([MARKER, ".bashrc", "calibration", "notes.txt",
+                                               "projects"])
     preflight([f"store.root={home}"])  # the marker says it is a store: adopt is needed once
 
 
@@ -335,12 +341,25 @@ def test_sync_says_a_server_that_is_not_mlflow_is_not_one(tmp_path, plain_web_se
         assert "HTTP 404" in said and "once it is back" not in said and "Traceback" not in said
 
 
+def test_a_sweep_refuses_a_server_that_is_not_mlflow_before_anything(tmp_path, plain_web_server,
+                                                                     make_tiny_config):
+    from sweeper.runner import prepare
+
+    cfg = make_tiny_config(tmp_path)
+    cfg.tracking.uri = plain_web_server
+    with pytest.raises(ConfigError) as refused:
+        prepare(cfg)
+    assert "answers, but is not an MLflow tracking server" in str(refused.value)
+    assert not Path(cfg.store.root).exists()
+
+
 def test_sync_says_a_databricks_uri_has_no_profile(tmp_path, monkeypatch, capsys):
     from sweeper.sync import main as sync_main
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("DATABRICKS_HOST", raising=False)
     monkeypatch.delenv("DATABRICKS_CONFIG_FILE", raising=False)
+    monkeypatch.delenv("DATABRICKS_CONFIG_PROFILE", raising=False)
     store = a_landed_sweep(tmp_path, "databricks")
     for args, profile in ((["--tracking-uri", "databricks://analytics"], "analytics"),
                           ([], "DEFAULT")):
@@ -365,6 +384,7 @@ def test_the_schemes_a_tracking_refusal_lists_are_each_accepted(tmp_path, monkey
     """Issue 44.9: `postgres://` was refused with a list that named `postgresql://`, which is
     refused too (SQLAlchemy's default driver for it, psycopg 3, is not installed)."""
     monkeypatch.setenv("DATABRICKS_HOST", "https://x.cloud.databricks.com")
+    monkeypatch.delenv("DATABRICKS_CONFIG_PROFILE", raising=False)
     message = tracking_location_problem("tracking.uri", "postgres://mlflow@127.0.0.1:5432/mlflow")
     listed = re.findall(r"'([a-z0-9+]+://)'", message)
     assert "scheme 'postgres' is not a tracking store MLflow has" in message
