@@ -110,12 +110,12 @@ def held(store: ArtifactStore, name: str, wait: bool = False) -> Iterator[None]:
     handle = _locked(path, name, store.uri, wait)
     try:
         with interrupts.undone_on_abort(release):
-            marked = store.mark()  # a store from now on (`sweeper.store.store_root_problem`)
             left = _read_holder(handle)
             if left:
                 logger.warning("sweep '%s': took over the lock left by %s (that process is gone)",
                                name, _describe(left))
             _write(handle, json.dumps(holder_line()), path)
+            marked = store.mark()  # a store from now on (`sweeper.store.store_root_problem`)
             yield
     finally:
         release()

@@ -79,27 +79,61 @@ def _content_problem(path: Path, header: bytes, size: int) -> Optional[str]:
     if not header.startswith(SQLITE_HEADER):
         return (f"{path} is not a SQLite database (it does not start with SQLite's header); name "
                 "MLflow's database file, or a new one")
-    declared = _declared_size(header)
-    if declared is not None and size < declared:
-        return (f"{path} is truncated: it holds {size} bytes of the {declared} its header "
-                "declares (a copy cut short?); restore it, or name a new file")
     import sqlite3
 
+    if _short_of(header, size) and _short_of(*_locked_look(path)):
+        return (f"{path} is truncated: it holds {size} bytes of the {_declared_size(header)} its "
+                "header declares (a copy cut short?); restore it, or name a new file")
     try:
-        with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro&immutable=1",
-                                                uri=True)) as db:
-            tables = {row[0] for row in db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if tables and set(MLFLOW_TABLES) <= tables:
-                db.execute("SELECT version_num FROM alembic_version").fetchall()
-    except sqlite3.DatabaseError as error:
-        return f"{path} is not a readable SQLite database ({error}); restore it, or name a new file"
+        tables = _tables(path, "mode=ro&immutable=1")
+    except sqlite3.DatabaseError:
+        try:  # immutable takes no lock: a sweep writing it now may have shown a half-written page
+            tables = _tables(path, "mode=ro")
+        except sqlite3.DatabaseError as error:
+            if "locked" in str(error):  # a writer holds it: a database in use, MLflow's to open
+                return None
+            return (f"{path} is not a readable SQLite database ({error}); restore it, or name a "
+                    "new file")
     if tables and not set(MLFLOW_TABLES) <= tables:
         shown = ", ".join(sorted(tables)[:5]) + (" …" if len(tables) > 5 else "")
         return (f"{path} is a SQLite database, but not MLflow's (it has no "
                 f"{'/'.join(sorted(set(MLFLOW_TABLES) - tables))} table; it holds {shown}); "
                 "name MLflow's database file, or a new one")
     return None
+
+
+def _short_of(header: bytes, size: int) -> bool:
+    """Whether a file of `size` bytes is shorter than its SQLite `header` declares."""
+    declared = _declared_size(header)
+    return declared is not None and size < declared
+
+
+def _locked_look(path: Path) -> tuple[bytes, int]:
+    """(header, size) of the SQLite file `path` read again under SQLite's shared lock, which waits
+    for a writer to finish its commit (one mid-commit may have written the header before the
+    pages it declares); a file SQLite cannot lock or read is given as it is."""
+    import sqlite3
+
+    with contextlib.ExitStack() as stack:
+        with contextlib.suppress(sqlite3.DatabaseError):  # a lock not had: the look is unlocked
+            db = stack.enter_context(contextlib.closing(sqlite3.connect(
+                f"{path.as_uri()}?mode=ro", uri=True, timeout=5, isolation_level=None)))
+            db.execute("BEGIN")
+            db.execute("SELECT count(*) FROM sqlite_master").fetchall()  # holds SHARED till the end
+        with open(path, "rb") as handle:
+            return handle.read(100), os.fstat(handle.fileno()).st_size
+
+
+def _tables(path: Path, mode: str) -> set[str]:
+    """The tables of the SQLite database `path`, read through a read-only connection (`mode`: its
+    URI parameters), which never writes beside it; for MLflow's, its schema version is read too."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?{mode}", uri=True, timeout=5)) as db:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if set(MLFLOW_TABLES) <= tables:
+            db.execute("SELECT version_num FROM alembic_version").fetchall()
+    return tables
 
 
 def _declared_size(header: bytes) -> Optional[int]:

@@ -29,8 +29,9 @@
 * **Never loaded unsafely**: a model or checkpoint that passes its checksum but does not load as
   plain tensors (torch's `weights_only`) is moved under `quarantine/` and recomputed.
 * **Only its own folder**: a local store is made in a new or empty folder, or one that holds a
-  store already (its `.sweeper-store`, written at its first sweep; a store made before that file
-  existed by its `sweeps/` or `mlflow.db`); any other folder (`/`, `/etc`, a home folder) is
+  store already (its `.sweeper-store`, written as its first sweep claims its name; a store made
+  before that file existed by its `sweeps/` or `mlflow.db`, or by holding only what a store
+  writes); any other folder (`/`, `/etc`, a home folder) is
   refused before anything is written, unless `store.adopt=true` makes it a store on purpose
   (`store_root_problem`).  Nothing is written or deleted through a symbolic link below the
   root (`sweeper.files.inside`; `links_in` finds those a sweep would meet before it starts).
@@ -85,8 +86,9 @@ def store_root_problem(root: os.PathLike | str, adopt: bool = False) -> Optional
 
     Fine: a folder that is absent or empty (the store makes it its own), one that holds a store
     (its `MARKER`; from before the marker, a `sweeps/` folder or an `mlflow.db`, which every
-    sweep of an earlier version wrote), or any folder when `adopt` (`store.adopt=true`) says
-    to make it a store on purpose.  Anything else (`/`, `/etc`, a home or project folder)
+    sweep of an earlier version wrote, or nothing but the store's own `ENTRIES`: a sweep killed
+    before it landed anything), or any folder when `adopt` (`store.adopt=true`) says to make it
+    a store on purpose.  Anything else (`/`, `/etc`, a home or project folder)
     would get the store's folders written among its files.  A folder that cannot be listed is
     `sweeper.paths.folder_problem`'s to name."""
     root = Path(root)
@@ -94,7 +96,7 @@ def store_root_problem(root: os.PathLike | str, adopt: bool = False) -> Optional
         names = {entry.name for entry in os.scandir(root)} - set(NOT_CONTENT)
     except OSError:
         return None
-    if (not names or adopt or MARKER in names or (root / "sweeps").is_dir()
+    if (adopt or MARKER in names or names <= set(ENTRIES) or (root / "sweeps").is_dir()
             or (root / "mlflow.db").is_file()):
         return None
     shown = ", ".join(sorted(names)[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")

@@ -75,11 +75,14 @@ def test_new_empty_and_earlier_stores_are_accepted_and_adopt_makes_a_store(tmp_p
     earlier = tmp_path / "earlier"  # a store made before the marker: recognised by its entries
     (earlier / "sweeps" / "old").mkdir(parents=True)
     (earlier / "models").mkdir()
+    killed = tmp_path / "killed"  # an earlier version's sweep killed before it landed a cell
+    (killed / "models" / "k").mkdir(parents=True)
+    (killed / "calibration").mkdir()
     with_db = tmp_path / "with_db"
     with_db.mkdir()
     sqlite3.connect(with_db / "mlflow.db").close()  # an empty database, as MLflow starts one
     (with_db / "notes.txt").write_text("kept beside it\n")
-    for root in (tmp_path / "runs", empty, tmp_path / "disk", earlier, with_db):
+    for root in (tmp_path / "runs", empty, tmp_path / "disk", earlier, killed, with_db):
         preflight([f"store.root={root}"])
 
     home = foreign_folder(tmp_path)
