@@ -38,6 +38,7 @@ import math
 import multiprocessing
 import os
 import statistics
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -81,16 +82,17 @@ class GridShape:
 
 def grid_shape(experiment: str, overrides: list[str]) -> GridShape:
     """The experiment's plan, composed and planned as `python -m sweeper` would (its GPU
-    request set aside, so that a machine without one can plan it too)."""
+    request set aside, so that a machine without one can plan it too).  Raises ConfigError,
+    naming every problem, for an experiment or overrides the preflight refuses."""
     from omegaconf import OmegaConf
 
     from jobs.datasets import DATASETS
     from sweeper.plan import build_plan, group_resources, models_per_task, train_options_of
     from sweeper.preflight import CONF_DIR, composed
 
+    cfg, _ = composed([f"+experiment={experiment}", *overrides, "resources.train.num_gpus=0"])
     shipped = OmegaConf.load(CONF_DIR / "experiment" / f"{experiment}.yaml")
     gpus = float(OmegaConf.select(shipped, "resources.train.num_gpus", default=0.0) or 0.0)
-    cfg, _ = composed([f"+experiment={experiment}", *overrides, "resources.train.num_gpus=0"])
     shipped_k = models_per_task(dataclasses.replace(
         cfg, resources=dataclasses.replace(cfg.resources, train=dataclasses.replace(
             cfg.resources.train, num_gpus=gpus))))
@@ -408,8 +410,15 @@ def main(argv: Optional[list[str]] = None) -> None:
         packings = {(0, 0)}
     if any(len(p) != 2 or min(p) < 1 for p in packings):
         parser.error(f"--packings {args.packings!r}: give KxN pairs of integers ≥ 1, e.g. 1x1,4x1")
+    from sweeper.config import ConfigError
+    from sweeper.credentials import hide_secret_values
+
     device = resolve_device(args.device)
-    shape = grid_shape(args.experiment, args.overrides)
+    try:
+        shape = grid_shape(args.experiment, args.overrides)
+    except ConfigError as refused:  # as `python -m sweeper` says it: one message, exit 2
+        print(f"error: {hide_secret_values(str(refused))}", file=sys.stderr)
+        sys.exit(2)
     if args.reduced:
         shape = reduce(shape)
     settings, options = shape.settings, shape.options.on(device)

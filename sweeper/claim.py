@@ -35,7 +35,7 @@ from typing import Any, Iterator, Optional
 from sweeper import interrupts
 from sweeper.config import ConfigError
 from sweeper.credentials import MASK
-from sweeper.files import DiskFull
+from sweeper.files import DiskFull, LinkInStore, inside
 from sweeper.store import ArtifactStore, ManifestError
 
 logger = logging.getLogger(__name__)
@@ -78,23 +78,34 @@ def held(store: ArtifactStore, name: str, wait: bool = False) -> Iterator[None]:
     """Hold sweep `name`'s lock for the block.  Refused (`SweepRefused`) when another process holds
     it, unless `wait`; a no-op on an object store (see the module docstring).
 
-    The lock file is removed on release (with the folders made for it, so a refused sweep leaves
-    nothing behind); a taker checks that the file it locked is still the one at the path, since
-    a holder may have removed it meanwhile."""
+    The store's root is marked as one (`ArtifactStore.mark`).  The lock file is removed on
+    release (with the folders made for it and a marker made now, so a refused sweep leaves
+    nothing behind); a symbolic link on its way is refused (`sweeper.files.inside`); a taker
+    checks that the file it locked is still the one at the path, since a holder may have
+    removed it meanwhile."""
     if store.local_root is None:
         logger.debug("sweep '%s' is not locked: object stores have no atomic lock", name)
         yield
         return
-    path = store.local_root / "sweeps" / name / LOCK_NAME
-    made = [folder for folder in (path.parent, path.parent.parent, store.local_root)
-            if not folder.exists()]
+    try:  # the lock file itself is `_open_lock`'s to check, as it opens it
+        path = inside(store.local_root, f"sweeps/{name}") / LOCK_NAME
+    except LinkInStore as link:
+        raise SweepRefused([f"sweep {name!r}: {link}"]) from None
+    made = [folder for folder in (path.parent, path.parent.parent) if not folder.exists()]
+    made_root = not store.local_root.exists()
     path.parent.mkdir(parents=True, exist_ok=True)
+    marked = False
 
     def release() -> None:  # the lock itself goes with the file's handle, or the process
         path.unlink(missing_ok=True)
         for folder in made:  # deepest first; kept when anything else is in it
             with contextlib.suppress(OSError):
                 folder.rmdir()
+        if marked:
+            store.unmark()  # a sweep that left nothing in the store leaves no marker either
+        if made_root:
+            with contextlib.suppress(OSError):
+                store.local_root.rmdir()
 
     handle = _locked(path, name, store.uri, wait)
     try:
@@ -104,6 +115,7 @@ def held(store: ArtifactStore, name: str, wait: bool = False) -> Iterator[None]:
                 logger.warning("sweep '%s': took over the lock left by %s (that process is gone)",
                                name, _describe(left))
             _write(handle, json.dumps(holder_line()), path)
+            marked = store.mark()  # a store from now on (`sweeper.store.store_root_problem`)
             yield
     finally:
         release()

@@ -2,7 +2,9 @@
 
 Every walk of `__cause__`/`__context__` in the sweep goes through `error_chain`: a library may
 raise an error `from` itself (Ray's dashboard-port error does), and a walk without a memory of
-what it saw would spin for ever on it (`disk_full`, the interrupt guards).
+what it saw would spin for ever on it (`disk_full`, the interrupt guards).  An exception group
+(`asyncio.TaskGroup`, a thread pool's gathered errors) is walked into as well: a full disk or a
+Ctrl-C one of its members holds is what stopped the work.
 
 The project's own exceptions, and what each command makes of them::
 
@@ -32,8 +34,9 @@ from typing import Iterator
 
 
 def error_chain(error: BaseException) -> Iterator[BaseException]:
-    """`error` and the errors it came from (its causes and contexts), each once: a chain that
-    points back at itself (Ray raises an error `from` itself) ends rather than loops."""
+    """`error` and the errors it came from (its causes and contexts, and the members of an
+    exception group), each once: a chain that points back at itself (Ray raises an error `from`
+    itself) ends rather than loops."""
     pending, seen = [error], set()
     while pending:
         link = pending.pop()
@@ -42,3 +45,5 @@ def error_chain(error: BaseException) -> Iterator[BaseException]:
         seen.add(id(link))
         yield link
         pending += [link.__context__, link.__cause__]  # the cause first, as Python prints it
+        if isinstance(link, BaseExceptionGroup):
+            pending += reversed(link.exceptions)  # the first member first

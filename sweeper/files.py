@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -142,8 +143,43 @@ def is_uri(root: str) -> bool:
     return "://" in str(root) and len(urlparse(str(root)).scheme) > 1
 
 
+class LinkInStore(OSError):
+    """A symbolic link where a local store writes (`inside`): what it points at would be written
+    over or filled, any folder or file the sweep's user can write."""
+
+    def __init__(self, link: os.PathLike | str) -> None:
+        super().__init__(errno.ELOOP, "a symbolic link inside the store", str(link))
+
+    def __str__(self) -> str:
+        return (f"{self.filename} is a symbolic link inside the store, which writes only into "
+                "its own folders, never through a link: something else put it there. Remove it "
+                "once you know what it is (move what it points at into the store, if that is "
+                "what was meant)")
+
+    def __reduce__(self):  # raised in a Ray task, it reaches the driver whole
+        return type(self), (self.filename,)
+
+
+def inside(root: Path, rel: str) -> Path:
+    """`root / rel`, where a local store writes, once none of `rel`'s components (the folders on
+    the way, the file itself) is a symbolic link: `LinkInStore` otherwise.  Every path a local
+    store writes or deletes goes through here (`LocalFiles`, the sweep's lock, its figures);
+    `root` itself is the resolved `store.root`, which may be reached through links.  Components
+    not there yet are created by the writer as plain folders."""
+    path = root
+    for part in Path(rel).parts:
+        path = path / part
+        try:
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                raise LinkInStore(path)
+        except (FileNotFoundError, NotADirectoryError):  # the rest is not there either
+            break
+    return root / rel
+
+
 class LocalFiles:
-    """Files under a local folder, written atomically (temporary name, fsync, rename)."""
+    """Files under a local folder, written atomically (temporary name, fsync, rename), never
+    through a symbolic link (`inside`)."""
 
     def __init__(self, root: Path):
         self.root = root
@@ -153,10 +189,10 @@ class LocalFiles:
 
     def write(self, rel: str, data: bytes, public: bool = False) -> None:
         """`public`: a file people read (mode 0644); others keep mkstemp's 0600."""
-        atomic_write_bytes(self.root / rel, data, PUBLIC_MODE if public else None)
+        atomic_write_bytes(inside(self.root, rel), data, PUBLIC_MODE if public else None)
 
     def delete(self, rel: str) -> None:
-        (self.root / rel).unlink(missing_ok=True)
+        inside(self.root, rel).unlink(missing_ok=True)
 
     def names(self, rel_dir: str) -> list[str]:
         folder = self.root / rel_dir

@@ -1,5 +1,8 @@
 """What sweeper reads and writes of a SQLite MLflow database itself, around MLflow's client.
 
+`database_problem` tells a file that cannot be MLflow's database (not SQLite, truncated, not
+writable, another program's) before any work, reading it without writing a byte: MLflow would
+find out only when the sweep logs, minutes in, and call it an outage.
 `database_state` and `database_identity` let the tracker's stamp and its end-of-sweep check
 see the file (a rerun with nothing to log opens no MLflow; a database deleted under a running
 sweep is noticed); `relocate_artifacts` makes a copied or moved store's own database point at
@@ -15,6 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import stat
 from pathlib import Path
 from typing import Optional
 from urllib.parse import unquote, urlsplit
@@ -41,6 +46,122 @@ def database_path(uri: str) -> Optional[Path]:
     sqlite:////absolute); None for a server."""
     parts = urlsplit(uri)
     return Path(unquote(parts.path[1:])) if parts.scheme == "sqlite" else None
+
+
+#: The first 16 bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
+#: Tables of MLflow's tracking schema: a database holding tables, but not these, is another
+#: program's (MLflow would add its own beside them, or fail on a name they share).
+MLFLOW_TABLES = ("alembic_version", "experiments", "runs")
+
+
+def database_problem(database: os.PathLike | str) -> Optional[str]:
+    """Why the file `database` cannot be the SQLite database of an MLflow tracking store, in
+    words, or None (absent or empty: MLflow creates its tables; MLflow's, whole and writable).
+
+    Never writes: the header is read as bytes (a truncated file holds fewer pages than it
+    declares), the tables are listed through a read-only, immutable connection (SQLite makes no
+    journal beside the file, takes no lock), and writability is asked by opening the file for
+    writing, which changes nothing (a read-only mount, an immutable file: refused, for root
+    too)."""
+    path = Path(os.path.abspath(os.path.expanduser(os.fspath(database))))
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        return f"{path} cannot be read ({error.strerror or error})"
+    if stat.S_ISDIR(info.st_mode):
+        return f"{path} is a folder, not a database file; name the file, e.g. {path / 'mlflow.db'}"
+    if not stat.S_ISREG(info.st_mode):
+        return f"{path} is not a regular file, so it cannot be a database"
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(100)
+    except OSError as error:
+        return f"{path} cannot be read ({error.strerror or error})"
+    problem = _content_problem(path, header, info.st_size) if info.st_size else None
+    if problem:
+        return problem
+    try:  # last: only a file that is a database is opened for writing (and nothing written)
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError as error:
+        return (f"{path} is not writable ({error.strerror or error}); MLflow writes every run "
+                "into it")
+    return None
+
+
+def _content_problem(path: Path, header: bytes, size: int) -> Optional[str]:
+    """Why the bytes of the non-empty file `path` are not MLflow's SQLite database, or None."""
+    if not header.startswith(SQLITE_HEADER):
+        return (f"{path} is not a SQLite database (it does not start with SQLite's header); name "
+                "MLflow's database file, or a new one")
+    import sqlite3
+
+    if _short_of(header, size) and _short_of(*_locked_look(path)):
+        return (f"{path} is truncated: it holds {size} bytes of the {_declared_size(header)} its "
+                "header declares (a copy cut short?); restore it, or name a new file")
+    try:
+        tables = _tables(path, "mode=ro&immutable=1")
+    except sqlite3.DatabaseError:
+        try:  # immutable takes no lock: a sweep writing it now may have shown a half-written page
+            tables = _tables(path, "mode=ro")
+        except sqlite3.DatabaseError as error:
+            if "locked" in str(error):  # a writer holds it: a database in use, MLflow's to open
+                return None
+            return (f"{path} is not a readable SQLite database ({error}); restore it, or name a "
+                    "new file")
+    if tables and not set(MLFLOW_TABLES) <= tables:
+        shown = ", ".join(sorted(tables)[:5]) + (" …" if len(tables) > 5 else "")
+        return (f"{path} is a SQLite database, but not MLflow's (it has no "
+                f"{'/'.join(sorted(set(MLFLOW_TABLES) - tables))} table; it holds {shown}); "
+                "name MLflow's database file, or a new one")
+    return None
+
+
+def _short_of(header: bytes, size: int) -> bool:
+    """Whether a file of `size` bytes is shorter than its SQLite `header` declares."""
+    declared = _declared_size(header)
+    return declared is not None and size < declared
+
+
+def _locked_look(path: Path) -> tuple[bytes, int]:
+    """(header, size) of the SQLite file `path` read again under SQLite's shared lock, which waits
+    for a writer to finish its commit (one mid-commit may have written the header before the
+    pages it declares); a file SQLite cannot lock or read is given as it is."""
+    import sqlite3
+
+    with contextlib.ExitStack() as stack:
+        with contextlib.suppress(sqlite3.DatabaseError):  # a lock not had: the look is unlocked
+            db = stack.enter_context(contextlib.closing(sqlite3.connect(
+                f"{path.as_uri()}?mode=ro", uri=True, timeout=5, isolation_level=None)))
+            db.execute("BEGIN")
+            db.execute("SELECT count(*) FROM sqlite_master").fetchall()  # holds SHARED till the end
+        with open(path, "rb") as handle:
+            return handle.read(100), os.fstat(handle.fileno()).st_size
+
+
+def _tables(path: Path, mode: str) -> set[str]:
+    """The tables of the SQLite database `path`, read through a read-only connection (`mode`: its
+    URI parameters), which never writes beside it; for MLflow's, its schema version is read too."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?{mode}", uri=True, timeout=5)) as db:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if set(MLFLOW_TABLES) <= tables:
+            db.execute("SELECT version_num FROM alembic_version").fetchall()
+    return tables
+
+
+def _declared_size(header: bytes) -> Optional[int]:
+    """The size in bytes a SQLite header declares (page size × page count), or None when the
+    count is not kept valid (written by SQLite before 3.7.0: its change counters differ)."""
+    if len(header) < 100 or header[24:28] != header[92:96]:
+        return None
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    return page_size * pages if pages else None
 
 
 def _stat(uri: str):

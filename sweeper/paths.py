@@ -139,8 +139,6 @@ def _driver_problem(field: str, uri: str, scheme: str) -> Optional[str]:
     A bare `postgresql://` means SQLAlchemy's default driver (psycopg 3 since SQLAlchemy 2.1),
     which MLflow would find missing only after the whole sweep ran; the drivers installed here
     are named instead."""
-    import importlib.util
-
     database, _, driver = scheme.partition("+")
     drivers = DATABASE_DRIVERS.get(database)
     if drivers is None:
@@ -151,20 +149,83 @@ def _driver_problem(field: str, uri: str, scheme: str) -> Optional[str]:
         driver = driver or make_url(uri).get_dialect().driver
     except Exception:  # noqa: BLE001 - an address SQLAlchemy cannot read: MLflow says why
         return None
-    if importlib.util.find_spec(drivers.get(driver, driver).split(".")[0]) is not None:
+    if _installed(drivers.get(driver, driver)):
         return None
-    installed = [f"{database}+{name}://" for name, module in drivers.items()
-                 if importlib.util.find_spec(module.split(".")[0]) is not None]
+    installed = [f"{database}+{name}://" for name, module in drivers.items() if _installed(module)]
     return (f"{field}: {scheme}:// is opened with the database driver {driver!r}, which is not "
             f"installed; " + (f"name an installed one: {', '.join(installed)}" if installed else
                               f"install one of {sorted(drivers)}"))
 
 
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module.split(".")[0]) is not None
+
+
+def accepted_tracking_schemes() -> list[str]:
+    """The schemes `tracking_location_problem` lets through on this machine, as its refusal
+    lists them: a database's bare scheme only when SQLAlchemy's default driver for it is
+    installed, and its `+driver` form for each driver that is (none: the database is left out)."""
+    from sqlalchemy.engine import make_url
+
+    accepted = []
+    for scheme in TRACKING_SCHEMES:
+        drivers = DATABASE_DRIVERS.get(scheme)
+        if drivers is None:
+            accepted.append(f"{scheme}://")
+            continue
+        installed = [name for name, module in drivers.items() if _installed(module)]
+        default = make_url(f"{scheme}://").get_dialect().driver
+        if _installed(drivers.get(default, default)):
+            accepted.append(f"{scheme}://")
+        accepted += [f"{scheme}+{name}://" for name in installed]
+    return accepted
+
+
+#: Where the Databricks SDK (MLflow's client for `databricks` URIs) reads its profiles.
+DATABRICKS_CONFIG = "~/.databrickscfg"
+
+
+def _databricks_problem(field: str, uri: str) -> Optional[str]:
+    """Why MLflow could not reach Databricks with `uri` (`databricks`, `databricks://PROFILE`), or
+    None: the SDK is missing, or no credentials are configured for the profile (the URI's, else
+    DATABRICKS_CONFIG_PROFILE's, else DEFAULT): the environment's DATABRICKS_HOST for the default
+    profile, or the profile's section of ~/.databrickscfg (DATABRICKS_CONFIG_FILE).
+    MLflow says so only once the sweep logs, and "run sync once it is back" would not help."""
+    import configparser
+
+    if not _installed("databricks"):
+        return (f"{field}={uri!r}: MLflow reaches Databricks through the databricks-sdk package, "
+                "which is not installed: pip install databricks-sdk")
+    profile = ((urlsplit(uri).netloc.split(":", 1)[0] if "://" in uri else "")
+               or os.environ.get("DATABRICKS_CONFIG_PROFILE") or "DEFAULT")
+    if profile == "DEFAULT" and os.environ.get("DATABRICKS_HOST"):
+        return None
+    config_file = os.path.expanduser(os.environ.get("DATABRICKS_CONFIG_FILE", DATABRICKS_CONFIG))
+    parser = configparser.ConfigParser()
+    try:
+        parser.read(config_file)
+    except configparser.Error:
+        pass
+    found = (parser.defaults().get("host") if profile == "DEFAULT"
+             else parser.has_section(profile) and parser.get(profile, "host", fallback=None))
+    if found:
+        return None
+    return (f"{field}={uri!r}: no Databricks profile {profile!r} is configured (no [{profile}] "
+            f"section with a host in {config_file}"
+            + (", and DATABRICKS_HOST is not set" if profile == "DEFAULT" else "")
+            + "); `databricks configure --profile NAME` writes one, then name it: "
+            "databricks://NAME")
+
+
 def tracking_location_problem(field: str, uri: str) -> Optional[str]:
     """Why MLflow could not track to `uri`, found without asking MLflow, or None: a scheme no
-    tracking store takes (`foo://x`), a control character, or a local folder (`file://`, a bare
-    path, the folder of a `sqlite:///` database) that cannot be written.  MLflow itself finds
-    these only after its retries, minutes later."""
+    tracking store takes (`foo://x`), a control character, a local folder (`file://`, a bare
+    path, the folder of a `sqlite:///` database) that cannot be written, a `sqlite:///` file
+    that is not MLflow's database (`sweeper.mlflow_db.database_problem`, read without writing)
+    or a Databricks URI with no profile.  MLflow itself finds these only after its retries,
+    minutes later, or calls them an outage."""
     problem = control_problem(field, uri)
     if problem:
         return problem
@@ -172,7 +233,9 @@ def tracking_location_problem(field: str, uri: str) -> Optional[str]:
     scheme = parts.scheme.lower() if "://" in uri or uri.startswith("sqlite:") else ""
     if scheme and scheme.split("+", 1)[0] not in TRACKING_SCHEMES:
         return (f"{field}={uri!r}: scheme {scheme!r} is not a tracking store MLflow has; use "
-                f"{[f'{s}://' for s in TRACKING_SCHEMES]}, or a local folder")
+                f"{accepted_tracking_schemes()}, or a local folder")
+    if scheme == "databricks" or uri.strip().lower() == "databricks":  # MLflow's bare form too
+        return _databricks_problem(field, uri)
     if scheme in ("", "file"):
         if scheme == "file" and parts.netloc not in ("", "localhost"):
             return (f"{field}={uri!r}: a file:// URI names no host ({parts.netloc!r} given); "
@@ -184,6 +247,11 @@ def tracking_location_problem(field: str, uri: str) -> Optional[str]:
         if database in ("", ":memory:"):
             return (f"{field}={uri!r}: MLflow needs a database file, e.g. "
                     "sqlite:////ABSOLUTE/PATH/mlflow.db")
+        from sweeper.mlflow_db import database_problem
+
+        problem = database_problem(database)  # first: a file not MLflow's is not even probed
+        if problem:
+            return f"{field}={uri!r}: {problem}"
         return folder_problem(field, uri, os.path.dirname(os.path.abspath(database)))
     return _driver_problem(field, uri, scheme)
 

@@ -53,6 +53,44 @@ def tracking_server_problem(uri: str, field: str,
                 f"request, {timeout_s:g} s at most); start it, or fix the address")
 
 
+#: An MLflow REST call every tracking server answers, with JSON whatever it finds.
+MLFLOW_PROBE_PATH = "/api/2.0/mlflow/experiments/get-by-name?experiment_name=sweeper-probe"
+
+
+def not_mlflow_problem(uri: str, field: str, timeout_s: float = PROBE_TIMEOUT_S) -> Optional[str]:
+    """Why the server at `uri` (http:// or https://), which answers, is not an MLflow tracking
+    server, or None: one GET of an MLflow REST call, which MLflow answers with JSON (the
+    experiment, or an `error_code`), or 401/403 when it asks for credentials.  A web server that
+    is not MLflow (its 404 page) is a wrong address, not an outage: asking again will not help.
+    A server that does not answer is `tracking_server_problem`'s."""
+    import json
+
+    parts = urlsplit(uri)
+    if parts.scheme.lower() not in ("http", "https"):
+        return None
+    probe = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "") \
+        + parts.path.rstrip("/") + MLFLOW_PROBE_PATH
+    try:
+        with urllib.request.urlopen(probe, timeout=timeout_s) as answer:  # noqa: S310 - http(s)
+            status, body = answer.status, answer.read(65536)
+    except urllib.error.HTTPError as error:
+        if error.code in (401, 403):
+            return None
+        status, body = error.code, error.read(65536)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None  # no answer now: an outage, `tracking_server_problem` says so
+    try:
+        said = json.loads(body)
+    except ValueError:
+        said = None
+    if isinstance(said, dict) and ("error_code" in said or "experiment" in said):
+        return None
+    return (f"{field}={redact(uri)!r}: the server there answers, but is not an MLflow tracking "
+            f"server (GET {parts.path.rstrip('/')}{MLFLOW_PROBE_PATH.split('?')[0]} gave HTTP "
+            f"{status}{'' if said is not None else ', not JSON'}); running this again will not "
+            "help: name the MLflow server's address")
+
+
 def store_endpoint_problem(root: str, timeout_s: float = PROBE_TIMEOUT_S) -> Optional[str]:
     """Why the S3-compatible server a store's `?endpoint_override=HOST:PORT` names cannot be
     reached, or None (no override: the provider's own endpoint is not probed)."""

@@ -40,7 +40,7 @@ from sweeper.failures import Failure, cell_label, classify, full_disk
 from sweeper.listeners import (FigureDrawer, Listeners, NotLanded, RowWriter, SweepEnd,
                                TrackingListener)
 from sweeper.plan import Cell, ModelSpec, SweepPlan, build_plan
-from sweeper.probes import store_endpoint_problem, tracking_server_problem
+from sweeper.probes import not_mlflow_problem, store_endpoint_problem, tracking_server_problem
 from sweeper.ray_start import auth_hint, ray_session
 from sweeper.sweep_data import sweep_data
 from sweeper.results import CELLS_DATASET, compact, sort_frontier
@@ -152,10 +152,11 @@ def prepare(cfg: SweepConfig, validated: bool = False,
     cfg = scaled(cfg)
     if not validated:
         validate(cfg)
+    server = cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or ""
+    field = "tracking.uri" if cfg.tracking.uri else "MLFLOW_TRACKING_URI"
     unreachable = [problem for problem in (
         store_endpoint_problem(cfg.store.root),
-        tracking_server_problem(cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or "",
-                                "tracking.uri" if cfg.tracking.uri else "MLFLOW_TRACKING_URI"))
+        tracking_server_problem(server, field) or not_mlflow_problem(server, field))
         if problem]
     if unreachable:  # before the store or MLflow is asked anything: their clients retry for minutes
         raise ConfigError(unreachable)

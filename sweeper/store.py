@@ -17,6 +17,7 @@
     sweeps/<name>/results.json               the checksums of the sweep's compacted results
     sweeps/<name>/tracked.json               what MLflow holds of the sweep (`tracking_stamp`)
     mlflow.db                the default MLflow tracking store (local stores only)
+    .sweeper-store           says the folder is a store (local stores; `store_root_problem`)
 
 * **Atomic**: the bytes (folders, object stores, atomic writes, checkpoints) are
   `sweeper.files`'s — a temporary name renamed into place locally, a single PUT on an object
@@ -27,6 +28,13 @@
   parsed, not checksummed.
 * **Never loaded unsafely**: a model or checkpoint that passes its checksum but does not load as
   plain tensors (torch's `weights_only`) is moved under `quarantine/` and recomputed.
+* **Only its own folder**: a local store is made in a new or empty folder, or one that holds a
+  store already (its `.sweeper-store`, written as its first sweep claims its name; a store made
+  before that file existed by its `sweeps/` or `mlflow.db`, or by holding only what a store
+  writes); any other folder (`/`, `/etc`, a home folder) is
+  refused before anything is written, unless `store.adopt=true` makes it a store on purpose
+  (`store_root_problem`).  Nothing is written or deleted through a symbolic link below the
+  root (`sweeper.files.inside`; `links_in` finds those a sweep would meet before it starts).
 * **Full disks** raise `sweeper.files.DiskFull` ("disk full at <path>") and leave no partial
   file; partial files a killed process left are swept up by the next sweep
   (`sweeper.files.sweep_stale_parts`).
@@ -38,6 +46,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import urlparse, urlsplit, urlunsplit
@@ -47,9 +56,9 @@ import pandas as pd
 import pyarrow as pa
 
 from sweeper.columns import CELLS_SCHEMA, SCORES_SCHEMA, conform, row_table
-from sweeper.files import (CorruptArtifact, LocalFiles, ObjectFiles, StoredCheckpoint,
-                           StoredNoiseCache, npy_bytes, read_parquet, is_uri, parquet_bytes,
-                           quarantine, sha256_hex)
+from sweeper.files import (CorruptArtifact, LinkInStore, LocalFiles, ObjectFiles,
+                           StoredCheckpoint, StoredNoiseCache, inside, npy_bytes, read_parquet,
+                           is_uri, parquet_bytes, quarantine, sha256_hex)
 from sweeper.paths import name_problem
 
 if TYPE_CHECKING:
@@ -58,6 +67,64 @@ if TYPE_CHECKING:
 
 #: Stored canary outputs are the model's files named canary_<name>.npy.
 CANARY_PREFIX = "canary_"
+
+
+#: What a local store writes directly under its root: its folders, MLflow's (the default
+#: tracking store and its artifacts) and its marker.
+ENTRIES = ("models", "checkpoints", "queries", "scores", "calibration", "quarantine", "results",
+           "sweeps", "mlflow.db", "mlartifacts")
+#: The file a local store writes into its root at its first sweep: this folder is a store.
+MARKER = ".sweeper-store"
+MARKER_TEXT = ("This folder is a sweeper store (store.root): its sweeps' models, scores and "
+               "results. Sweeps write here without asking.\n")
+#: Entries a folder holds from its file system rather than its user (a new disk's root).
+NOT_CONTENT = ("lost+found",)
+
+
+def store_root_problem(root: os.PathLike | str, adopt: bool = False) -> Optional[str]:
+    """Why the local folder `root` may not become a store, in words, or None.
+
+    Fine: a folder that is absent or empty (the store makes it its own), one that holds a store
+    (its `MARKER`; from before the marker, a `sweeps/` folder or an `mlflow.db`, which every
+    sweep of an earlier version wrote, or nothing but the store's own `ENTRIES`: a sweep killed
+    before it landed anything), or any folder when `adopt` (`store.adopt=true`) says to make it
+    a store on purpose.  Anything else (`/`, `/etc`, a home or project folder)
+    would get the store's folders written among its files.  A folder that cannot be listed is
+    `sweeper.paths.folder_problem`'s to name."""
+    root = Path(root)
+    try:
+        names = {entry.name for entry in os.scandir(root)} - set(NOT_CONTENT)
+    except OSError:
+        return None
+    if (adopt or MARKER in names or names <= set(ENTRIES) or (root / "sweeps").is_dir()
+            or (root / "mlflow.db").is_file()):
+        return None
+    shown = ", ".join(sorted(names)[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (f"{root} already holds files ({shown}) but no sweeper store: a sweep would write its "
+            f"folders ({', '.join(f'{entry}/' for entry in ENTRIES[:4])} …) among them; give a new "
+            "or empty folder, or store.adopt=true to make this one a store on purpose")
+
+
+def links_in(root: os.PathLike | str, sweep: str) -> list[Path]:
+    """The symbolic links a sweep named `sweep` would meet where it writes in the local store at
+    `root`, found before it starts (`sweeper.files.inside` refuses each when it is met): at the
+    store's entries, its results datasets' partitions of the sweep, and the sweep's folder and
+    anything in it (its landing zone, lock, failures, figures)."""
+    from sweeper.results import CELLS_DATASET, SCORES_DATASET
+
+    root = Path(root)
+    rels = [*ENTRIES, MARKER, f"sweeps/{sweep}",
+            *(f"{dataset}/sweep={sweep}" for dataset in (CELLS_DATASET, SCORES_DATASET))]
+    found = set()
+    for rel in rels:
+        try:
+            inside(root, rel)
+        except LinkInStore as link:
+            found.add(Path(link.filename))
+    for folder, folders, files in os.walk(root / "sweeps" / sweep) if not found else ():
+        found.update(Path(folder) / name for name in folders + files
+                     if os.path.islink(os.path.join(folder, name)))
+    return sorted(found)
 
 
 def check_sweep_name(name: str) -> str:
@@ -88,6 +155,21 @@ class ArtifactStore:
     @property
     def is_local(self) -> bool:
         return self.local_root is not None
+
+    def mark(self) -> bool:
+        """Write the store's marker (`MARKER`) into a local root that lacks it: from now on the
+        folder is a store (`store_root_problem`).  Whether it was written now."""
+        if self.local_root is None or (self.local_root / MARKER).is_file():
+            return False
+        self.files.write(MARKER, MARKER_TEXT.encode(), public=True)
+        return True
+
+    def unmark(self) -> None:
+        """Remove the marker when the local store holds none of its entries (a sweep refused
+        before it wrote anything): nothing left behind, and the folder is what it was."""
+        if self.local_root is not None and not any((self.local_root / entry).exists()
+                                                   for entry in ENTRIES):
+            self.files.delete(MARKER)
 
     def _write_checked(self, rel: str, data: bytes) -> None:
         """The checksum first, then the data: a crash between them reads as a mismatch."""
@@ -366,7 +448,7 @@ class ArtifactStore:
         """Where this machine draws a sweep's figures: in the sweep's folder when the store is
         local, else in a local cache (and `publish` copies them into the store)."""
         if self.local_root is not None:
-            return self.local_root / "sweeps" / sweep
+            return inside(self.local_root, f"sweeps/{sweep}")
         return Path("~/.cache/sweeper/figures").expanduser() / sha256_hex(self.uri.encode())[:12] / sweep
 
     def publish(self, rel: str, local_path: Path) -> None:

@@ -21,7 +21,7 @@ from sweeper.store import ArtifactStore
 from sweeper.credentials import redact, scrub, tracking_uri_problem
 from sweeper.errors import error_chain
 from sweeper.paths import name_problem, tracking_location_problem
-from sweeper.probes import tracking_server_problem
+from sweeper.probes import not_mlflow_problem, tracking_server_problem
 from sweeper.results import load_results, sort_frontier
 from sweeper.run_records import config_params, summary_metrics
 from sweeper.tracking import SweepTracker, default_tracking_uri, mlflow_artifact_location
@@ -96,11 +96,15 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
 
 
 def _require_server(uri: str, field: str) -> None:
-    """One bounded request to an MLflow server (`sweeper.probes`); `Unreachable` when it does
-    not answer: MLflow's own client would retry it for minutes (248 s for a closed port)."""
+    """Two bounded requests to an MLflow server (`sweeper.probes`); `Unreachable` when it does
+    not answer (MLflow's own client would retry it for minutes: 248 s for a closed port),
+    `SyncRefused` when what answers is not MLflow."""
     problem = tracking_server_problem(uri, field)
     if problem:
         raise Unreachable(problem)
+    problem = not_mlflow_problem(uri, field)
+    if problem:
+        raise SyncRefused(problem)
 
 
 def _parser(prog: str = "python -m sweeper.sync") -> argparse.ArgumentParser:

@@ -80,3 +80,16 @@ def test_dp_over_plain_is_like_for_like():
 
     assert ratios({"plain": 5.0, "plain as trained": 2.0, "DP eager": 8.0,
                    "DP as trained": 3.0}) == {"as trained": 1.5, "eager": 1.6}
+
+
+@pytest.mark.parametrize("override, said", [
+    ("+experiment=nope", "+experiment=nope: experiment has no option 'nope'"),
+    ("grid.epsilon=[-1]", "grid.epsilon: -1.0 must be > 0"),
+])
+def test_a_bad_override_is_one_refusal_not_a_traceback(override, said):
+    """Issue 44.9: `python -m bench.grid` printed the preflight's ConfigError as a traceback."""
+    done = subprocess.run([sys.executable, "-m", "bench.grid", "--reduced", "--steps-only",
+                           override], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.startswith("error: invalid configuration:") and said in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""

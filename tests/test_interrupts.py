@@ -152,6 +152,24 @@ def test_a_full_disk_that_names_no_file_is_said_with_what_it_said():
     assert disk_full(ValueError("no")) is None
 
 
+def test_a_full_disk_inside_an_exception_group_is_seen_as_one():
+    """Issue 44.9: an ExceptionGroup (a TaskGroup's, a pool's gathered errors) holding ENOSPC was
+    not seen as a full disk: the sweep printed a traceback instead of "disk full at …"."""
+    import errno as errnos
+
+    from sweeper.files import DiskFull, disk_full
+
+    full = OSError(errnos.ENOSPC, "No space left on device", "/store/models/k/model.pt")
+    group = ExceptionGroup("writes failed", [ValueError("another write"), full])
+    assert disk_full(group) == "/store/models/k/model.pt"
+    nested = BaseExceptionGroup("outer", [ExceptionGroup("inner", [DiskFull("/store/x")])])
+    try:
+        raise RuntimeError("the task failed") from nested
+    except RuntimeError as wrapped:
+        assert disk_full(wrapped) == "/store/x"
+    assert disk_full(ExceptionGroup("not the disk", [ValueError("no"), KeyError("k")])) is None
+
+
 def test_a_full_disk_met_in_a_ray_task_reaches_the_driver_with_its_path():
     """A DiskFull pickled across Ray came back as "UnserializableException" (its __init__ takes
     one argument, not OSError's three)."""

@@ -131,7 +131,9 @@ def _check_runtime_env(env: Any, check: Check) -> None:
 
 
 def check_store(cfg: SweepConfig, check: Check) -> None:
-    """`store.root`: a writable folder or a supported URI without credentials."""
+    """`store.root`: a writable folder or a supported URI without credentials; a local folder
+    that is new, empty or a store already (or adopted: `store.adopt`), with no symbolic link
+    where the sweep writes."""
     from sweeper.files import is_uri
 
     root = cfg.store.root
@@ -160,11 +162,11 @@ def check_store(cfg: SweepConfig, check: Check) -> None:
                   f"{'file://' + parts.netloc + '/…' if parts.netloc else 'this one'} does not "
                   "name one folder unambiguously); or give the folder as a plain path")
             if not ambiguous:
-                _check_local_store(parts.path, root, check)
+                _check_local_store(cfg, parts.path, root, check)
         else:
             check(parts.netloc != "", f"store.root={redact(root)!r}: name a bucket, {scheme}://BUCKET/PATH")
         return
-    _check_local_store(root, root, check)
+    _check_local_store(cfg, root, root, check)
 
 
 def check_secrets(cfg: SweepConfig, check: Check) -> None:
@@ -191,18 +193,61 @@ def check_secrets(cfg: SweepConfig, check: Check) -> None:
     walk("", cfg)
 
 
-def _check_local_store(path: str, given: str, check: Check) -> None:
+def _check_local_store(cfg: SweepConfig, path: str, given: str, check: Check) -> None:
     """The folder must be writable, or creatable with its parents (`sweeper.paths.folder_problem`
     asks the file system; nothing is left behind), and hold no '%' escape: the SQLite URI of
-    the store's MLflow database would decode it (`a%41b` is `aAb` to MLflow, `a%00b` a NUL)."""
+    the store's MLflow database would decode it (`a%41b` is `aAb` to MLflow, `a%00b` a NUL).
+    It must be new, empty or a store, unless adopted (`sweeper.store.store_root_problem`), and
+    hold no symbolic link where the sweep writes (`sweeper.store.links_in`)."""
+    from sweeper.paths import name_problem
+    from sweeper.store import links_in, store_root_problem
+
     escape = re.search(r"%[0-9A-Fa-f]{2}", path)
     if escape:
         check(False, f"store.root={shortened(given)!r}: {escape.group()!r} would be read as an "
                      "escape by MLflow (the store's SQLite database is named by a URI), which would "
                      "then write elsewhere; give a folder without '%'")
         return
+    root = os.path.realpath(os.path.expanduser(path))  # as `ArtifactStore` resolves it
+    problem = store_root_problem(root, cfg.store.adopt)
+    if problem:  # before the probe: a folder not the store's is not written, not even probed
+        check(False, f"store.root={shortened(given)!r}: {problem}")
+        return
     problem = folder_problem("store.root", given, path)
-    check(problem is None, problem or "")
+    if problem:
+        check(False, problem)
+        return
+    if name_problem("name", cfg.name) is None:  # else: the name's check says
+        links = links_in(root, cfg.name)
+        check(not links, f"store.root={shortened(given)!r}: "
+                         f"{', '.join(str(link) for link in links[:3])}"
+                         f"{' and more' if len(links) > 3 else ''} "
+                         f"{'is a symbolic link' if len(links) == 1 else 'are symbolic links'} "
+                         "where the sweep writes; a store writes only into its own folders, never "
+                         "through a link: remove them once you know what they are")
+
+
+def _check_store_database(cfg: SweepConfig, check: Check) -> None:
+    """The default tracking store, `<store.root>/mlflow.db` of a local store, must be MLflow's
+    database or absent (`sweeper.mlflow_db.database_problem`, read without writing)."""
+    from sweeper.files import is_uri
+    from sweeper.mlflow_db import database_problem
+
+    root = cfg.store.root
+    if not root.strip() or control_problem("store.root", root):
+        return  # the store's check names it
+    if is_uri(root):
+        parts = urlsplit(root)
+        if parts.scheme.lower() == "file" and parts.netloc:
+            return  # the store's check names it
+        # A remote store's database is in the working folder (`default_tracking_uri`).
+        root = parts.path if parts.scheme.lower() == "file" else os.getcwd()
+    database = os.path.join(os.path.realpath(os.path.expanduser(root)), "mlflow.db")
+    if os.path.islink(database):
+        return  # `links_in` names it
+    problem = database_problem(database)
+    check(problem is None, f"tracking.uri=null (the store's own MLflow database): {problem}; "
+                           "or name another with tracking.uri")
 
 
 def check_tracking(cfg: SweepConfig, check: Check) -> None:
@@ -218,6 +263,8 @@ def check_tracking(cfg: SweepConfig, check: Check) -> None:
             tracking_uri_problem(from_environment, "MLFLOW_TRACKING_URI")
             or tracking_location_problem("MLFLOW_TRACKING_URI", from_environment))
         check(not problem, f"{problem} (the environment variable; tracking.uri is null)")
+        if not from_environment:
+            _check_store_database(cfg, check)
         return
     check(tracking.uri.strip() != "",
           "tracking.uri='': use null for the SQLite file under store.root, or an MLflow URI")

@@ -224,6 +224,9 @@ class StoreConfig:
     # Another process running the same sweep on this store: refuse at once (false), or wait for
     # it to end (true, or --wait).  Local stores only (`sweeper.claim`).
     wait: bool = False
+    # A local store.root that exists, is not empty and holds no store (`/`, a home folder) is
+    # refused; true makes that folder a store on purpose (`sweeper.store.store_root_problem`).
+    adopt: bool = False
 
 
 @dataclass
