@@ -91,8 +91,9 @@ def held(store: ArtifactStore, name: str, wait: bool = False) -> Iterator[None]:
         path = inside(store.local_root, f"sweeps/{name}") / LOCK_NAME
     except LinkInStore as link:
         raise SweepRefused([f"sweep {name!r}: {link}"]) from None
+    root = store.local_root
     made = [folder for folder in (path.parent, path.parent.parent) if not folder.exists()]
-    made_root = not store.local_root.exists()
+    made_root = not root.exists()
     path.parent.mkdir(parents=True, exist_ok=True)
     marked = False
 
@@ -105,7 +106,7 @@ def held(store: ArtifactStore, name: str, wait: bool = False) -> Iterator[None]:
             store.unmark()  # a sweep that left nothing in the store leaves no marker either
         if made_root:
             with contextlib.suppress(OSError):
-                store.local_root.rmdir()
+                root.rmdir()
 
     handle = _locked(path, name, store.uri, wait)
     try:

@@ -209,7 +209,7 @@ def _databricks_problem(field: str, uri: str) -> Optional[str]:
     except configparser.Error:
         pass
     found = (parser.defaults().get("host") if profile == "DEFAULT"
-             else parser.has_section(profile) and parser.get(profile, "host", fallback=None))
+             else parser.has_section(profile) and parser[profile].get("host"))
     if found:
         return None
     return (f"{field}={uri!r}: no Databricks profile {profile!r} is configured (no [{profile}] "

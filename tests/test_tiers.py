@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TIER_TIMEOUT_S, tier_of
+from testkit.tiers import TIER_TIMEOUT_S, tier_of
 
 TESTS = Path(__file__).resolve().parent
 
