@@ -24,6 +24,11 @@ def print_summary(result) -> None:
         from sweeper.task_times import wall_split_line
 
         print(wall_split_line(result.task_times))
+    if result.report_paths:
+        from sweeper.reports import summaries  # every report module: the registry filled
+
+        for text in summaries(result.report_paths):
+            print(text)
     print(f"results (Parquet): {result.results_dir}  (sweep={result.name}; "
           "pandas.read_parquet reads it)")
     if result.plot_path is not None:

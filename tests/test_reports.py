@@ -554,3 +554,25 @@ def test_every_declared_measure_is_no_test(measure, lira_frame, tmp_path):
     assert set(drawn["attack"]) == {"lira_online"}
     with pytest.raises(ValueError, match="no attack rows besides"):
         REPORTS["thudi_lira"](measured, tmp_path / "alone")
+
+
+def test_a_sweep_prints_its_audits_by_threat_model(tmp_path):
+    """Issue 41: an audit sweep prints, per claimed ε, the accountant's ε, the last-iterate
+    heuristic and the best valid audit of each threat model (from the CSV the report wrote);
+    a sweep whose reports wrote no such table prints nothing of it."""
+    from sweeper.reports import summaries
+    from sweeper.reports.audit import THREAT_MODELS_CSV
+
+    table = tmp_path / THREAT_MODELS_CSV
+    pd.DataFrame({"epsilon": [1.0, 8.0], "delta": [1e-5, 1e-5], "p": [0.5, 0.5],
+                  "epsilon_spent_max": [0.9996, 7.9945], "epsilon_last_iterate": [0.9748, 5.866],
+                  "best_audit_black_box_final": [float("nan"), 1.2317],
+                  "best_audit_white_box_iterates": [0.85, 6.72]}).to_csv(table, index=False)
+    (text,) = summaries([tmp_path / "audit_epsilon.png", table])
+    header, first, second = text.splitlines()[3:6]
+    assert header.split() == ["ε", "δ", "p", "ε", "spent", "ε", "last", "iterate",
+                              "black_box_final", "white_box_iterates"]
+    assert first.split() == ["1", "1e-05", "0.5", "1.00", "0.97", "–", "0.85"]
+    assert second.split() == ["8", "1e-05", "0.5", "7.99", "5.87", "1.23", "6.72"]
+    assert str(table) in text
+    assert summaries([tmp_path / "audit_epsilon.png"]) == []

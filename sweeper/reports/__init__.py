@@ -30,7 +30,7 @@ from sweeper.reports.frontier import frontier_figure, frontier_report, frontier_
 from sweeper.reports.jayaraman import ppv_report
 from sweeper.reports.loading import load_pdtp_values, load_scores, load_target_scores
 from sweeper.reports.long import pdtp_report
-from sweeper.reports.registry import REPORTS, draw, register_report
+from sweeper.reports.registry import REPORTS, draw, register_report, summaries
 from sweeper.reports.stats import improvement_interval, per_record_accuracy
 from sweeper.reports.tables import baseline_attacks, measure_attacks, not_tests
 from sweeper.reports.thudi import fixed_bound_report, thudi_lira_report
@@ -60,5 +60,6 @@ __all__ = [
     "pooled_audits",
     "ppv_report",
     "register_report",
+    "summaries",
     "thudi_lira_report",
 ]

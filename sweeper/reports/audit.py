@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -82,7 +83,37 @@ def pooled_audits(frame: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@register_report("audit", reads_scores=True)
+#: Per (ε, δ, p): both ceilings and the best valid audit of each threat model (`threat_model_table`).
+THREAT_MODELS_CSV = "audit_threat_models.csv"
+
+
+def threat_model_summary(paths: list[Path]) -> Optional[str]:
+    """What a sweep prints of its audits under the frontier: per claimed ε (and δ, p), the
+    accountant's ε, the last iterate's heuristic ε and the best valid audit in each threat
+    model, from the `THREAT_MODELS_CSV` among `paths` (None where there is none)."""
+    found = [path for path in paths if Path(path).name == THREAT_MODELS_CSV]
+    if not found:
+        return None
+    table = pd.read_csv(found[0])
+    threat_models = [column for column in table if column.startswith("best_audit_")]
+    shown = pd.DataFrame({"ε": table["epsilon"].map("{:g}".format),
+                          "δ": table["delta"].map("{:g}".format),
+                          "p": table["p"].map("{:g}".format),
+                          "ε spent": table["epsilon_spent_max"].map(_two_places),
+                          "ε last iterate": table["epsilon_last_iterate"].map(_two_places)})
+    for column in threat_models:
+        shown[column.removeprefix("best_audit_")] = table[column].map(_two_places)
+    return ("Audits by threat model: the best valid audit's ε in each, against ε spent (the\n"
+            "accountant's, every iterate released) and ε last iterate (Steinke et al.'s heuristic\n"
+            "for the final model alone: the ceiling of final-model audits, not a proof)\n"
+            + shown.to_string(index=False) + f"\n(table: {found[0]})")
+
+
+def _two_places(value: float) -> str:
+    return "–" if pd.isna(value) else f"{value:.2f}"
+
+
+@register_report("audit", reads_scores=True, summary=threat_model_summary)
 def audit_report(frame: pd.DataFrame, out_dir: Path, store_root: Path) -> list[Path]:
     """Audit ε against claimed ε, and precision against p with U and `bound_profile`."""
     require(frame, AUDIT_COLUMNS, "audit")
@@ -97,7 +128,7 @@ def audit_report(frame: pd.DataFrame, out_dir: Path, store_root: Path) -> list[P
 def _epsilon_figure(table: pd.DataFrame, out_dir: Path) -> list[Path]:
     return [save_figure(audit_epsilon_figure(table), out_dir / "audit_epsilon.png", layout=False),
             write_csv(table, out_dir / "audit_epsilon.csv"),
-            write_csv(threat_model_table(table), out_dir / "audit_threat_models.csv")]
+            write_csv(threat_model_table(table), out_dir / THREAT_MODELS_CSV)]
 
 
 def threat_model_table(table: pd.DataFrame) -> pd.DataFrame:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import pandas as pd
 
@@ -33,6 +33,9 @@ class Report:
     # Any other report, handed several swept values, refuses them rather than read them as
     # trials: `draw` hands it one value at a time.
     whole_table: bool = False
+    # What a finished sweep prints of it under the frontier, from the paths it wrote (None:
+    # nothing, or not among them): the figure a user reads off the terminal.
+    summary: Optional[Callable[[list[Path]], Optional[str]]] = None
 
     def __call__(self, frame: pd.DataFrame, out_dir: Path, **context: Any) -> list[Path]:
         varied = [] if self.whole_table else swept(frame)
@@ -49,12 +52,13 @@ class Report:
 REPORTS: Registry[Report] = Registry("report")
 
 
-def register_report(name: str, *, reads_scores: bool = False,
-                    whole_table: bool = False) -> Callable:
-    """Decorator: register the drawing function as report `name`; the name it is defined under
-    calls the registered report, so a direct call is guarded as `REPORTS[name]` is."""
+def register_report(name: str, *, reads_scores: bool = False, whole_table: bool = False,
+                    summary: Optional[Callable[[list[Path]], Optional[str]]] = None) -> Callable:
+    """Decorator: register the drawing function as report `name` (with `summary`, what a sweep
+    prints of it); the name it is defined under calls the registered report, so a direct call
+    is guarded as `REPORTS[name]` is."""
     def register(function: Callable[..., list[Path]]) -> Callable[..., list[Path]]:
-        report = Report(function, reads_scores, whole_table)
+        report = Report(function, reads_scores, whole_table, summary)
         REPORTS.add(name, report)
 
         @functools.wraps(function)
@@ -62,6 +66,12 @@ def register_report(name: str, *, reads_scores: bool = False,
             return report(frame, out_dir, **context)
         return guarded
     return register
+
+
+def summaries(paths: list[Path]) -> list[str]:
+    """What the reports that wrote `paths` print under the frontier (`Report.summary`)."""
+    said = (report.summary(paths) for report in REPORTS.values() if report.summary is not None)
+    return [text for text in said if text]
 
 
 def draw(name: str, frame: pd.DataFrame, out_dir: Path, store_root: Path,
