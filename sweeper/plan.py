@@ -373,7 +373,7 @@ def canary_design(cfg: SweepConfig, data_for, shadow_offset: int) -> Optional[Ca
         input_offset=offset,
         gradient_count=settings.canary_gradient_count if GRADIENT_CANARIES in kinds else 0,
         gradient_norm=float(settings.canary_gradient_norm) if GRADIENT_CANARIES in kinds else 0.0,
-        seed=settings.canary_seed,
+        seed=settings.canary_seed if kinds & {INPUT_CANARIES, GRADIENT_CANARIES} else 0,
         final_runs=settings.canary_final_runs if runs else 0,
         final_label=settings.canary_final_label if runs else 0,
         # past the mislabeled canaries, when both are planted

@@ -93,3 +93,26 @@ def test_a_planted_bug_in_the_engine_makes_the_audit_prove_more_than_epsilon(dig
     monkeypatch.setattr(training, "calibrate_noise",
                         lambda *args, **kwargs: calibrate(*args, **kwargs) / 2)
     assert runs(digits, 4.0) > 4.0
+
+
+def test_the_runs_are_independent_trials_and_the_estimate_never_a_proof():
+    import pandas as pd
+
+    from jobs.attacks import ATTACKS
+    from sweeper.reports.audit import threat_model_table
+
+    attack = ATTACKS["canary_crafted_final"]
+    assert attack.independent and attack.threat_model == "black_box_final"
+    valid = valid_audits(Training(2.5, 1.0, 100), attack.independent)
+    assert {"epsilon_audit_cp", "epsilon_audit_gdp"} <= set(valid)
+    assert not any("estimate" in name for name in valid)
+    # Input canaries of one model are no independent trials: no Clopper–Pearson proof there.
+    assert "epsilon_audit_cp" not in valid_audits(Training(2.5, 1.0, 100),
+                                                  ATTACKS["canary_input_loss"].independent)
+    table = pd.DataFrame({
+        "epsilon": [10.0] * 2, "delta": [1e-5] * 2, "p": [0.5] * 2, "attack": ["a", "b"],
+        "threat_model": ["black_box_final", "white_box_iterates"],
+        "epsilon_audit_best": [5.3, 8.0], "estimate_gdp_uncorrected": [8.1, float("nan")],
+        "epsilon_spent_max": [10.0] * 2, "epsilon_last_iterate": [10.0] * 2})
+    row = threat_model_table(table).iloc[0]
+    assert (row["best_audit_black_box_final"], row["estimate_gdp_uncorrected"]) == (5.3, 8.1)
