@@ -17,6 +17,10 @@ def print_summary(result) -> None:
     print()
     print(format_summary(result.results))
     print()
+    threats = [Path(p) for p in result.report_paths if Path(p).name == THREAT_MODELS_CSV]
+    if threats and threats[0].is_file():  # the audit report's ceilings and best audits
+        print(threat_models_text(threats[0]))
+        print()
     print(f"done in {result.seconds:.1f} s: trained {result.models_trained} of "
           f"{result.models_total} models, computed {result.cells_computed} of "
           f"{result.cells_total} cells")
@@ -34,6 +38,26 @@ def print_summary(result) -> None:
     for label, reason in result.failures:
         print(f"FAILED {label}: {reason}", file=sys.stderr)
     print(where_to_look(result))
+
+
+#: The audit report's table of threat models (`sweeper.reports.audit.threat_model_table`).
+THREAT_MODELS_CSV = "audit_threat_models.csv"
+
+
+def threat_models_text(path: Path) -> str:
+    """The audit report's threat-model table for the terminal: per (ε, δ, p) the accountant's
+    ε, the last iterate's heuristic ε and the best valid audit of each threat model (and, where
+    the black-box runs gave it, the paper's uncorrected estimate, labelled as one)."""
+    import pandas as pd
+
+    table = pd.read_csv(path)
+    names = {"epsilon_spent_max": "ε accountant", "epsilon_last_iterate": "ε last iterate",
+             "estimate_gdp_uncorrected": "estimate (uncorrected GDP, not a proof)"}
+    shown = table.rename(columns={**names, **{
+        column: "best valid " + column.removeprefix("best_audit_")
+        for column in table if column.startswith("best_audit_")}})
+    return ("best valid audit in each threat model (proofs at the audit level; trials pooled):\n"
+            + shown.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
 
 
 def _mlflow_line(result) -> str:

@@ -116,3 +116,19 @@ def test_the_runs_are_independent_trials_and_the_estimate_never_a_proof():
         "epsilon_spent_max": [10.0] * 2, "epsilon_last_iterate": [10.0] * 2})
     row = threat_model_table(table).iloc[0]
     assert (row["best_audit_black_box_final"], row["estimate_gdp_uncorrected"]) == (5.3, 8.1)
+
+
+def test_the_sweep_prints_each_threat_models_best_audit_beside_both_ceilings(tmp_path):
+    import pandas as pd
+
+    from sweeper.summary import threat_models_text
+
+    path = tmp_path / "audit_threat_models.csv"
+    pd.DataFrame({"epsilon": [10.0], "delta": [1e-5], "p": [0.5], "epsilon_spent_max": [9.9957],
+                  "epsilon_last_iterate": [9.9852], "best_audit_black_box_final": [4.3173],
+                  "estimate_gdp_uncorrected": [6.8585]}).to_csv(path, index=False)
+    text = threat_models_text(path)
+    header, row = text.splitlines()[1:]
+    assert "ε accountant" in header and "ε last iterate" in header
+    assert "best valid black_box_final" in header and "not a proof" in header
+    assert row.split() == ["10", "1e-05", "0.5", "10", "9.99", "4.32", "6.86"]
