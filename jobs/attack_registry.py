@@ -22,8 +22,10 @@ import numpy as np
 from jobs.registry import Registry
 from jobs.settings import declared
 
-#: What an attack scores (`Attack.evaluates`): the pool's evaluation records, or canaries.
+#: What an attack scores (`Attack.evaluates`): the pool's evaluation records, canaries, or one
+#: crafted canary's final loss in each of many training runs from crafted weights (`jobs.blackbox`).
 RECORDS, INPUT_CANARIES, GRADIENT_CANARIES = "records", "input_canaries", "gradient_canaries"
+TRAINING_RUNS = "training_runs"
 #: Which adversary a cell is (`Attack.threat_model`, the results' `threat_model` column): the
 #: final model's outputs only, its weights, or every iterate of training.
 THREAT_MODELS = ("black_box_final", "white_box_final", "white_box_iterates")
@@ -84,7 +86,7 @@ class Attack:
     asks: Optional[Callable[[Any], Optional[tuple[str, dict]]]] = None
     # A per-record measure (PDTP), reported as its own figures rather than as a precision.
     measures_records: bool = False
-    # What it scores: RECORDS, INPUT_CANARIES or GRADIENT_CANARIES.
+    # What it scores: RECORDS, INPUT_CANARIES, GRADIENT_CANARIES or TRAINING_RUNS.
     evaluates: str = RECORDS
     threat_model: str = "black_box_final"
     # Fits IN/OUT statistics per record on shadows that hold or lack the target's own records
@@ -117,6 +119,13 @@ class Attack:
     # the steps, at the training's σ and q (canary_gradient_iterates): a statistic whose law is
     # known for every noise level of DP-SGD's family (`sweeper.bounds.family_law_audit`).
     scores_likelihood_ratio: bool = False
+
+    @property
+    def independent(self) -> bool:
+        """Its observations are independent trials of one mechanism: gradient canaries (each
+        its own weight, noise and draws) or training runs (each its own noise), not records
+        or input canaries of one model — what Clopper–Pearson and Gaussian DP count on."""
+        return self.evaluates in (GRADIENT_CANARIES, TRAINING_RUNS)
 
     def settings_from(self, config: Any) -> Any:
         """Its settings, each field taken by name from the sweep's `attack.*` section."""
@@ -206,6 +215,8 @@ def needs(attack: Attack, held_out_kinds: Collection[str]) -> list[str]:
         found.append("input canaries in every model")
     if attack.evaluates == GRADIENT_CANARIES:
         found.append("gradient canaries in every model (DP-SGD with SGD)")
+    if attack.evaluates == TRAINING_RUNS:
+        found.append("training runs from crafted weights in every model")
     if attack.reads_release:
         found.append("an exact mechanism's release")
     return found

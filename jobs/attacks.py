@@ -25,7 +25,8 @@ import numpy as np
 from scipy.special import logsumexp
 
 from jobs.attack_registry import ATTACKS, FINAL, GRADIENT_CANARIES, INPUT_CANARIES, INPUT_RECIPES, \
-    ITERATE_LIKELIHOOD_RATIO, Attack, AttackInputs, NoSettings, register_attack, settings_items
+    ITERATE_LIKELIHOOD_RATIO, TRAINING_RUNS, Attack, AttackInputs, NoSettings, register_attack, \
+    settings_items
 from jobs.lira import (GLOBAL_VARIANCE_BELOW, LIRA_VARIANCE, LiraGlobalSettings, LiraOfflineSettings,
                        LiraOnlineSettings, lira_global, lira_offline, lira_online, online_ratio)
 from jobs.merlin import morgan_decisions, morgan_thresholds
@@ -44,7 +45,8 @@ __all__ = [
     "pdtp_scores", "MerlinSettings", "merlin", "MorganSettings", "morgan", "RmiaSettings",
     "rmia_online", "RmiaOfflineSettings", "rmia_offline", "shokri", "CanaryInputSettings",
     "canary_input_loss", "CanaryLiraSettings", "canary_input_lira", "CanaryGradientSettings",
-    "canary_gradient_final", "canary_gradient_iterates", "holdout_scores",
+    "canary_gradient_final", "canary_gradient_iterates", "CanaryFinalSettings",
+    "canary_crafted_final", "holdout_scores",
 ]
 
 def clamped_log_p(logits: np.ndarray, labels: np.ndarray, clamp: float) -> np.ndarray:
@@ -291,6 +293,32 @@ def canary_gradient_iterates(inputs: AttackInputs,
     The Neyman–Pearson test for one canary; at q = 1 the plain sum ranks the same.
     """
     return np.asarray(inputs.observations, dtype=np.float64)[:, ITERATE_LIKELIHOOD_RATIO]
+
+
+@dataclass(frozen=True)
+class CanaryFinalSettings:
+    """What the black-box final-model audit reads: how many runs, and its canary."""
+
+    canary_final_runs: int = Setting(200, AtLeast(2), "Training runs from crafted weights per "
+                                     "model, each holding the blank canary with the model's p "
+                                     "(`jobs.blackbox`): the audit's observations.",
+                                     smoke=16).field()
+    canary_final_label: int = Setting(9, AtLeast(0), "The blank canary's label (Annamalai & De "
+                                      "Cristofaro's 9).").field()
+    canary_final_public: int = Setting(1000, AtLeast(1), "Public pool records past every "
+                                       "model's pool that the crafted weights are pre-trained on.",
+                                       smoke=200).field()
+
+
+@register_attack("canary_crafted_final", CanaryFinalSettings, needs_shadows=False,
+                 evaluates=TRAINING_RUNS)
+def canary_crafted_final(inputs: AttackInputs, settings: CanaryFinalSettings) -> np.ndarray:
+    """Annamalai & De Cristofaro's black-box audit: each run's final model's −loss on a blank
+    canary, the runs trained from crafted worst-case weights (`jobs.blackbox`); unclamped, as
+    the canary's probability starts far below any clamp."""
+    logits = np.asarray(inputs.target_logits, dtype=np.float64)
+    log_probs = logits - logsumexp(logits, axis=-1, keepdims=True)
+    return np.take_along_axis(log_probs, inputs.labels[:, None], axis=-1)[:, 0]
 
 
 def holdout_scores(attack: Attack, inputs: AttackInputs, settings: Any) -> np.ndarray:

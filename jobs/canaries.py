@@ -48,11 +48,21 @@ class CanaryDesign:
     gradient_count: int
     gradient_norm: float  # a canary's gradient norm, in multiples of C (clipped to C)
     seed: int
+    # The black-box final-model audit (`jobs.blackbox`): training runs from crafted initial
+    # weights per model (0: none), the blank canary's label, and the public pool records
+    # [final_public_offset, + final_public_count) the weights are pre-trained on.
+    final_runs: int = 0
+    final_label: int = 0
+    final_public_offset: int = 0
+    final_public_count: int = 0
 
     @property
     def records_needed(self) -> int:
-        """Pool records the design reads (the mislabeled canaries' end; 0 otherwise)."""
-        return self.input_offset + self.input_count if self.input_recipe == "mislabeled" else 0
+        """Pool records the design reads (the mislabeled canaries' end, the crafted weights'
+        public records' end; 0 otherwise)."""
+        inputs = self.input_offset + self.input_count if self.input_recipe == "mislabeled" else 0
+        public = self.final_public_offset + self.final_public_count if self.final_runs else 0
+        return max(inputs, public)
 
 
 def canary_masks(design: CanaryDesign, rate: float, mask_seed: int,

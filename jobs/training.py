@@ -220,15 +220,19 @@ def start_run(settings: TrainSettings, mask: np.ndarray, input_shape: tuple[int,
               noise_cache: Optional[NoiseCache] = None,
               canaries: Optional[CanarySet] = None,
               public_size: Optional[int] = None,
-              channels_last: bool = False) -> ModelRun:
-    """A model's initial weights (from `seed`), optimizer, random streams, noise, accountant
-    and canaries, restored from `checkpoint` when it holds a readable one.
+              channels_last: bool = False,
+              initial_state: Optional[dict[str, torch.Tensor]] = None) -> ModelRun:
+    """A model's initial weights (from `seed`, or `initial_state` where an auditor crafted
+    them, `jobs.blackbox`), optimizer, random streams, noise, accountant and canaries,
+    restored from `checkpoint` when it holds a readable one.
 
     DP-SGD's rate q and divisor come from `public_size` when one is declared, else from the
     records in `mask` (`jobs.accounting.rate_size`); planting canaries leaves both as they are.
     """
     torch.manual_seed(stream_seed(seed, WEIGHTS))  # the initial weights
     model = build_model(settings.model, input_shape, num_classes).to(device)
+    if initial_state is not None:
+        model.load_state_dict(initial_state)
     if channels_last:  # 4-D weights NHWC: every convolution's output follows (`TrainOptions`)
         model = model.to(memory_format=torch.channels_last)
     if settings.optimizer == "adam":
@@ -359,6 +363,8 @@ class Member:
     canaries: Optional[CanarySet] = None
     # The public size DP-SGD's rate and divisor come from (None: the records in `mask`).
     public_size: Optional[int] = None
+    # Initial weights an auditor crafted (`jobs.blackbox`); None: drawn from `seed`.
+    initial_state: Optional[dict[str, torch.Tensor]] = None
 
 
 def start_members(settings: TrainSettings, data: ArrayDataset, members: list[Member],
@@ -366,7 +372,8 @@ def start_members(settings: TrainSettings, data: ArrayDataset, members: list[Mem
                   channels_last: bool = False) -> list[ModelRun]:
     """Each member's run (`start_run`), for the one-by-one and the stacked trainers alike."""
     return [start_run(settings, m.mask, data.input_shape, data.num_classes, m.seed, device,
-                      m.checkpoint, noise_cache, m.canaries, m.public_size, channels_last)
+                      m.checkpoint, noise_cache, m.canaries, m.public_size, channels_last,
+                      m.initial_state)
             for m in members]
 
 

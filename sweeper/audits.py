@@ -118,6 +118,29 @@ def audit_epsilons(scores: np.ndarray, members: np.ndarray, *, p: float, delta: 
             "epsilon_audit_family_lr": law}
 
 
+#: The level of Annamalai & De Cristofaro's estimate: each rate's exact interval end at 0.05
+#: (their two-sided 90 % interval).
+PAPER_ALPHA = 0.05
+
+
+def gdp_estimate_uncorrected(scores: np.ndarray, members: np.ndarray, *, delta: float,
+                             alpha: float = PAPER_ALPHA) -> float:
+    """Annamalai & De Cristofaro's ε_emp: the Gaussian-DP ε of "member iff score ≥ t" at every
+    distinct score t, each rate's exact end at `alpha` (one-sided), the best t taken with no
+    correction for the search.  An estimate to compare with their figures, never a proof:
+    the search over thresholds is not paid for (NaN without members or non-members, or at
+    δ = 0)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    members = np.asarray(members, dtype=bool)
+    positives, negatives = int(members.sum()), int((~members).sum())
+    if positives == 0 or negatives == 0 or delta <= 0:
+        return math.nan
+    tp, fp = threshold_counts(scores, members, np.unique(scores))
+    # `epsilon_gaussian_dp` puts alpha/2 on each end: 2·alpha puts alpha there.
+    return _best(epsilon_gaussian_dp(tp, fp, positives, negatives, delta=delta,
+                                     alpha=min(2 * alpha, 1.0)))
+
+
 def split_audits(scores: np.ndarray, members: np.ndarray, *, p: float, delta: float,
                  alpha: float, family: Optional["Training"] = None) -> dict[str, float]:
     """`audit_epsilons` with the threshold held out: each audit picks its best threshold (one

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from jobs.attack_registry import GRADIENT_CANARIES
 from jobs.attacks import ATTACKS
 from jobs.mechanisms import from_description, precision_at
 from jobs.metrics import OperatingPoint, clopper_pearson_lower, clopper_pearson_upper, max_advantage, \
@@ -109,7 +108,7 @@ def audited(point: OperatingPoint, scores: np.ndarray, members: np.ndarray, cell
     at the TPR's lower end ("profile")."""
     test = violation_test(point, cell)
     training = training_of(target_meta)
-    independent = ATTACKS[cell.attack].evaluates == GRADIENT_CANARIES
+    independent = ATTACKS[cell.attack].independent
     ratio = ATTACKS[cell.attack].scores_likelihood_ratio
     valid = valid_audits(training, independent, ratio)
     family = training if independent else None  # the family audit reads independent canaries

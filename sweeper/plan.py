@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from jobs.attack_registry import GRADIENT_CANARIES, INPUT_CANARIES, RECORDS
+from jobs.attack_registry import GRADIENT_CANARIES, INPUT_CANARIES, RECORDS, TRAINING_RUNS
 from jobs.attacks import ATTACKS, settings_items
 from jobs.canaries import CanaryDesign
 from jobs.datasets import ArrayDataset
@@ -97,6 +97,9 @@ def _without_default_offsets(settings: dict[str, Any]) -> dict[str, Any]:
         del settings["train"]["secure_noise"]
     if settings["canaries"] is None:
         del settings["canaries"]
+    elif not settings["canaries"]["final_runs"]:  # no black-box runs: keys as before them
+        for name in ("final_runs", "final_label", "final_public_offset", "final_public_count"):
+            del settings["canaries"][name]
     if settings["public_size"] is None:
         del settings["public_size"]
     return settings
@@ -340,6 +343,8 @@ def evaluated_records(attack: str, cfg: SweepConfig) -> int:
         return cfg.attack.canary_input_count
     if evaluates == GRADIENT_CANARIES:
         return cfg.attack.canary_gradient_count
+    if evaluates == TRAINING_RUNS:
+        return cfg.attack.canary_final_runs
     return cfg.dataset.eval_records
 
 
@@ -352,12 +357,15 @@ def canary_design(cfg: SweepConfig, data_for, shadow_offset: int) -> Optional[Ca
         return None
     settings, offset = cfg.attack, 0
     inputs = INPUT_CANARIES in kinds
-    if inputs and settings.canary_input_recipe == "mislabeled":
+    mislabeled = inputs and settings.canary_input_recipe == "mislabeled"
+    runs = TRAINING_RUNS in kinds
+    if mislabeled or runs:
         ends = [data_for(p).records_needed for _, _, p, _ in operating_points(cfg)]
         ends.append(data_for(cfg.shadow.p, shadow_offset).records_needed)
         if None in ends:
-            raise ValueError("mislabeled canaries need dataset.members or dataset.pool_size: "
-                             "a model drawing from the whole pool leaves no records for them")
+            raise ValueError("mislabeled canaries and crafted weights' public records need "
+                             "dataset.members or dataset.pool_size: a model drawing from the "
+                             "whole pool leaves no records for them")
         offset = max(ends)
     return CanaryDesign(
         input_count=settings.canary_input_count if inputs else 0,
@@ -365,7 +373,12 @@ def canary_design(cfg: SweepConfig, data_for, shadow_offset: int) -> Optional[Ca
         input_offset=offset,
         gradient_count=settings.canary_gradient_count if GRADIENT_CANARIES in kinds else 0,
         gradient_norm=float(settings.canary_gradient_norm) if GRADIENT_CANARIES in kinds else 0.0,
-        seed=settings.canary_seed)
+        seed=settings.canary_seed if kinds & {INPUT_CANARIES, GRADIENT_CANARIES} else 0,
+        final_runs=settings.canary_final_runs if runs else 0,
+        final_label=settings.canary_final_label if runs else 0,
+        # past the mislabeled canaries, when both are planted
+        final_public_offset=offset + (settings.canary_input_count if mislabeled else 0) if runs else 0,
+        final_public_count=settings.canary_final_public if runs else 0)
 
 
 def train_options_of(cfg: SweepConfig) -> TrainOptions:

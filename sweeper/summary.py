@@ -17,6 +17,12 @@ def print_summary(result) -> None:
     print()
     print(format_summary(result.results))
     print()
+    if result.report_paths:  # what the experiment's report has to say (`Report.summary`)
+        from sweeper.reports import summaries  # every report module: the registry filled
+
+        for text in summaries(result.report_paths):
+            print(text)
+            print()
     print(f"done in {result.seconds:.1f} s: trained {result.models_trained} of "
           f"{result.models_total} models, computed {result.cells_computed} of "
           f"{result.cells_total} cells")
@@ -24,11 +30,6 @@ def print_summary(result) -> None:
         from sweeper.task_times import wall_split_line
 
         print(wall_split_line(result.task_times))
-    if result.report_paths:
-        from sweeper.reports import summaries  # every report module: the registry filled
-
-        for text in summaries(result.report_paths):
-            print(text)
     print(f"results (Parquet): {result.results_dir}  (sweep={result.name}; "
           "pandas.read_parquet reads it)")
     if result.plot_path is not None:

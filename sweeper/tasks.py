@@ -18,8 +18,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from jobs.attack_registry import GRADIENT_CANARIES, INPUT_CANARIES, RECORDS
+from jobs.attack_registry import GRADIENT_CANARIES, INPUT_CANARIES, RECORDS, TRAINING_RUNS
 from jobs.attacks import ATTACKS, AttackInputs, holdout_scores
+from jobs.blackbox import final_model_runs
 from jobs.canaries import CanarySet, canary_set
 from jobs.datasets import ArrayDataset
 from jobs.host_memory import keep_freed_memory
@@ -56,7 +57,7 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
     if store.has_model(key):  # a retry after the artifact landed, or a concurrent duplicate
         return store.read_model_meta(key)
     canaries = model_canaries(spec, data)
-    data = spec.data.pool_of(data)
+    full, data = data, spec.data.pool_of(data)
     mask = draw_mask(len(data.pool_y), spec.sample_rate, spec.mask_seed, spec.mask_complement)
     if spec.train.model == MEMBERSHIP_MECHANISM:
         mechanism = mechanism_for(spec.train.epsilon, spec.train.delta or 0.0)
@@ -67,7 +68,23 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
                           device=where, checkpoint=store.checkpoint(key),
                           noise_cache=store.noise_cache(), canaries=canaries,
                           options=options.on(where), public_size=spec.public_size)
-    return _store_trained(store, spec, trained, mask, where, started)
+    return _store_trained(store, spec, with_final_runs(spec, data, full, trained, mask, where,
+                                                       store), mask, where, started)
+
+
+def with_final_runs(spec: ModelSpec, pool: ArrayDataset, data: ArrayDataset,
+                    trained: TrainedModel, mask: np.ndarray, device,
+                    store: ArtifactStore) -> TrainedModel:
+    """`trained` with the black-box audit's runs beside its canaries (`jobs.blackbox`) when its
+    design asks for them: on its own records `mask` of its `pool`, the crafted weights
+    pre-trained on public records of the sweep's `data`."""
+    design = spec.canaries
+    if design is None or not design.final_runs:
+        return trained
+    trained.canary_outputs.update(final_model_runs(
+        spec.train, pool, data.pool_x, data.pool_y, mask, design, spec.sample_rate,
+        spec.mask_seed, int(spec.key[:8], 16), device, store.noise_cache(), spec.public_size))
+    return trained
 
 
 def model_canaries(spec: ModelSpec, data: ArrayDataset) -> Optional[CanarySet]:
@@ -111,6 +128,7 @@ def train_group_task(specs: list[ModelSpec], data: ArrayDataset, store_root: str
         for position, trained in train_models(first.train, pool, members, where,
                                               store.noise_cache(), options.on(where)):
             index = todo[position]
+            trained = with_final_runs(specs[index], pool, data, trained, masks[index], where, store)
             metas[index] = _store_trained(store, specs[index], trained, masks[index], where,
                                           started)
     return tuple(metas[index] for index in range(len(specs)))
@@ -269,6 +287,10 @@ def _canary_inputs(store: ArtifactStore, spec: AttackSpec,
     their own masks): the input canaries' logits and labels, or the gradient canaries'
     white-box statistics."""
     models = [store.read_canaries(key) for key in (spec.target, *spec.shadows)]
+    if evaluates == TRAINING_RUNS:  # the target's own runs: one observation each
+        outputs = models[0]
+        return (AttackInputs(outputs["final_run_logits"], outputs["final_run_labels"]),
+                outputs["final_run_included"])
     kind = "input" if evaluates == INPUT_CANARIES else "gradient"
     included = np.stack([outputs[f"{kind}_included"] for outputs in models])
     shadow_members = included[1:] if spec.shadows else None

@@ -216,6 +216,10 @@ CASES = [
     ("canaries_beyond_the_first_layer_by_little", ["+experiment=dpsgd_audit",
                                                    "attack.canary_gradient_count=100000"],
      ["attack.canary_gradient_count=100000", "which has 50176"]),
+    ("crafted_weights_without_public_records", ["+experiment=bb_audit_mnist",
+                                                "dataset.members=null"],
+     ["canary_crafted_final: the crafted weights are pre-trained on pool records past every "
+      "model's pool"]),
     ("boolean_given_a_number", ["train.secure_noise=2", "train.compile=yes"],
      ["train.secure_noise=2: train.secure_noise takes true or false",
       "train.compile=yes: train.compile takes true or false"]),

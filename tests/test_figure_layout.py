@@ -168,5 +168,5 @@ def test_the_audit_figure_never_joins_points_of_different_claimed_epsilon(audit_
             assert sum(x0 <= e <= x1 for e in rows["epsilon"].unique()) == 1
     # One legend entry per attack and per estimator the rows hold, not one per pair, beside
     # the diagonal and the ceiling.
-    estimators = rows[list(ESTIMATORS)].notna().any().sum()
+    estimators = rows.reindex(columns=list(ESTIMATORS)).notna().any().sum()
     assert len(fig.legends[0].get_texts()) == 2 + rows["attack"].nunique() + estimators

@@ -62,7 +62,7 @@ def _check_attack_needs(cfg: SweepConfig, check: Check) -> None:
 
 def _check_canaries(cfg: SweepConfig, check: Check) -> None:
     """The canary attacks' settings, and what planting their canaries needs (`jobs.canaries`)."""
-    from jobs.attack_registry import GRADIENT_CANARIES, INPUT_CANARIES
+    from jobs.attack_registry import GRADIENT_CANARIES, INPUT_CANARIES, TRAINING_RUNS
     from jobs.canaries import first_linear
     from jobs.models import build_model
 
@@ -73,6 +73,10 @@ def _check_canaries(cfg: SweepConfig, check: Check) -> None:
               or cfg.dataset.pool_size is not None,
               f"{kinds[INPUT_CANARIES]}: mislabeled canaries are pool records past every "
               "model's pool: set dataset.members or dataset.pool_size")
+    if TRAINING_RUNS in kinds:
+        check(cfg.dataset.members is not None or cfg.dataset.pool_size is not None,
+              f"{kinds[TRAINING_RUNS]}: the crafted weights are pre-trained on pool records past "
+              "every model's pool: set dataset.members or dataset.pool_size")
     if GRADIENT_CANARIES not in kinds:
         return
     name = kinds[GRADIENT_CANARIES]
