@@ -47,6 +47,7 @@ import jobs
 import sweeper
 from sweeper import interrupts
 from sweeper.config import ConfigError, SweepConfig
+from sweeper.config.infra_checks import JOB_CONFIG_VARIABLE
 
 logger = logging.getLogger(__name__)
 
@@ -84,10 +85,6 @@ def resolved_address(address: str) -> str:
         "`ray start` recorded none on this machine. Start one (`ray start --head`), give its "
         "address (cluster.address=HOST:6379 or ray://HOST:10001), or use cluster.address=null "
         "(cluster=local) for a Ray of this sweep's own"])
-
-
-#: Set by Ray's job supervisor in the environment of a job's driver (with RAY_ADDRESS).
-JOB_CONFIG_VARIABLE = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 
 
 def submitted_job_address() -> Optional[str]:

@@ -34,12 +34,10 @@ import pyarrow.parquet as pq
 from sweeper.axes import SORT_ORDER
 from sweeper.columns import CELLS_SCHEMA, RESULTS_SCHEMA_VERSION, SCORES_DATASET_SCHEMA, conform
 from sweeper.files import parquet_bytes, sha256_hex
-from sweeper.store import ArtifactStore
+from sweeper.store import CELLS_DATASET, SCORES_DATASET, ArtifactStore
 
 logger = logging.getLogger(__name__)
 
-CELLS_DATASET = "results/cells"
-SCORES_DATASET = "results/scores"
 PART = "part-0.parquet"
 
 

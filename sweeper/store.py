@@ -69,6 +69,9 @@ if TYPE_CHECKING:
 CANARY_PREFIX = "canary_"
 
 
+#: The results datasets (hive-partitioned by sweep, compacted by `sweeper.results`).
+CELLS_DATASET = "results/cells"
+SCORES_DATASET = "results/scores"
 #: What a local store writes directly under its root: its folders, MLflow's (the default
 #: tracking store and its artifacts) and its marker.
 ENTRIES = ("models", "checkpoints", "queries", "scores", "calibration", "quarantine", "results",
@@ -110,8 +113,6 @@ def links_in(root: os.PathLike | str, sweep: str) -> list[Path]:
     `root`, found before it starts (`sweeper.files.inside` refuses each when it is met): at the
     store's entries, its results datasets' partitions of the sweep, and the sweep's folder and
     anything in it (its landing zone, lock, failures, figures)."""
-    from sweeper.results import CELLS_DATASET, SCORES_DATASET
-
     root = Path(root)
     rels = [*ENTRIES, MARKER, f"sweeps/{sweep}",
             *(f"{dataset}/sweep={sweep}" for dataset in (CELLS_DATASET, SCORES_DATASET))]

@@ -94,11 +94,13 @@ def unbindable(host: str) -> Optional[str]:
     return None
 
 
+#: Set by Ray's job supervisor in the environment of a job's driver (with RAY_ADDRESS).
+JOB_CONFIG_VARIABLE = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+
+
 def _in_ray_job() -> bool:
     """This process runs as a Ray job (`ray job submit`): the sweep joins that cluster, whose
     dashboard is not started here (`sweeper.ray_start.submitted_job_address`)."""
-    from sweeper.ray_start import JOB_CONFIG_VARIABLE
-
     return JOB_CONFIG_VARIABLE in os.environ
 
 
