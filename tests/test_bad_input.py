@@ -549,9 +549,6 @@ COMMAND_CASES = [
     ("nested_grid_value", ["grid.epsilon=[[1]]"], ["[1] is not a number"]),  # item 11
     ("store_too_long", ["store.root={tmp}/" + "x" * 5000], ["too long for the file system"]),  # 12
     ("store_symlink_loop", ["store.root={tmp}/loop/a/runs"], ["symbolic link loop"]),  # 12
-    ("auto_with_no_cluster", ["cluster.address=auto"],  # item 14
-     ["cluster.address='auto': no Ray cluster is running here", "ray start --head"]),
-    ("remote_with_no_cluster", ["cluster=remote"], ["cluster.address='auto': no Ray cluster"]),
     ("s3_endpoint_closed", ["store.root='s3://bucket/runs?endpoint_override=127.0.0.1:{port}"  # 15
                             "&scheme=http'", "tracking.uri=sqlite:///{tmp}/m/mlflow.db"],
      ["nothing answers at its endpoint_override 127.0.0.1:{port}"]),
@@ -560,6 +557,31 @@ COMMAND_CASES = [
     ("tracking_server_closed", ["tracking.uri=http://127.0.0.1:{port}"],  # 16
      ["tracking.uri='http://127.0.0.1:{port}': the MLflow server does not answer"]),
 ]
+
+
+#: `cluster.address=auto` asks whether this machine runs a Ray cluster: only a process of its own
+#: can answer (this one may hold the session's Ray, which `auto` would join and sweep on).
+NO_CLUSTER_CASES = [
+    ("auto_with_no_cluster", ["cluster.address=auto"],  # item 14
+     ["cluster.address='auto': no Ray cluster is running here", "ray start --head"]),
+    ("remote_with_no_cluster", ["cluster=remote"], ["cluster.address='auto': no Ray cluster"]),
+]
+
+
+@pytest.mark.parametrize("name, overrides, fragments", NO_CLUSTER_CASES,
+                         ids=[case[0] for case in NO_CLUSTER_CASES])
+def test_command_without_a_cluster_refuses_auto_before_ray(tmp_path, name, overrides, fragments):
+    env = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
+    env.update(PYTHONPATH=str(REPO), RAY_TMPDIR=str(tmp_path))  # no `ray start` record there
+    (tmp_path / "work").mkdir()
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "sweeper", *overrides,
+                             f"store.root={tmp_path / 'work' / 'runs'}"], cwd=tmp_path / "work",
+                            env=env, capture_output=True, text=True, timeout=300)
+    clean_refusal(result, fragments)
+    assert "Ray dashboard" not in result.stdout and "models trained" not in result.stderr
+    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [], "it wrote files"
+    assert time.monotonic() - started < BOUND_S
 
 
 def test_command_refuses_issue_24_inputs_before_ray(tmp_path, closed_port):
