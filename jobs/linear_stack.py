@@ -56,7 +56,8 @@ def forward(layers: list[nn.Module], weights: list[torch.Tensor],
     needs it (the activations'; None elsewhere).  `weights[l]`/`biases[l]` are the l-th linear
     layer's, (out, in) for one model or (K, out, in) for K; `x` is (B, …) or (K, B, …)."""
     batch_dims = weights[0].dim() - 1
-    inputs, outputs = [], []
+    inputs: list[torch.Tensor] = []
+    outputs: list[Optional[torch.Tensor]] = []
     h, position = x, 0
     for layer in layers:
         if isinstance(layer, nn.Flatten):
@@ -122,6 +123,8 @@ def squared_norms(inputs: list[torch.Tensor], grads: list[torch.Tensor],
             term.add_(1.0)
         term.mul_(torch.linalg.vecdot(g, g))
         squared = term if squared is None else squared.add_(term)
+    if squared is None:
+        raise ValueError("squared norms need at least one linear layer")
     return squared
 
 
