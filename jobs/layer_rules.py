@@ -477,6 +477,14 @@ def rule_for(module: nn.Module) -> Optional[_Rule]:
     return RULES.get(type(module))
 
 
+def watched_rule(module: nn.Module) -> _Rule:
+    """The rule of a layer the engine watches: only layers with one are (`rule_for`)."""
+    rule = RULES.get(type(module))
+    if rule is None:
+        raise ValueError(f"a {type(module).__name__} layer has no per-sample rule")
+    return rule
+
+
 def check_supported(model: nn.Module) -> list[str]:
     """Why the engine cannot clip `model` (empty when it can): one line per offending layer."""
     problems = []

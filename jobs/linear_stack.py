@@ -19,7 +19,7 @@ features) stacked by `jobs.stacked`, with weights (…, out, in).
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from typing import Optional
+from typing import Optional, TypeGuard
 
 import torch
 from torch import nn
@@ -28,7 +28,7 @@ from torch import nn
 LAYERS = (nn.Flatten, nn.Linear, nn.Tanh, nn.ReLU)
 
 
-def is_linear_stack(model: nn.Module) -> bool:
+def is_linear_stack(model: nn.Module) -> TypeGuard[nn.Sequential]:
     """Whether `model` is a flat `Sequential` of `LAYERS` with at least one linear layer, any
     `Flatten` over every axis after the batch."""
     if not isinstance(model, nn.Sequential) or not any(isinstance(m, nn.Linear) for m in model):
