@@ -51,6 +51,8 @@ def synthetic_inputs(records: int, shadows: int, classes: int, seed: int = 0) ->
 
 def with_augmentations(inputs: AttackInputs, count: int, seed: int = 1) -> AttackInputs:
     """The same inputs with `count` query augmentations: the logits plus small jitter per view."""
+    if inputs.shadow_logits is None:
+        raise ValueError("query augmentations need the shadows' logits")
     rng = np.random.default_rng(seed)
 
     def views(logits: np.ndarray, axis: int) -> np.ndarray:
@@ -63,6 +65,8 @@ def with_augmentations(inputs: AttackInputs, count: int, seed: int = 1) -> Attac
 
 def with_population(inputs: AttackInputs, records: int, seed: int = 2) -> AttackInputs:
     """The same inputs with `records` population records (RMIA's z), drawn as the others are."""
+    if inputs.shadow_logits is None:
+        raise ValueError("a population is drawn as the shadows are: it needs their logits")
     population, _ = synthetic_inputs(records, len(inputs.shadow_logits), inputs.target_logits.shape[1], seed)
     return dataclasses.replace(inputs, population_logits=population.target_logits,
                                population_labels=population.labels,
@@ -107,11 +111,14 @@ def main(argv: list[str] | None = None) -> None:
     scores = lira_online(inputs, settings("lira_online"))
     populated = with_population(inputs, args.population)
     augmented = with_augmentations(inputs, args.augmentations)
+    shadow_query = augmented.shadow_query
+    if shadow_query is None:
+        raise ValueError("with_augmentations gave the shadows no query")
     cases = {
         f"lira_online, {args.augmentations} augmentations":
             lambda: lira_online(augmented, settings("lira_online")),
-        "  φ of its shadows, class-first": lambda: logit_confidence(augmented.shadow_query, inputs.labels),
-        "  φ of its shadows, last axis (old)": lambda: last_axis_confidence(augmented.shadow_query,
+        "  φ of its shadows, class-first": lambda: logit_confidence(shadow_query, inputs.labels),
+        "  φ of its shadows, last axis (old)": lambda: last_axis_confidence(shadow_query,
                                                                             inputs.labels),
         "lira_online (global variance)": lambda: lira_online(inputs, settings("lira_online",
                                                                                lira_variance="global")),

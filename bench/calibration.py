@@ -42,9 +42,9 @@ def simulate(gamma: float, runs: int, records: int, holdouts: int, shift: float,
         point = calibrated_point(scores, members, labels, thresholds)
         accepted.append(point.tp + point.fp)
         precisions.append(point.precision)
-    precisions = np.array(precisions)
-    scored = precisions[~np.isnan(precisions)]
-    return (float(np.median(accepted)), float(np.isnan(precisions).mean()),
+    values = np.array(precisions)
+    scored = values[~np.isnan(values)]
+    return (float(np.median(accepted)), float(np.isnan(values).mean()),
             float(np.median(scored)) if len(scored) else math.nan)
 
 

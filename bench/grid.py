@@ -481,7 +481,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         packed_step = max(m.seconds_per_model - shared_fixed, 0.0) / m.steps
         walls[(m.k, m.n)] = extrapolate(shape, shared_fixed, packed_step)
     shipped = walls.get((shape.shipped_k, shape.shipped_n), math.nan)
-    best = min(walls, key=walls.get)
+    best = min(walls, key=walls.__getitem__)
     print(f"  the grid's training ({len(shape.models)} models, {shape.total_steps} steps): "
           f"{shipped / 60:.1f} min at the shipped K = {shape.shipped_k}, N = {shape.shipped_n}; "
           f"{walls[best] / 60:.1f} min at the best measured, K = {best[0]}, N = {best[1]} "

@@ -324,6 +324,7 @@ def run_load(cfg, interval: float = 0.5, progress: bool = True, frontier_command
     after = os.times()
     total = len(plan.cells)
     results = result.results
+    sweep_dir = Path(result.sweep_dir)
     report = LoadReport(
         cells=total, models=len(plan.models), attack_tasks=len(plan.attacks),
         landed=int(results["cell_key"].nunique()) if not results.empty else 0, rows=len(results),
@@ -334,12 +335,12 @@ def run_load(cfg, interval: float = 0.5, progress: bool = True, frontier_command
         rss_at_10=sampler.rss_at_cells(0.1, total), rss_at_25=sampler.rss_at_cells(0.25, total),
         rss_at_100=sampler.rss_at_cells(1.0, total), rss_peak_cells=sampler.peak_while_cells(total),
         rss_peak=sampler.peak(), rss_end=sampler.marks["end"][1],
-        slope_mb_per_1000=sampler.slope_mb_per_1000_cells(total), sweep_dir=Path(result.sweep_dir),
+        slope_mb_per_1000=sampler.slope_mb_per_1000_cells(total), sweep_dir=sweep_dir,
         samples=len(sampler.samples), sampler=sampler,
     )
-    report.frontier_s, _ = time_frontier(report.sweep_dir)
+    report.frontier_s, _ = time_frontier(sweep_dir)
     if frontier_command:
-        report.frontier_s["python -m sweeper.frontier"] = time_frontier_command(report.sweep_dir)
+        report.frontier_s["python -m sweeper.frontier"] = time_frontier_command(sweep_dir)
     return report
 
 
@@ -399,6 +400,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{cfg.shadow.count} shadows/ε" + ("; RSS sampled after malloc_trim" if args.trim_heap else ""))
         print("\n".join(report.lines()))
         if args.samples:
+            if report.sampler is None:
+                raise RuntimeError("run_load returned no RSS sampler to write the samples of")
             report.sampler.write_csv(args.samples)
             print(f"samples        {args.samples}")
         print(f"sweep folder   {report.sweep_dir}" + ("  (removed)" if temporary and not args.keep else ""))

@@ -35,7 +35,7 @@ SWEEP = "bench_results"
 
 def synthetic_row(i: int) -> dict:
     """A row with a value in every column of the schema, distinct per cell."""
-    row = {}
+    row: dict[str, float | int | bool | str] = {}
     for column in CELL_COLUMNS:
         if pa.types.is_floating(column.type):
             row[column.name] = (i % 97) / 97.0

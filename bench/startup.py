@@ -39,6 +39,7 @@ figure) with this same benchmark: `python -m bench.startup --project ../other-ch
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -101,7 +102,7 @@ def _child(record_path: str, argv: list[str]) -> None:
             finally:
                 spent[phase] += time.perf_counter() - start
                 local.depth = 0
-        wrapper.__wrapped__ = function
+        functools.update_wrapper(wrapper, function, assigned=(), updated=())  # __wrapped__ only
         return wrapper
 
     wanted: dict[str, list[tuple[str, str]]] = {"sweeper.runner": []}

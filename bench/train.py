@@ -39,7 +39,7 @@ import subprocess
 import sys
 import time
 import warnings
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 from torch import nn
@@ -131,7 +131,7 @@ def _stacked_step_function(name: str, batch: int, k: int,
     pool_x = torch.rand(k * batch, *shape, device=device)
     pool_y = torch.randint(0, classes, (k * batch,), device=device)
     index = [torch.arange(k * batch, device=device)] * k
-    drawn = [torch.arange(i * batch, (i + 1) * batch, device=device) for i in range(k)]
+    drawn: list[Optional[torch.Tensor]] = [torch.arange(i * batch, (i + 1) * batch, device=device) for i in range(k)]
     has_bias = [bias is not None for bias in stack.biases]
     empty = torch.zeros(0, dtype=torch.long, device=device)
     return lambda: _stacked_step(stack, runs, list(range(k)), drawn, index, pool_x, pool_y,

@@ -18,10 +18,17 @@ from typing import Optional, Protocol
 class Recipe(Protocol):
     """What calibration reads of a training recipe (`jobs.training.TrainSettings` is one)."""
 
-    epsilon: float
-    delta: Optional[float]
-    epochs: int
-    accountant: str
+    @property
+    def epsilon(self) -> float: ...
+
+    @property
+    def delta(self) -> Optional[float]: ...
+
+    @property
+    def epochs(self) -> int: ...
+
+    @property
+    def accountant(self) -> str: ...
 
 
 class NoiseCache(Protocol):

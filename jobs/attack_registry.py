@@ -227,7 +227,10 @@ def markdown_table(attacks: Registry[Attack], held_out_kinds: Collection[str]) -
     function's first paragraph, what it needs, its threat model and its `attack.*` settings."""
     lines = ["| grid value | attack | needs | threat model | settings |", "|---|---|---|---|---|"]
     for name, attack in attacks.items():
-        summary = " ".join(inspect.getdoc(attack.score).split("\n\n")[0].split())
+        doc = inspect.getdoc(attack.score)
+        if doc is None:
+            raise ValueError(f"attack {name!r}: its scoring function has no docstring for the table")
+        summary = " ".join(doc.split("\n\n")[0].split())
         settings = ", ".join(f"`attack.{spec.name}`" for spec in dataclasses.fields(attack.settings_type))
         cells = [f"`{name}`", summary, ", ".join(needs(attack, held_out_kinds)) or "—",
                  f"`{attack.threat_model}`", settings or "—"]

@@ -208,7 +208,8 @@ def morgan(inputs: AttackInputs, settings: MorganSettings) -> np.ndarray:
     The three thresholds are chosen on the shadow models, whose membership is known, for the
     highest PPV within `morgan_fpr`; the target's membership is never read.
     """
-    if inputs.shadow_logits is None or inputs.shadow_query is None or inputs.target_query is None:
+    if (inputs.shadow_logits is None or inputs.shadow_members is None or inputs.shadow_query is None
+            or inputs.target_query is None):
         raise ValueError("Morgan needs shadow models and the merlin query of target and shadows")
     shadow_loss = -np.stack([clamped_log_p(logits, inputs.holdout_labels, settings.loss_clamp)
                              for logits in inputs.shadow_logits])
@@ -331,6 +332,8 @@ def holdout_scores(attack: Attack, inputs: AttackInputs, settings: Any) -> np.nd
     """
     if inputs.shadow_members is None:
         raise ValueError("holdout scores need shadow models")
+    if attack.needs_shadows and inputs.shadow_logits is None:
+        raise ValueError("holdout scores for an attack that reads shadow models need their logits")
     count = len(inputs.shadow_members)
     rows = []
     for index in range(count):
@@ -345,7 +348,7 @@ def holdout_scores(attack: Attack, inputs: AttackInputs, settings: Any) -> np.nd
                               shadow_population_members=None if z_members is None else z_members[others])
         rows.append(attack.score(AttackInputs(
             logits[index] if logits is not None else inputs.target_logits, inputs.holdout_labels,
-            logits[others] if attack.needs_shadows else None,
+            logits[others] if logits is not None and attack.needs_shadows else None,
             inputs.shadow_members[others] if attack.needs_shadows else None,
             target_query=asked[index] if asked is not None else None,
             shadow_query=asked[others] if asked is not None and attack.needs_shadows else None,

@@ -70,8 +70,9 @@ def canary_masks(design: CanaryDesign, rate: float, mask_seed: int,
     """(input canaries included, gradient canaries included): Bernoulli(rate) from the model's
     mask seed on a stream of their own, flipped for the second of a shadow pair."""
     rng = np.random.default_rng([mask_seed, 0x6361_6E61])  # "cana"
-    masks = (rng.random(design.input_count) < rate, rng.random(design.gradient_count) < rate)
-    return tuple(~m if complement else m for m in masks)
+    inputs = rng.random(design.input_count) < rate
+    gradients = rng.random(design.gradient_count) < rate
+    return (~inputs, ~gradients) if complement else (inputs, gradients)
 
 
 def input_canaries(design: CanaryDesign, pool_x: np.ndarray, pool_y: np.ndarray,
@@ -111,6 +112,8 @@ def untouched_features(*arrays: np.ndarray) -> np.ndarray:
         x = np.asarray(x)
         nonzero = np.any(x.reshape(len(x), int(np.prod(x.shape[1:]))) != 0, axis=0)
         touched = nonzero if touched is None else touched | nonzero
+    if touched is None:
+        raise ValueError("untouched_features needs at least one array")
     return np.flatnonzero(~touched)
 
 

@@ -52,7 +52,7 @@ from torch.autograd.graph import GradientEdge, get_gradient_edge
 
 from jobs import linear_stack
 from jobs.layer_rules import (Samples, Seen, check_supported, rule_for, set_grad, squared_norms,
-                              weighted_sum)
+                              watched_rule, weighted_sum)
 
 #: Added to each norm before dividing, as Opacus does, so the two engines clip identically.
 NORM_EPSILON = 1e-6
@@ -131,7 +131,7 @@ class PerSampleClipper:
             # fp32 whatever the forward ran in (bf16 autocast): norms and sums are taken in fp32.
             seen = Seen(module, inputs[0].detach().float())
             self._seen.append(seen)
-            if not rule_for(module).keeps_samples(seen, output, self._sizes[id(module)]):
+            if not watched_rule(module).keeps_samples(seen, output, self._sizes[id(module)]):
                 self._edges.append((index, get_gradient_edge(output)))
                 return None
             if self._anchor is None:
@@ -151,8 +151,10 @@ class PerSampleClipper:
         tap) or both kept for book-keeping (after the backward pass)."""
         grad = grad.float()  # a no-op in fp32; after a bf16 forward, norms and sums in fp32
         seen = self._seen[index]
+        if seen is None:
+            raise ValueError("a layer's output gradient arrived twice in one backward pass")
         self._seen[index] = None
-        rule = rule_for(seen.module)
+        rule = watched_rule(seen.module)
         if keeps_samples:
             with tf32_products(self.tf32):
                 samples = rule.per_sample(seen, grad)
@@ -167,7 +169,7 @@ class PerSampleClipper:
         """Set each parameter's `.grad` to the clipped sum; return the per-sample norms (B,)."""
         seen, anchor, edges = self._seen, self._anchor, self._edges
         self._anchor, self._edges = None, []
-        if len({id(s.module) for s in seen}) != len(seen):
+        if len({id(s.module) for s in seen if s is not None}) != len(seen):
             self._seen = []
             raise ValueError("a layer ran twice in one forward pass: per-sample norms of shared "
                              "weights are not supported")
@@ -177,7 +179,9 @@ class PerSampleClipper:
             # Autograd is asked for the book-keeping layers' output gradients and, when a layer
             # has a tap, for the anchor (so that it runs every tap); never for a weight gradient.
             wanted = [edge for _, edge in edges] + ([anchor] if anchor is not None else [])
-            grads = torch.autograd.grad(loss_sum, wanted, allow_unused=True) if wanted else ()
+            # Tensors and gradient edges mixed, which autograd takes; its stub wants one kind.
+            grads = (torch.autograd.grad(loss_sum, wanted, allow_unused=True)  # type: ignore[arg-type]
+                     if wanted else ())
             for (index, _), grad in zip(edges, grads):
                 if grad is not None:
                     self._take(index, False, grad)
@@ -191,10 +195,10 @@ class PerSampleClipper:
                 kept = self._kept.pop(index)  # released layer by layer
                 if isinstance(kept, tuple):
                     with full_precision():  # the precision its norms were taken in
-                        rule_for(kept[0].module).accumulate(kept[0], kept[1], factors)
+                        watched_rule(kept[0].module).accumulate(kept[0], kept[1], factors)
                 else:
-                    for parameter, per_record in kept:
-                        set_grad(parameter, weighted_sum(factors, per_record))
+                    for param, per_record in kept:
+                        set_grad(param, weighted_sum(factors, per_record))
             return norms
         finally:
             self._seen, self._squared, self._kept = [], {}, {}
@@ -210,8 +214,11 @@ class PerSampleClipper:
         y_i), all in closed form (`jobs.linear_stack`): no autograd graph, no hooks, the same
         norms and factors.  The passes run in `context` (bf16 autocast, say); norms and sums are
         fp32.  Sets each parameter's `.grad` as `clip_and_sum` does; returns the per-sample norms."""
+        if self._stack is None:
+            raise ValueError("only a linear stack has its clipped sum in closed form (closed_form)")
         linears = [layer for layer in self._stack if isinstance(layer, nn.Linear)]
-        weights, biases = [m.weight for m in linears], [m.bias for m in linears]
+        weights = [m.weight for m in linears]
+        biases: list[Optional[torch.Tensor]] = [m.bias for m in linears]
         inputs, grads = linear_stack.gradients(self._stack, weights, biases, x, y, context=context)
         weight_sums, bias_sums, norms = clipped_sums(inputs, grads, [b is not None for b in biases],
                                                      self.max_grad_norm)
@@ -296,4 +303,6 @@ def clipped_sums(inputs: list[torch.Tensor], grads: list[torch.Tensor], has_bias
     """
     norms = linear_stack.squared_norms(inputs, grads, has_bias).sqrt_()
     factors = clip_factors(norms, max_grad_norm) if max_grad_norm is not None else weights
+    if factors is None:
+        raise ValueError("without clipping (max_grad_norm=None) the records' weights are needed")
     return (*linear_stack.weighted_sums(inputs, grads, has_bias, factors), norms)

@@ -15,9 +15,17 @@ import torch
 from torch import nn
 
 
+def padding_of(module: nn.Conv2d) -> tuple[int, ...]:
+    """The convolution's zero padding in numbers: "same" and "valid" are refused before any
+    work (`jobs.layer_rules`), so one here is a bug."""
+    if isinstance(module.padding, str):
+        raise ValueError(f"padding={module.padding!r}: only padding given as numbers is supported")
+    return module.padding
+
+
 def phase_grid(module: nn.Conv2d, input_shape: torch.Size) -> tuple[int, int]:
     """The padded input's pixels one stride apart (a phase) form an H_s × W_s grid."""
-    (sh, sw), (ph, pw) = module.stride, module.padding
+    (sh, sw), (ph, pw) = module.stride, padding_of(module)
     return -(-(input_shape[2] + 2 * ph) // sh), -(-(input_shape[3] + 2 * pw) // sw)
 
 
@@ -38,7 +46,7 @@ def field_grams(module: nn.Conv2d, a: torch.Tensor, rows: int, cols: int) -> tor
     row (`python -m bench.train --routes` times the book-keeping layers' norms and sum; what
     this replaced, the gathered fields' own Gram, took twice as long: `bench/README.md`).  No
     dilation."""
-    (kh, kw), (sh, sw), (ph, pw) = module.kernel_size, module.stride, module.padding
+    (kh, kw), (sh, sw), (ph, pw) = module.kernel_size, module.stride, padding_of(module)
     b, channels, height, width = a.shape
     hs, ws = phase_grid(module, a.shape)
     padded = a.new_zeros(b, channels, hs * sh, ws * sw)  # zeros and a copy: F.pad took 4×

@@ -36,7 +36,7 @@ KEPT_TOP_BYTES = (1 << 31) - 1
 def glibc() -> bool:
     """Whether this process's C library is glibc (whose `mallopt` this module sets)."""
     try:
-        return os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc")
+        return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
     except (ValueError, OSError, AttributeError):  # no such name here: not glibc
         return False
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, cast
+from typing import Optional, TypeGuard, cast
 
 import torch
 import torch.nn.functional as F
+import torch.nn.grad
 from torch import nn
 
-from jobs.field_grams import field_grams, gram_floats
+from jobs.field_grams import field_grams, gram_floats, padding_of
 
 #: Largest number of floats one chunk of a per-sample computation may hold (≈ 64 MB):
 #: convolutions are processed a slice of the batch at a time below it.
@@ -68,7 +69,8 @@ def _around_batch(per_record: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
     axis, the batch, the axes inside — and the order of those non-batch axes.  A permuted
     view of a dense tensor is read without a copy, whether its batch axis is outermost
     (per-record gradients taken channels-last) or not (shifted products: (kh, kw, B, …))."""
-    order = sorted(range(per_record.dim()), key=lambda axis: -per_record.stride(axis))
+    strides = per_record.stride()
+    order = sorted(range(per_record.dim()), key=lambda axis: -strides[axis])
     dense = per_record.permute(*order)
     if not dense.is_contiguous():
         dense, order = per_record.contiguous(), list(range(per_record.dim()))
@@ -114,7 +116,7 @@ def _channels_last(tensor: torch.Tensor) -> bool:
             and tensor.is_contiguous(memory_format=torch.channels_last))
 
 
-def _trainable(parameter: Optional[torch.Tensor]) -> bool:
+def _trainable(parameter: Optional[torch.Tensor]) -> TypeGuard[torch.Tensor]:
     return parameter is not None and parameter.requires_grad
 
 
@@ -177,8 +179,8 @@ class _Conv2dRule(_Rule):
         a CPU than `F.unfold`, whose im2col loops over the batch."""
         if module.dilation != (1, 1):
             return F.unfold(a, module.kernel_size, dilation=module.dilation,
-                            padding=module.padding, stride=module.stride)
-        (kh, kw), (sh, sw), (ph, pw) = module.kernel_size, module.stride, module.padding
+                            padding=padding_of(module), stride=module.stride)
+        (kh, kw), (sh, sw), (ph, pw) = module.kernel_size, module.stride, padding_of(module)
         windows = F.pad(a, (pw, pw, ph, ph)).unfold(2, kh, sh).unfold(3, kw, sw)
         b, c, rows, cols = windows.shape[:4]  # (b, C, H_out, W_out, kh, kw)
         return windows.permute(0, 1, 4, 5, 2, 3).reshape(b, c * kh * kw, rows * cols)
@@ -190,7 +192,7 @@ class _Conv2dRule(_Rule):
         the gather copies runs of kw·C_in floats: on one CPU thread 2.7× faster than
         `_unfold`'s columns for `mnist_cnn`'s second convolution (3.2 against 8.7 ms at batch
         512).  No dilation."""
-        (kh, kw), (sh, sw), (ph, pw) = module.kernel_size, module.stride, module.padding
+        (kh, kw), (sh, sw), (ph, pw) = module.kernel_size, module.stride, padding_of(module)
         nhwc = F.pad(a.permute(0, 2, 3, 1), (0, 0, pw, pw, ph, ph)).contiguous()
         windows = nhwc.unfold(1, kh, sh).unfold(2, kw, sw)  # (b, H_out, W_out, C, kh, kw)
         b, rows, cols, channels = windows.shape[:4]
@@ -266,7 +268,7 @@ class _Conv2dRule(_Rule):
         if not _Conv2dRule._shifts(module):
             raise ValueError(f"shifted products need stride 1 and no dilation, not stride "
                              f"{module.stride}, dilation {module.dilation}")
-        (kh, kw), (ph, pw) = module.kernel_size, module.padding
+        (kh, kw), (ph, pw) = module.kernel_size, padding_of(module)
         b, c_out = g.shape[:2]
         padded = F.pad(a, (pw, pw, ph, ph + 1))  # (b, C_in, H_pad + 1, W_pad)
         width = padded.shape[3]
@@ -321,9 +323,10 @@ class _Conv2dRule(_Rule):
         norms over fields too large to gather book-keeps (`cifar10_cnn`'s 8 × 8 ones)."""
         if grad.is_cuda:
             return grad.shape[0] * parameters <= GPU_CHUNK_FLOATS
-        gram = self._ghost(seen.module, grad.shape[2] * grad.shape[3])
+        module = cast(nn.Conv2d, seen.module)
+        gram = self._ghost(module, grad.shape[2] * grad.shape[3])
         return (super().keeps_samples(seen, grad, parameters) or not gram
-                or _cpu_method(seen.module, grad) != "grouped")
+                or _cpu_method(module, grad) != "grouped")
 
     def norms(self, seen: Seen, grad: torch.Tensor) -> torch.Tensor:
         module = cast(nn.Conv2d, seen.module)
@@ -416,7 +419,7 @@ def _fastest(module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> str:
             end.record()
             end.synchronize()
             seconds[method] = start.elapsed_time(end)
-        _FASTEST_METHOD[key] = min(seconds, key=seconds.get)
+        _FASTEST_METHOD[key] = min(seconds, key=seconds.__getitem__)
     return _FASTEST_METHOD[key]
 
 
@@ -437,13 +440,13 @@ class _NormRule(_Rule):
     """GroupNorm and LayerNorm: the affine weight's gradient is Σ g·x̂ over the positions."""
 
     @staticmethod
-    def _normalized(module: nn.Module, a: torch.Tensor) -> torch.Tensor:
+    def _normalized(module: nn.GroupNorm | nn.LayerNorm, a: torch.Tensor) -> torch.Tensor:
         if isinstance(module, nn.GroupNorm):
             return F.group_norm(a, module.num_groups, eps=module.eps)
         return F.layer_norm(a, module.normalized_shape, eps=module.eps)
 
     @staticmethod
-    def _per_record(module: nn.Module, values: torch.Tensor) -> torch.Tensor:
+    def _per_record(module: nn.GroupNorm | nn.LayerNorm, values: torch.Tensor) -> torch.Tensor:
         """Sum a (B, …) tensor over the positions the affine parameters are shared across."""
         if isinstance(module, nn.GroupNorm):  # (B, C, *spatial) → (B, C)
             return values.reshape(values.shape[0], values.shape[1], -1).sum(2)
@@ -451,8 +454,8 @@ class _NormRule(_Rule):
         return values.reshape(values.shape[0], -1, *shape).sum(1)
 
     def per_sample(self, seen: Seen, grad: torch.Tensor) -> Samples:
-        module = seen.module
-        samples = []
+        module = cast(nn.GroupNorm | nn.LayerNorm, seen.module)
+        samples: Samples = []
         if _trainable(module.weight):
             samples.append((module.weight, self._per_record(module, grad * self._normalized(module, seen.input))))
         if _trainable(module.bias):
@@ -475,6 +478,14 @@ RULES: dict[type, _Rule] = {
 
 def rule_for(module: nn.Module) -> Optional[_Rule]:
     return RULES.get(type(module))
+
+
+def watched_rule(module: nn.Module) -> _Rule:
+    """The rule of a layer the engine watches: only layers with one are (`rule_for`)."""
+    rule = RULES.get(type(module))
+    if rule is None:
+        raise ValueError(f"a {type(module).__name__} layer has no per-sample rule")
+    return rule
 
 
 def check_supported(model: nn.Module) -> list[str]:

@@ -19,7 +19,7 @@ features) stacked by `jobs.stacked`, with weights (…, out, in).
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from typing import Optional
+from typing import Optional, TypeGuard
 
 import torch
 from torch import nn
@@ -28,7 +28,7 @@ from torch import nn
 LAYERS = (nn.Flatten, nn.Linear, nn.Tanh, nn.ReLU)
 
 
-def is_linear_stack(model: nn.Module) -> bool:
+def is_linear_stack(model: nn.Module) -> TypeGuard[nn.Sequential]:
     """Whether `model` is a flat `Sequential` of `LAYERS` with at least one linear layer, any
     `Flatten` over every axis after the batch."""
     if not isinstance(model, nn.Sequential) or not any(isinstance(m, nn.Linear) for m in model):
@@ -56,7 +56,8 @@ def forward(layers: list[nn.Module], weights: list[torch.Tensor],
     needs it (the activations'; None elsewhere).  `weights[l]`/`biases[l]` are the l-th linear
     layer's, (out, in) for one model or (K, out, in) for K; `x` is (B, …) or (K, B, …)."""
     batch_dims = weights[0].dim() - 1
-    inputs, outputs = [], []
+    inputs: list[torch.Tensor] = []
+    outputs: list[Optional[torch.Tensor]] = []
     h, position = x, 0
     for layer in layers:
         if isinstance(layer, nn.Flatten):
@@ -122,6 +123,8 @@ def squared_norms(inputs: list[torch.Tensor], grads: list[torch.Tensor],
             term.add_(1.0)
         term.mul_(torch.linalg.vecdot(g, g))
         squared = term if squared is None else squared.add_(term)
+    if squared is None:
+        raise ValueError("squared norms need at least one linear layer")
     return squared
 
 

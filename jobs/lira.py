@@ -30,8 +30,9 @@ def _gaussian_log_pdf(x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.nd
     return -0.5 * ((x - mean) / std) ** 2 - np.log(std)
 
 
-def _confidences(inputs: AttackInputs) -> tuple[np.ndarray, np.ndarray]:
-    """φ of the target (augmentations, n) and of the shadows (shadows, augmentations, n).
+def _confidences(inputs: AttackInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """φ of the target (augmentations, n) and of the shadows (shadows, augmentations, n), and the
+    shadows' membership (shadows, n), which LiRA needs.
 
     Without query augmentations there is one "augmentation", the record itself.
     """
@@ -42,9 +43,9 @@ def _confidences(inputs: AttackInputs) -> tuple[np.ndarray, np.ndarray]:
                          "data (shadow.disjoint_data) has none")
     if inputs.target_query is not None and inputs.shadow_query is not None:
         return (logit_confidence(inputs.target_query, inputs.labels),
-                logit_confidence(inputs.shadow_query, inputs.labels))
+                logit_confidence(inputs.shadow_query, inputs.labels), inputs.shadow_members)
     return (logit_confidence(inputs.target_logits, inputs.labels)[None],
-            logit_confidence(inputs.shadow_logits, inputs.labels)[:, None])
+            logit_confidence(inputs.shadow_logits, inputs.labels)[:, None], inputs.shadow_members)
 
 
 def _shadow_statistics(
@@ -92,8 +93,8 @@ def augmentation_query(settings: Any) -> Optional[tuple[str, dict]]:
 
 def online_ratio(inputs: AttackInputs, variance: str) -> np.ndarray:
     """Online LiRA's mean log-likelihood ratio, with `variance` as `lira_variance` says."""
-    target_phi, shadow_phi = _confidences(inputs)
-    mean_in, std_in, mean_out, std_out = _shadow_statistics(shadow_phi, inputs.shadow_members, variance)
+    target_phi, shadow_phi, shadow_members = _confidences(inputs)
+    mean_in, std_in, mean_out, std_out = _shadow_statistics(shadow_phi, shadow_members, variance)
     ratio = _gaussian_log_pdf(target_phi, mean_in, std_in) - _gaussian_log_pdf(target_phi, mean_out, std_out)
     return ratio.mean(axis=0)
 
@@ -181,8 +182,8 @@ def lira_offline(inputs: AttackInputs, settings: LiraOfflineSettings) -> np.ndar
     code scores offline with the two-sided log-density instead, which also flags records far
     *below* the OUT mean; we keep the paper's one-sided test.
     """
-    target_phi, shadow_phi = _confidences(inputs)
-    _, _, mean_out, std_out = _shadow_statistics(shadow_phi, inputs.shadow_members, settings.lira_variance)
+    target_phi, shadow_phi, shadow_members = _confidences(inputs)
+    _, _, mean_out, std_out = _shadow_statistics(shadow_phi, shadow_members, settings.lira_variance)
     z = (target_phi - mean_out) / std_out
     if settings.lira_offline_combine == "zscore":
         return z.mean(axis=0)

@@ -206,7 +206,8 @@ def describe(mechanism: Mechanism) -> dict[str, Any]:
                      f"got mechanism={mechanism!r}")
 
 
-_KINDS = {"randomized_response": (RandomizedResponse, "epsilon"), "gaussian": (GaussianMechanism, "mu")}
+_KINDS: dict[str, tuple[type[RandomizedResponse] | type[GaussianMechanism], str]] = {
+    "randomized_response": (RandomizedResponse, "epsilon"), "gaussian": (GaussianMechanism, "mu")}
 
 
 def from_description(description: dict[str, Any]) -> Mechanism:

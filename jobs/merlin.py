@@ -172,7 +172,8 @@ def morgan_thresholds(holdout_loss: np.ndarray, holdout_merlin: np.ndarray,
 
     tpr = in_box(members.astype(np.float64)) / member_count
     false_rate = in_box((~members).astype(np.float64)) / non_member_count
-    i, j, k = np.indices(tpr.shape)
+    grid = np.indices(tpr.shape)
+    i, j, k = grid[0], grid[1], grid[2]
     feasible = (i <= j) & reaches_min_tpr(tpr, min_tpr) & (false_rate <= fpr + 1e-12)
     if not feasible.any():
         return ACCEPT_NOBODY

@@ -212,7 +212,7 @@ def _population(inputs: AttackInputs, size: int) -> tuple[np.ndarray, np.ndarray
     """The first `size` population records, each with a views axis: target logits (views, z,
     classes), labels, shadow logits (shadows, views, z, classes) and masks (shadows, z)."""
     if inputs.population_logits is None or inputs.shadow_population_logits is None \
-            or inputs.population_logits.shape[-2] == 0:
+            or inputs.population_labels is None or inputs.population_logits.shape[-2] == 0:
         raise ValueError("RMIA needs population records: held-out records that the target and "
                          "every shadow were asked about (the held_out_logits query)")
     logits, shadow_logits = _views(inputs.population_logits, 0), _views(inputs.shadow_population_logits, 1)
@@ -242,9 +242,10 @@ def _rmia(inputs: AttackInputs, settings: RmiaSettings, offline_a: Optional[floa
         raise ValueError("RMIA averages shadows on the target's own records; disjoint shadow "
                          "data (shadow.disjoint_data) has none")
     z_logits, z_labels, z_shadow_logits, z_members = _population(inputs, settings.rmia_population)
-    asked = inputs.target_query is not None and inputs.shadow_query is not None
-    x_logits = inputs.target_query if asked else _views(inputs.target_logits, 0)
-    x_shadow_logits = inputs.shadow_query if asked else _views(inputs.shadow_logits, 1)
+    if inputs.target_query is not None and inputs.shadow_query is not None:  # asked
+        x_logits, x_shadow_logits = inputs.target_query, inputs.shadow_query
+    else:
+        x_logits, x_shadow_logits = _views(inputs.target_logits, 0), _views(inputs.shadow_logits, 1)
     ratio_x = _ratios(x_logits, x_shadow_logits, inputs.labels, inputs.shadow_members, settings,
                       offline_a, "evaluation records")
     ratio_z = _ratios(z_logits, z_shadow_logits, z_labels, z_members, settings, offline_a,

@@ -97,6 +97,14 @@ def train_models(settings: TrainSettings, data: ArrayDataset, members: list[Memb
     yield from train_runs(settings, data, members, device, noise_cache, options)
 
 
+def _layers(model: nn.Module) -> list[nn.Module]:
+    """A linear stack's layers in order: only linear stacks are stacked
+    (`stackable_architecture`)."""
+    if not isinstance(model, nn.Sequential):
+        raise ValueError(f"only linear stacks are stacked, not a {type(model).__name__}")
+    return list(model)
+
+
 class _Stack:
     """The K models' linear layers as stacked tensors, each model's parameters views into them.
 
@@ -106,9 +114,10 @@ class _Stack:
     """
 
     def __init__(self, runs: list[ModelRun]):
-        self.layers = list(runs[0].model)
-        per_model = [[m for m in run.model if isinstance(m, nn.Linear)] for run in runs]
-        self.weights, self.biases = [], []
+        self.layers = _layers(runs[0].model)
+        per_model = [[m for m in _layers(run.model) if isinstance(m, nn.Linear)] for run in runs]
+        self.weights: list[torch.Tensor] = []
+        self.biases: list[Optional[torch.Tensor]] = []
         for position in range(len(per_model[0])):
             linears = [layers[position] for layers in per_model]
             weight = torch.stack([m.weight.detach() for m in linears])
@@ -148,9 +157,9 @@ def _train_stacked(settings: TrainSettings, data: ArrayDataset, members: list[Me
     runs = start_members(settings, data, members, device, noise_cache)
     stack = _Stack(runs)
     has_bias = [bias is not None for bias in stack.biases]
-    rows_x, rows_y, index = group_rows(data, members)
+    rows_x, rows_y, row_index = group_rows(data, members)
     pool_x, pool_y = on_device(rows_x, rows_y, device)
-    index = [torch.as_tensor(rows).to(device) for rows in index]
+    index = [torch.as_tensor(rows).to(device) for rows in row_index]
     test_x, test_y = on_device(data.test_x, data.test_y, device)
     epoch = [run.start_epoch for run in runs]
     batches = [iter(run.batches()) if epoch[k] < settings.epochs else None
@@ -161,8 +170,8 @@ def _train_stacked(settings: TrainSettings, data: ArrayDataset, members: list[Me
         drawn: list[Optional[torch.Tensor]] = []
         for k, run in enumerate(runs):
             batch = None
-            while batches[k] is not None and batch is None:
-                batch = next(batches[k], None)
+            while (current := batches[k]) is not None and batch is None:
+                batch = next(current, None)
                 if batch is None:  # model k's epoch is over
                     end_epoch(run, epoch[k], test_x, test_y, checkpoint_seconds)
                     epoch[k] += 1

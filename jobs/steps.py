@@ -115,10 +115,14 @@ class EagerSteps:
 
     `run` is a `jobs.training.ModelRun`; `rows_x`, `rows_y` are the rows its records live in
     (on its device) and `index` (host) says which row each record of its training set is:
-    batch indices are records.  `forward` is the model, or its compiled forward pass."""
+    batch indices are records.  `forward` is the model, or its compiled forward pass; `clipper`
+    the private run's per-sample clipper (None: non-private)."""
 
     def __init__(self, run, rows_x: torch.Tensor, rows_y: torch.Tensor, index: torch.Tensor,
                  clipper: Optional[PerSampleClipper], forward: Optional[nn.Module] = None):
+        if run.private != (clipper is not None):
+            raise ValueError("a private run steps with a per-sample clipper, a non-private one "
+                             "without")
         self.run, self.rows_x, self.rows_y, self.index = run, rows_x, rows_y, index
         self.clipper, self.forward = clipper, forward if forward is not None else run.model
         self.batches: list[torch.Tensor] = []
@@ -131,7 +135,7 @@ class EagerSteps:
         run, batch = self.run, self.batches[position]
         rows = self.index[batch].to(self.rows_x.device, non_blocking=True)
         x, y = self.rows_x[rows], self.rows_y[rows]
-        if run.private:
+        if self.clipper is not None:  # private
             clipped_sum(self.forward, self.clipper, x, y, run.settings.precision)
             private_update(run)
         else:
@@ -193,14 +197,14 @@ class PaddedSteps(EagerSteps):
         rows, weights = self.rows[:size], self.weights[:size]
         x, y = self.rows_x[rows], self.rows_y[rows]
         with autocast(run.settings.precision, x.device):
-            if run.private:
+            if self.clipper is not None:  # private
                 with self.clipper.watch():
                     logits = run.model(x)
             else:
                 run.optimizer.zero_grad(set_to_none=True)
                 logits = run.model(x)
         loss = (F.cross_entropy(logits.float(), y, reduction="none") * weights).sum()
-        if run.private:
+        if self.clipper is not None:  # private
             self.clipper.clip_and_sum(loss)
             private_update(run)
         else:
@@ -218,7 +222,8 @@ class CapturedSteps(PaddedSteps):
         self.stream = torch.cuda.Stream(rows_x.device)
         self.stream.wait_stream(torch.cuda.current_stream(rows_x.device))  # rows uploaded there
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
-        self.pool = None  # the graphs' shared memory pool: they never run at once
+        # The graphs' shared memory pool: they never run at once.
+        self.pool: Optional[torch.cuda._POOL_HANDLE] = None
 
     def _padded_step(self, size: int) -> None:
         graph = self.graphs.get(size)

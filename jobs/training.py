@@ -26,7 +26,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional, Protocol
+from typing import Any, Iterator, Optional, Protocol, cast
 
 import numpy as np
 import torch
@@ -235,6 +235,7 @@ def start_run(settings: TrainSettings, mask: np.ndarray, input_shape: tuple[int,
         model.load_state_dict(initial_state)
     if channels_last:  # 4-D weights NHWC: every convolution's output follows (`TrainOptions`)
         model = model.to(memory_format=torch.channels_last)
+    optimizer: torch.optim.Optimizer
     if settings.optimizer == "adam":
         optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     else:
@@ -270,13 +271,19 @@ def _gradient_canaries(run: ModelRun, canaries: CanarySet, seed: int) -> Gradien
         # The engine's own clip factor (`jobs.clipping`, which the records' clipping calls), so a
         # clipping bug reaches the canaries too; the canary is not a row of the per-sample pass.
         contribution = float(clipping.clip_factors(norm, clip)[0] * norm[0])
-    return GradientCanaries(first_linear(run.model), canaries.gradient_coordinates,
+    layer = first_linear(run.model)
+    if layer is None:
+        raise ValueError(f"gradient canaries live in a first linear layer: model "
+                         f"{run.settings.model!r} has none")
+    return GradientCanaries(layer, canaries.gradient_coordinates,
                             canaries.gradient_included, contribution, stream_seed(seed, CANARIES))
 
 
 def counted_step(run: ModelRun) -> None:
     """Book one step taken: the accountant's (when private) and the step count."""
     if run.accountant is not None:
+        if run.schedule is None:
+            raise ValueError("the accountant books Poisson-sampled steps: the run has no schedule")
         run.accountant.step(noise_multiplier=run.noise_multiplier,
                             sample_rate=run.schedule.sample_rate)
     run.steps += 1
@@ -317,7 +324,7 @@ def finish_run(run: ModelRun, data: ArrayDataset, mask: np.ndarray, pool_x: torc
     best = float(run.best)
     return TrainedModel(
         canary_outputs=canary_outputs(run, device),
-        sample_rate=run.schedule.sample_rate if run.private else math.nan,
+        sample_rate=run.schedule.sample_rate if run.schedule is not None else math.nan,
         state_dict={k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()},
         pool_logits=pool_logits,
         test_accuracy=float(run.last if run.start_epoch < settings.epochs
@@ -386,8 +393,12 @@ def group_rows(data: ArrayDataset, members: list[Member]
     canaries = members[0].canaries
     if canaries is None or not len(canaries.input_y):
         return x, y, [np.flatnonzero(m.mask) for m in members]
-    index = [np.concatenate([np.flatnonzero(m.mask),
-                             len(y) + np.flatnonzero(m.canaries.input_included)]) for m in members]
+    index = []
+    for m in members:
+        if m.canaries is None:
+            raise ValueError("the models of one task plant the same input canaries, or none")
+        index.append(np.concatenate([np.flatnonzero(m.mask),
+                                     len(y) + np.flatnonzero(m.canaries.input_included)]))
     return np.concatenate([x, canaries.input_x]), np.concatenate([y, canaries.input_y]), index
 
 
@@ -451,7 +462,8 @@ def _stepper(run: ModelRun, pool_x: torch.Tensor, pool_y: torch.Tensor, index: t
     compiled = options.compile and not run.private
     if captures(run, device, compiled):
         return CapturedSteps(run, pool_x, pool_y, index, clipper)
-    forward = torch.compile(run.model, dynamic=True) if compiled else None
+    # A compiled Module is a Module (OptimizedModule); torch.compile's stub says only Callable.
+    forward = cast(nn.Module, torch.compile(run.model, dynamic=True)) if compiled else None
     return EagerSteps(run, pool_x, pool_y, index, clipper, forward)
 
 
@@ -472,6 +484,8 @@ def train_model(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray, s
 
 
 def _save_checkpoint(run: ModelRun, epoch: int) -> None:
+    if run.checkpoint is None:
+        raise ValueError("the run has no checkpoint to save to")
     state = {
         "epoch": epoch,
         "steps": run.steps,
@@ -491,7 +505,9 @@ def _save_checkpoint(run: ModelRun, epoch: int) -> None:
 def _resume(run: ModelRun) -> None:
     """Restore every state the run's checkpoint saved (epochs and steps done, the best test
     accuracy so far, the epochs resumed from); without a (readable) checkpoint, a fresh start."""
-    payload = run.checkpoint.load() if run.checkpoint is not None else None
+    if run.checkpoint is None:
+        return
+    payload = run.checkpoint.load()
     if payload is None:
         return
     try:

@@ -182,8 +182,8 @@ RECIPE_AXES: tuple[Axis, ...] = tuple(axis for axis in AXES if axis.recipe)
 GRID_AXES: tuple[Axis, ...] = tuple(axis for axis in AXES if axis.in_grid)
 #: The row order of every table and command: the axes with a sort position, by it, then the
 #: pooled one (trial), so that a table's trials sit together.
-SORT_ORDER: list[str] = [axis.name for axis in sorted(
-    (a for a in AXES if a.sort is not None and not a.pooled), key=lambda a: a.sort)
+SORT_ORDER: list[str] = [axis.name for _, axis in sorted(
+    ((a.sort, a) for a in AXES if a.sort is not None and not a.pooled), key=lambda pair: pair[0])
 ] + [axis.name for axis in AXES if axis.pooled]
 
 

@@ -122,7 +122,7 @@ def redact_tree(node: Any) -> Any:
     under an `env_vars` key masked, every credential-named value masked, every URI redacted and
     every embedded password masked."""
     if isinstance(node, dict):
-        shown = {}
+        shown: dict[Any, Any] = {}
         for key, value in node.items():
             if str(key) == ENV_VARS_KEY and isinstance(value, dict):
                 shown[key] = {name: MASK for name in value}

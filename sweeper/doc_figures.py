@@ -69,7 +69,7 @@ def _draw_frontier(rows: pd.DataFrame) -> tuple[object, bool]:
     from sweeper.reports.frontier import frontier_figure, frontier_title
 
     shadows = rows["shadow_count"].iloc[0] if "shadow_count" in rows else None
-    shadows = int(shadows) if pd.notna(shadows) else None
+    shadows = int(shadows) if shadows is not None and pd.notna(shadows) else None
     cells = rows.drop(columns=["shadow_count"], errors="ignore")
     return frontier_figure(cells, frontier_title(cells, "quickstart", shadows)), False
 
@@ -108,9 +108,11 @@ def redraw(figure: DocFigure, docs: Optional[Path] = None) -> Path:
 
 def png_labels(path: Path) -> Optional[list[str]]:
     """The words a PNG was drawn with (its `LABELS_KEY` chunk), None when it has none."""
-    from PIL import Image
+    from PIL import Image, PngImagePlugin
 
     with Image.open(path) as image:
+        if not isinstance(image, PngImagePlugin.PngImageFile):
+            raise ValueError(f"{path} is not a PNG")
         text = image.text.get(LABELS_KEY)
     return json.loads(text) if text is not None else None
 

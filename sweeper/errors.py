@@ -37,7 +37,8 @@ def error_chain(error: BaseException) -> Iterator[BaseException]:
     """`error` and the errors it came from (its causes and contexts, and the members of an
     exception group), each once: a chain that points back at itself (Ray raises an error `from`
     itself) ends rather than loops."""
-    pending, seen = [error], set()
+    pending: list[BaseException | None] = [error]
+    seen: set[int] = set()
     while pending:
         link = pending.pop()
         if link is None or id(link) in seen:

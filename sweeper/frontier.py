@@ -22,7 +22,7 @@ import numbers
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import pandas as pd
 
@@ -325,11 +325,12 @@ def filter_problems(frame: pd.DataFrame, attacks: Sequence[str], epsilons: Seque
     if frame.empty:
         return []
     problems = []
-    for option, values, column, show in (("--attack", attacks, "attack", str),
-                                         ("--epsilon", epsilons, "epsilon", format_epsilon),
-                                         ("--p", ps, "p", "{:g}".format),
-                                         *((option_of(name), values, name, BY_NAME[name].text)
-                                           for name, values in (recipe or {}).items())):
+    filters: list[tuple[str, Sequence[Any], str, Callable[[Any], str]]] = [
+        ("--attack", attacks, "attack", str), ("--epsilon", epsilons, "epsilon", format_epsilon),
+        ("--p", ps, "p", "{:g}".format),
+        *((option_of(name), values, name, BY_NAME[name].text)
+          for name, values in (recipe or {}).items())]
+    for option, values, column, show in filters:
         have = list(dict.fromkeys(frame[column].dropna())) if column in frame else []
         for value in values:
             if select(frame, **({FILTER_AXES[column]: [value]} if column in FILTER_AXES

@@ -27,16 +27,23 @@ import signal
 import sys
 import threading
 import traceback
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, TypedDict
 
 from sweeper.errors import error_chain
 
 #: The line a stopped sweep ends with.
 RESUME_LINE = "interrupted: rerun the same command to resume"
 
+class _State(TypedDict):
+    installed: bool
+    signum: Optional[int]
+    pending: bool
+    deferring: int  # how many `deferred` blocks are open
+
+
 #: signum: the signal received (the clean-up is running; a second one ends the process at once);
 #: pending: received but not raised yet (deferred, or swallowed where Python could not raise it).
-_state = {"installed": False, "signum": None, "pending": False, "deferring": 0}
+_state: _State = {"installed": False, "signum": None, "pending": False, "deferring": 0}
 
 
 class Interrupted(KeyboardInterrupt):
@@ -116,7 +123,10 @@ def _handle(signum: int, frame) -> None:
 def _raise_pending() -> None:
     if _state["pending"]:
         _state["pending"] = False
-        raise Interrupted(_state["signum"])
+        signum = _state["signum"]
+        if signum is None:
+            raise RuntimeError("an interrupt is pending, but no signal was received")
+        raise Interrupted(signum)
 
 
 @contextlib.contextmanager
@@ -147,7 +157,8 @@ def check() -> None:
 
 def received_code() -> Optional[int]:
     """128 + the signal received and never raised (`check` was not reached after it), or None."""
-    return 128 + _state["signum"] if _state["pending"] else None
+    signum = _state["signum"]
+    return 128 + signum if _state["pending"] and signum is not None else None
 
 
 def _unraisable(unraisable) -> None:

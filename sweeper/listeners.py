@@ -163,6 +163,8 @@ def figures_key(cfg: SweepConfig, table_csv: bytes) -> str:
     digest.update(f"\n{cfg.report}\n{cfg.name}\n{cfg.shadow.count}\n".encode())
     for name in DRAWING_MODULES:
         module = importlib.import_module(name)
+        if module.__file__ is None:
+            raise ValueError(f"{name} has no source file to key the figures on")
         files = (sorted(Path(module.__file__).parent.glob("*.py")) if hasattr(module, "__path__")
                  else [Path(module.__file__)])  # a package: every module of it
         for path in files:
@@ -256,12 +258,14 @@ class TrackingListener(Listener):
         self._importing = background.submit(import_mlflow)
 
     def on_sweep_start(self) -> None:
-        if self._background is None:  # nothing to compute: opened at the end, if at all
+        background, importing = self._background, self._importing
+        if background is None or importing is None:  # nothing to compute: opened at the end
             return
-        importing = self._importing
-        self._ready = self._background.submit(lambda: (importing.result(), self.open())[1])
+        self._ready = background.submit(lambda: (importing.result(), self.open())[1])
 
     def on_cell_landed(self, cell: Cell, row: dict[str, Any]) -> None:
+        if self._ready is None:
+            raise RuntimeError("a cell landed before the sweep started")
         tracker = self._ready.result()  # opened while the first models trained
         if tracker is not None:
             tracker.log_cell(row)

@@ -184,7 +184,7 @@ def database_state(uri: str) -> Optional[list[int]]:
                                                                         state.st_mtime_ns]
 
 
-def database_identity(uri: str) -> Optional[tuple[int, int]]:
+def database_identity(uri: str) -> Optional[tuple[()] | tuple[int, int]]:
     """(device, inode) of a `sqlite:///` tracking store's file, () when it is absent; None for
     a server.  A file deleted (or replaced) under a running sweep changes it."""
     state = _stat(uri)

@@ -246,8 +246,8 @@ def build_plan(cfg: SweepConfig) -> SweepPlan:
     scores; for each policy, a cell."""
     plan = _Planner(cfg)
     by_privacy: dict[tuple[float, float], list[tuple[float, float]]] = defaultdict(list)
-    for epsilon, delta, p, target in operating_points(cfg):
-        by_privacy[(epsilon, delta)].append((p, target))
+    for epsilon, delta, p, target_precision in operating_points(cfg):
+        by_privacy[(epsilon, delta)].append((p, target_precision))
     for (epsilon, delta), settings in by_privacy.items():
         for train, recipe in training_recipes(cfg, epsilon, delta):
             shadows = plan.shadows(train)

@@ -157,6 +157,8 @@ def composed(overrides: list[str], config_name: str = CONFIG_NAME) -> tuple[Swee
             raw = latest if latest is not None else attempt([])
 
     data = OmegaConf.to_container(raw, resolve=False)
+    if not isinstance(data, dict):  # Hydra composes a mapping
+        raise TypeError(f"a composed configuration is a mapping, not {type(data).__name__}")
     hydra_cfg = raw.hydra
     del data["hydra"]
     problems += _strip_unknown_keys(data, SweepConfig, "")  # `+key=value` appends past the schema
@@ -214,10 +216,13 @@ def _path_problems(overrides: list[str], config_name: str) -> list[str]:
     problems = []
     for override in overrides:
         found = _option_override(override)
-        for option in _listed(found[1]) if found else []:
-            problem = option_problem(found[0], option)
+        if found is None:
+            continue
+        group, value = found
+        for option in _listed(value):
+            problem = option_problem(group, option)
             if problem:
-                known = sorted(path.stem for path in (CONF_DIR / found[0]).glob("*.yaml"))
+                known = sorted(path.stem for path in (CONF_DIR / group).glob("*.yaml"))
                 problems.append(f"{scrub_override(override)}: {problem}"
                                 + (f"; known options are {known}" if known else ""))
                 break
@@ -347,7 +352,7 @@ def _schema_node(path: list[str]) -> Optional[type]:
         if key not in hints:
             return None
         node = hints[key]
-    return node if dataclasses.is_dataclass(node) else None
+    return node if isinstance(node, type) and dataclasses.is_dataclass(node) else None
 
 
 def _is_mapping_field(path: list[str]) -> bool:
@@ -419,7 +424,7 @@ def _strip_unknown_keys(data: dict, schema: type, prefix: str) -> list[str]:
         kind = fields.get(str(key))
         if kind is None:
             problems.append(f"+{prefix}{key}={data.pop(key)!r}: {_unknown_key(prefix + str(key))}")
-        elif dataclasses.is_dataclass(kind) and isinstance(data[key], dict):
+        elif isinstance(kind, type) and dataclasses.is_dataclass(kind) and isinstance(data[key], dict):
             problems += _strip_unknown_keys(data[key], kind, f"{prefix}{key}.")
     return problems
 

@@ -374,6 +374,9 @@ def local_ray_confined() -> Iterator[LocalRay]:
     watchdog = subprocess.Popen(
         [sys.executable, "-I", str(Path(__file__).with_name("ray_watchdog.py")), marker],
         stdin=subprocess.PIPE, text=True, close_fds=True)
+    pipe = watchdog.stdin
+    if pipe is None:  # stdin=PIPE gives one
+        raise RuntimeError("the Ray watchdog started without a pipe to its stdin")
     saved = {name: os.environ.get(name) for name in (LOOPBACK_ONLY_VAR, SESSION_MARKER_VAR)}
     saved_flag = ray_constants.ENABLE_RAY_CLUSTER
     os.environ[LOOPBACK_ONLY_VAR] = "0"
@@ -382,8 +385,8 @@ def local_ray_confined() -> Iterator[LocalRay]:
 
     def adopt() -> None:
         for pid, start in _ray_processes(marker):
-            watchdog.stdin.write(f"{pid} {start}\n")
-        watchdog.stdin.flush()
+            pipe.write(f"{pid} {start}\n")
+        pipe.flush()
 
     try:
         yield LocalRay(adopt, lambda: _kill(_ray_processes(marker)))
@@ -394,7 +397,7 @@ def local_ray_confined() -> Iterator[LocalRay]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        watchdog.stdin.close()  # after ray.shutdown: the watchdog kills whatever it left
+        pipe.close()  # after ray.shutdown: the watchdog kills whatever it left
         with contextlib.suppress(subprocess.TimeoutExpired):
             watchdog.wait(timeout=10)
 
@@ -546,7 +549,7 @@ def runtime_environment(cfg: SweepConfig) -> Optional[dict[str, Any]]:
     (workers of a cluster without the project installed then import the driver's code)."""
     env = dict(cfg.cluster.runtime_env)
     if cfg.cluster.ship_project:
-        env["py_modules"] = [*env.get("py_modules", []), *(str(Path(module.__file__).parent)
+        env["py_modules"] = [*env.get("py_modules", []), *(str(Path(module.__path__[0]))
                                                           for module in (sweeper, jobs))]
     return env or None
 

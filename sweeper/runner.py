@@ -25,7 +25,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Sequence, cast
 
 import pandas as pd
 from omegaconf import OmegaConf
@@ -166,7 +166,8 @@ def prepare(cfg: SweepConfig, validated: bool = False,
 
     plan = build_plan(cfg)
     store = ArtifactStore(cfg.store.root)
-    config = OmegaConf.to_container(OmegaConf.structured(cfg))
+    # A dataclass's container is a dict keyed by its field names; OmegaConf types every container.
+    config = cast(dict[str, Any], OmegaConf.to_container(OmegaConf.structured(cfg)))
     earlier_keys: list[str] = []
     if claimed is not None:
         claimed.enter_context(claim.held(store, cfg.name, cfg.store.wait))
@@ -195,7 +196,7 @@ def prepare(cfg: SweepConfig, validated: bool = False,
                  tracking_uri=tracking_uri, config=config, manifest=manifest)
 
 
-def cell_states(store: ArtifactStore, sweep: str, cells: list[Cell]) -> dict[str, str]:
+def cell_states(store: ArtifactStore, sweep: str, cells: Sequence[Cell]) -> dict[str, str]:
     """Each cell's state in the store (`ArtifactStore.cell_state`), a landed cell taking its
     per-record scores' when they are not present: the results' scores dataset is rebuilt from
     those files (on a grow, say), so a cell whose scores fail their checksum is computed again,

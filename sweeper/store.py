@@ -146,7 +146,7 @@ class ArtifactStore:
         if is_uri(root) and urlparse(root).scheme != "file":
             self.uri = root
             self.local_root: Optional[Path] = None
-            self.files = ObjectFiles(root)
+            self.files: ObjectFiles | LocalFiles = ObjectFiles(root)
         else:
             path = urlparse(root).path if root.startswith("file://") else root
             self.local_root = Path(path).expanduser().resolve()
@@ -405,7 +405,7 @@ class ArtifactStore:
         try:
             manifest = json.loads(self.files.read(rel))
         except FileNotFoundError:
-            if not self.is_local:
+            if isinstance(self.files, ObjectFiles):  # not local
                 self.files.require_bucket()
             raise FileNotFoundError(f"no sweep results in {self.sweep_uri(sweep)} (no sweep.json)") from None
         except ValueError as error:

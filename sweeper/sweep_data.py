@@ -20,8 +20,11 @@ def sweep_data(plan: SweepPlan, data_dir: Path):
     """
     cfg, data = plan.config, plan.config.dataset
     sizes = [spec.records_needed for spec in plan.models.values()]
-    needed = None if None in sizes or not sizes else max(sizes)
+    known = [size for size in sizes if size is not None]
+    needed = max(known) if known and len(known) == len(sizes) else None  # None: one reads all
     if data.synthetic:  # the plan gives synthetic models a pool size
+        if needed is None:
+            raise ValueError("synthetic data is drawn to the plan's pool size; the plan has none")
         loaded = synthetic_dataset(data.name, data.input_shape, data.num_classes, needed,
                                    data.test_size, seed=cfg.seed)
     else:
@@ -44,7 +47,7 @@ def check_canary_room(plan: SweepPlan, data) -> None:
 
     spec = next((s for s in plan.models.values()
                  if s.canaries is not None and s.canaries.gradient_count), None)
-    if spec is None:
+    if spec is None or spec.canaries is None:
         return
     model = build_model(spec.train.model, data.input_shape, data.num_classes)
     try:

@@ -255,6 +255,9 @@ def _attack_rows(spec: AttackSpec, cells: list[Cell], labels: np.ndarray,
             continue
         thresholds = None
         if POLICIES[cell.policy].calibrates:  # chosen on the shadows: the target's mask is not passed
+            if holdout is None or inputs.shadow_members is None:
+                raise ValueError(f"policy {cell.policy!r} calibrates on shadow models; attack "
+                                 f"{cell.attack!r} has none")
             thresholds = calibrated_thresholds(holdout, inputs.shadow_members, inputs.holdout_labels,
                                                cell.p, max(1, inputs.target_logits.shape[1]),
                                                CalibrationSettings(**dict(cell.calibration)))

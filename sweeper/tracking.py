@@ -317,7 +317,7 @@ class SweepTracker:
         now_ms = _now_ms()
         run_id = self.orphans.pop(key, None)
         created = run_id is None
-        if created:
+        if run_id is None:
             run_id = self.client.create_run(self.experiment_id,
                                             run_name=cell_run_name(row, self.swept),
                                             start_time=now_ms,

@@ -91,15 +91,17 @@ def _check_retrained_members(cfg: SweepConfig, check: Check) -> None:
     from sweeper.plan import pool_size_for, target_mask_seed
 
     for name in cfg.grid.attack:
-        if name not in ATTACKS or not ATTACKS[name].retrains:
+        setting = ATTACKS[name].retrains if name in ATTACKS else None
+        if not setting:
             continue
-        setting = ATTACKS[name].retrains
         left_out = getattr(ATTACKS[name].settings_from(cfg.attack), setting)
         if left_out < 1:
             continue  # the setting's own rule names it
         for p in sampling_rates(cfg.grid):
             pool = pool_size_for(cfg, p) or whole_pool(cfg) if 0 < p <= 1 else None
-            for trial in cfg.grid.trial if pool is not None else ():
+            if pool is None:
+                continue
+            for trial in cfg.grid.trial:
                 members = int(draw_mask(pool, p, target_mask_seed(cfg, trial), False).sum())
                 if members < left_out:
                     check(False, f"attack.{setting}={left_out}: the {name} target at p={p:g}, "
@@ -124,7 +126,8 @@ def _check_plan_fits_data(cfg: SweepConfig, check: Check) -> None:
         check(False, f"the grid cannot be planned: {str(error).strip().splitlines()[0]}")
         return
     sizes = [spec.records_needed for spec in models]
-    needed = None if None in sizes or not sizes else max(sizes)
+    known = [size for size in sizes if size is not None]
+    needed = max(known) if known and len(known) == len(sizes) else None  # None: one reads all
     check(needed is None or needed <= pool,
           f"dataset.name={cfg.dataset.name!r} has {pool} pool records"
           + ("" if pool == DATASETS[cfg.dataset.name].shuffled_records else

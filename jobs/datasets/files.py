@@ -42,7 +42,7 @@ class LocalCopy:
 
     description: str  # e.g. "Debian's dataset-fashion-mnist package"
     directory: Path | None  # None: not installed
-    md5: Mapping[str, str] = field(default_factory=dict)  # filename -> MD5 of the copy there
+    md5: Mapping[str, str | None] = field(default_factory=dict)  # filename -> MD5 of the copy there
 
 
 #: Retries of a failed download (pooch's `retry_if_failed`, with its back-off): 3 tries in all.

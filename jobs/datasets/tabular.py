@@ -71,8 +71,8 @@ def _require_archive(dataset: str, remote: RemoteFile, data_dir: Path, download:
         with tarfile.open(path, "r:gz") as tar:
             for member in tar:
                 if member.isfile():
-                    handle = tar.extractfile(member)
-                    while handle is not None and handle.read(1 << 20):
+                    extracted = tar.extractfile(member)
+                    while extracted is not None and extracted.read(1 << 20):
                         pass
     except (tarfile.TarError, EOFError, OSError, zlib.error) as error:
         raise _refuse(dataset, data_dir, remote, f"is corrupt or truncated ({error})") from None

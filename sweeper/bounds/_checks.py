@@ -95,7 +95,7 @@ def check_level(alpha: ArrayLike) -> np.ndarray:
 
 
 def check_guesses(correct: ArrayLike, guesses: ArrayLike, canaries: ArrayLike, delta: ArrayLike,
-                  alpha: ArrayLike, p: ArrayLike) -> list[np.ndarray]:
+                  alpha: ArrayLike, p: ArrayLike) -> tuple[np.ndarray, ...]:
     """A one-run audit's arguments, checked and broadcast: (correct, guesses, canaries, δ,
     alpha, p), correct ≤ guesses ≤ canaries."""
     v, r, m = (check_counts("correct", correct), check_counts("guesses", guesses),

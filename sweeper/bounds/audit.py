@@ -388,7 +388,7 @@ def best_one_run_epsilon(scores: ArrayLike, included: ArrayLike, *, delta: float
     if ks is None:
         totals = sorted({max(1, round(share * m)) for share in ONE_RUN_SHARES})
         ks = [(r // 2, r - r // 2) if p == 0.5 else (r, 0) for r in totals]
-    pairs = [(int(k), 0) if np.ndim(k) == 0 else tuple(int(x) for x in k) for k in ks]
+    pairs = [tuple(int(x) for x in k) if isinstance(k, tuple) else (int(k), 0) for k in ks]
     if not pairs:
         raise ValueError("ks must name at least one number of guesses")
     if p != 0.5 and any(minus for _, minus in pairs):

@@ -84,18 +84,20 @@ def compare_rows(epsilons: list[float], settings: Settings) -> list[dict[str, An
             for i, eps in enumerate(grid)]
 
 
-def coincident(curves: dict[str, Optional[np.ndarray]], order: list[str]) -> dict[str, str]:
+def coincident(curves: dict[str, Optional[np.ndarray | float]], order: list[str]) -> dict[str, str]:
     """For each curve equal (to 1e-9) everywhere to one listed before it: that earlier curve's key.
 
     Thudi et al.'s U at p = 0.5 and δ = 0 is Humphries et al.'s and Mahloujifar et al.'s bound,
     exactly: drawn alike, one would hide the others, so the figure says so instead."""
     same: dict[str, str] = {}
     for i, key in enumerate(order):
-        if curves.get(key) is None:
+        curve = curves.get(key)
+        if curve is None:
             continue
         for earlier in order[:i]:
-            if curves.get(earlier) is not None and earlier not in same and np.allclose(
-                    curves[key], curves[earlier], rtol=0.0, atol=1e-9):
+            other = curves.get(earlier)
+            if other is not None and earlier not in same and np.allclose(
+                    curve, other, rtol=0.0, atol=1e-9):
                 same[key] = earlier
                 break
     return same

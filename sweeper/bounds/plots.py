@@ -75,13 +75,14 @@ def compare_figure(settings: Settings, epsilons: Sequence[float]) -> Figure:
         names = {b.key: b.label for b in bounds}
         for number, (bound, (style, marker, width)) in enumerate(zip(bounds, STYLES)):
             colour = f"C{number}"
-            if curves[bound.key] is None:
+            curve = curves[bound.key]
+            if curve is None:
                 ax.plot([], [], style, color=colour,
                         label=f"{bound.label}: undefined at p = {settings.p:g}, not drawn")
                 continue
             label = bound.label + (f"\n  = {names[same[bound.key]]} here (curves coincide)"
                                    if bound.key in same else "")
-            ax.plot(grid, curves[bound.key], style, color=colour, lw=width, marker=marker,
+            ax.plot(grid, curve, style, color=colour, lw=width, marker=marker,
                     markevery=marks, ms=5, label=label)
         title, ylabel = PANELS[kind]
         ax.set(title=title.format(p=settings.p), xlabel="privacy budget ε", ylabel=ylabel,

@@ -57,7 +57,7 @@ __all__ = [
 # Shared with the planning inverses and the earlier bounds, which read the same step.
 
 
-def delta_factor(form: str, d: np.ndarray, prior: np.ndarray, s: np.ndarray) -> np.ndarray:
+def delta_factor(form: str, d: np.ndarray, prior: np.ndarray | float, s: np.ndarray) -> np.ndarray:
     """The (ε, δ) factor on the prior odds: 1 − δ/s (derived) or 1 − δ·p/s (printed).
 
     `prior` is the probability whose odds the bound moves (p for precision, 1 − p for the
@@ -67,7 +67,7 @@ def delta_factor(form: str, d: np.ndarray, prior: np.ndarray, s: np.ndarray) -> 
     return (s - d) / s if form == "derived" else 1.0 - d * prior / s
 
 
-def posterior(shift: np.ndarray, p: np.ndarray, slack: np.ndarray | float = 1.0) -> np.ndarray:
+def posterior(shift: np.ndarray, p: np.ndarray | float, slack: np.ndarray | float = 1.0) -> np.ndarray:
     """1 / (1 + e^-shift · (1 − p)/p · slack): a prior p whose odds moved by a factor e^shift.
 
     The Bayes step behind U, its negative mirror, the lower bound and the generalization interval

@@ -112,7 +112,7 @@ def shape_problems(cfg: Any, schema: type = SweepConfig, prefix: str = "") -> li
     hints = typing.get_type_hints(schema)
     for spec in dataclasses.fields(schema):
         kind, value, key = hints[spec.name], getattr(cfg, spec.name), prefix + spec.name
-        if dataclasses.is_dataclass(kind) and dataclasses.is_dataclass(value):
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind) and dataclasses.is_dataclass(value):
             problems += shape_problems(value, kind, key + ".")
         elif typing.get_origin(kind) is list and isinstance(value, list):
             element = typing.get_args(kind)[0]

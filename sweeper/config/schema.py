@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, TypeAlias
+from typing import TYPE_CHECKING, Any, Iterable, Optional, TypeAlias
 
 from jobs.attacks import ATTACKS, AttackSettings
 from jobs.datasets import DATASETS
@@ -309,7 +309,8 @@ def _grid_values(axis: str) -> list[str]:
     help cannot drift from the code: the `attack:` config group names settings files (lira, …),
     not the grid's values (lira_online, …).
     """
-    return list({"attack": ATTACKS, "policy": POLICIES}[axis])
+    registries: dict[str, Iterable[str]] = {"attack": ATTACKS, "policy": POLICIES}
+    return list(registries[axis])
 
 
 def register_schema() -> None:

@@ -100,11 +100,11 @@ def ppv_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
         sel = table[(table["epsilon"] == eps) & (table["delta"] == delta)]
         for c in panels:
             sel = sel[sel[c] == panel[c]]
-        for name, style in (("Thudi U", dict(ls="--", color="black", label="Thudi U at p=1/(1+γ)")),
-                            ("prior 1/(1+γ)", dict(ls=":", color="grey",
-                                                   label="prior 1/(1+γ) (always member)"))):
+        for name, ls, color, label in (("Thudi U", "--", "black", "Thudi U at p=1/(1+γ)"),
+                                       ("prior 1/(1+γ)", ":", "grey",
+                                        "prior 1/(1+γ) (always member)")):
             curve = sel[sel["series"] == name]
-            ax.plot(curve["gamma"], curve["value"], **style)
+            ax.plot(curve["gamma"], curve["value"], ls=ls, color=color, label=label)
         for attack in attacks:
             points = sel[sel["series"] == attack].dropna(subset=["value"])
             if points.empty:

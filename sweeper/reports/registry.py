@@ -74,7 +74,7 @@ def summaries(paths: list[Path]) -> list[str]:
     return [text for text in said if text]
 
 
-def draw(name: str, frame: pd.DataFrame, out_dir: Path, store_root: Path,
+def draw(name: str, frame: pd.DataFrame, out_dir: Path, store_root: str | Path,
          echo: Callable[[str], Any] = print) -> list[Path]:
     """The experiment's own figures beside the frontier, or none with a note saying why.
 

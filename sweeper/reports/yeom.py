@@ -223,7 +223,7 @@ def generalization_report(frame: pd.DataFrame, out_dir: Path, *,
               randomized_series: dict(marker="s", s=26)}
     for index, (key, panel_rows) in enumerate(panel_groups):
         head = " · ".join(str(v) for v in key)
-        pairs = [(axes[index * (2 if randomized else 1)], (threshold_series, best_series),
+        pairs: list[tuple[Any, tuple[str, ...], str, str]] = [(axes[index * (2 if randomized else 1)], (threshold_series, best_series),
                   "generalization gap (0–1 loss): train − test accuracy",
                   "advantage = gap (Yeom et al., Thm 2 with 0–1 loss, B = 1)")]
         if randomized:
