@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# pytest-xdist workers for the unit tier: the 2 cores CI and a developer's machine have.
+WORKERS ?= 2
 
 .PHONY: install demo lint check test test-slow bench clean
 
@@ -29,11 +31,14 @@ lint: $(STAMP)
 # (tests/README.md).
 # tests/faults holds process tests alone (tests/conftest.py's TIER_FOLDERS): not even collected.
 check: lint
-	$(BIN)/python -m pytest -m 'unit and not slow' --ignore=tests/faults
+	$(BIN)/python -m pytest -m 'unit and not slow' --ignore=tests/faults -n $(WORKERS)
 
-# Everything (CI's `.ci/run`): lint and types, then every tier.
+# Everything (CI's `.ci/run`): lint and types, then every tier: the unit tier in parallel
+# (in process, nothing shared), then the Ray and process tiers one test at a time (one session
+# Ray; clusters, servers and signals of their own).
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m 'unit and not slow' -n $(WORKERS)
+	$(BIN)/python -m pytest -m 'not unit and not slow'
 
 # The slowest variants only (tests marked slow); `make test` runs everything else.
 test-slow: $(STAMP)
