@@ -104,7 +104,7 @@ def test_orderings():
         accountant = PRVAccountant()
         accountant.history = [(sigma, q, steps)]
         ceiling = min(accountant.get_epsilon(1e-5),
-                      solve(lambda e: gaussian_delta(e, math.sqrt(steps) / sigma), 1e-5))
+                      solve(lambda e, mu=math.sqrt(steps) / sigma: gaussian_delta(e, mu), 1e-5))
         assert 0 < last_iterate_epsilon(sigma, q, steps, 1e-5) < ceiling
 
 

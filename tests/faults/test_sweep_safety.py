@@ -375,16 +375,23 @@ def test_disk_full_is_said_in_one_line_and_leaves_no_partial_file(make_tiny_over
               f"{shlex.join([sys.executable, str(probe)])}; "
               f"head -c 1000000 /dev/zero > {disk}/filler2 2>/dev/null; "
               f"{shlex.join(sweep)}; echo rc=$?")
-    done = subprocess.run([UNSHARE, "-rm", "sh", "-c", script], capture_output=True, text=True,
-                          timeout=240, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    if done.returncode == 77:
-        pytest.skip("no tmpfs in a user namespace here")
+    done = in_mount_namespace(script, tmp_path)
     out = done.stdout + done.stderr
     assert f"raised: disk full at {disk}/runs/queries/q.npy" in out, out[-3000:]
     assert "parts: []" in out
     assert f"error: disk full at {disk}/runs/sweeps/full/.lock" in out, out[-3000:]
     assert "rc=1" in out and "Traceback" not in out
+
+
+def in_mount_namespace(script: str, cwd) -> subprocess.CompletedProcess:
+    """`script` under sh in a private user and mount namespace (its tmpfs mounts are its own);
+    the test is skipped where such a tmpfs cannot be mounted (the script exits 77)."""
+    done = subprocess.run([UNSHARE, "-rm", "sh", "-c", script], capture_output=True, text=True,
+                          timeout=240, cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    if done.returncode == 77:
+        pytest.skip("no tmpfs in a user namespace here")
+    return done
 
 
 @pytest.mark.skipif(UNSHARE is None or sys.platform != "linux", reason="needs unshare (Linux)")
@@ -399,11 +406,7 @@ def test_a_model_the_disk_cannot_hold_stops_the_sweep_naming_its_path(make_tiny_
         "grid.epsilon": "[4]", "grid.p": "[0.5]", "grid.attack": "[loss]"})]
     script = (f"mount -t tmpfs -o size=16k tmpfs {root / 'models'} || exit 77; "
               f"{shlex.join(sweep)}; echo rc=$? >&2")
-    done = subprocess.run([UNSHARE, "-rm", "sh", "-c", script], capture_output=True, text=True,
-                          timeout=240, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    if done.returncode == 77:
-        pytest.skip("no tmpfs in a user namespace here")
+    done = in_mount_namespace(script, tmp_path)
     err = done.stderr.rstrip().splitlines()
     assert err[-1] == "rc=1", done.stderr[-3000:]
     assert re.fullmatch(rf"error: disk full at {re.escape(str(root))}/models/[0-9a-f]+/model\.pt: "

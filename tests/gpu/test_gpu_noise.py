@@ -9,7 +9,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 import torch
 
 from jobs.steps import CapturedSteps

@@ -168,8 +168,8 @@ def generalization_inputs():
                                 precision_ci_high=0.7))
         member = [True] * len(members) + [False] * len(others)
         losses = members + others
-        scores += [dict(record_id=i, score=-l, member=m, model_key=f"target{key}", attack="loss")
-                   for i, (l, m) in enumerate(zip(losses, member))]
+        scores += [dict(record_id=i, score=-loss, member=m, model_key=f"target{key}", attack="loss")
+                   for i, (loss, m) in enumerate(zip(losses, member))]
         if decisions:
             scores += [dict(record_id=i, score=float(d), member=m, model_key=f"target{key}",
                             attack="loss_randomized")
