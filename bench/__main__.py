@@ -16,8 +16,10 @@ from typing import Callable
 
 import numpy as np
 
-from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, lira_offline, lira_online, \
-    logit_confidence, loss_threshold, rmia_offline, rmia_online
+from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, loss_threshold
+from jobs.lira import lira_offline, lira_online
+from jobs.rmia import rmia_offline, rmia_online
+from jobs.signals import logit_confidence
 from jobs.shokri import shokri
 from jobs.metrics import quantile_max, roc_auc, tpr_at_fpr
 from sweeper.bounds import epsilon_one_run

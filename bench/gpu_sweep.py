@@ -87,8 +87,8 @@ def extrapolate(split: dict[str, dict[str, float]], sweep_steps: int,
 def full_grid_counts(experiment: str) -> dict[str, int]:
     """The shipped experiment's steps, model queries and attack tasks (as the sweep plans them)."""
     from bench.grid import grid_shape
-    from sweeper.plan import build_plan
-    from sweeper.preflight import composed
+    from sweeper.grid.plan import build_plan
+    from sweeper.checks.preflight import composed
 
     cfg, _ = composed([f"+experiment={experiment}", "resources.train.num_gpus=0"])
     plan = build_plan(cfg)

@@ -50,7 +50,8 @@ import torch
 from jobs.accounting import PoissonSchedule, calibrate_noise, training_steps
 from jobs.datasets import ArrayDataset
 from jobs.host_memory import keep_freed_memory
-from jobs.training import Member, TrainOptions, TrainSettings, draw_mask, predict_logits, resolve_device
+from jobs.training import (Member, TrainOptions, TrainSettings, draw_mask, predict_logits,
+                           resolve_device)
 
 DEFAULT_EXPERIMENT = "cifar10_lira"
 
@@ -87,8 +88,8 @@ def grid_shape(experiment: str, overrides: list[str]) -> GridShape:
     from omegaconf import OmegaConf
 
     from jobs.datasets import DATASETS
-    from sweeper.plan import build_plan, group_resources, models_per_task, train_options_of
-    from sweeper.preflight import CONF_DIR, composed
+    from sweeper.grid.plan import build_plan, group_resources, models_per_task, train_options_of
+    from sweeper.checks.preflight import CONF_DIR, composed
 
     cfg, _ = composed([f"+experiment={experiment}", *overrides, "resources.train.num_gpus=0"])
     shipped = OmegaConf.load(CONF_DIR / "experiment" / f"{experiment}.yaml")
@@ -290,7 +291,7 @@ def _process(args: tuple) -> tuple[float, float, int, float]:
     """One of N processes: load the records, wait for the others, train K models."""
     path, shape, records, k, seed, device_name, cache, barrier, n, options = args
     torch.set_num_threads(max(1, (os.cpu_count() or 2) // n))
-    keep_freed_memory()  # as a sweep's task does (`sweeper.tasks`)
+    keep_freed_memory()  # as a sweep's task does (`sweeper.cluster.tasks`)
     with np.load(path) as arrays:
         data = ArrayDataset(shape.dataset, arrays["pool_x"], arrays["pool_y"], arrays["test_x"],
                             arrays["test_y"], num_classes=shape.num_classes)
@@ -399,7 +400,7 @@ def main(argv: Optional[list[str]] = None) -> None:
                         help="also print the eager DP step's ROWS costliest kernels (torch.profiler)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for the experiment (key=value)")
     args = parser.parse_args(argv)
-    keep_freed_memory()  # as a sweep's task does (`sweeper.tasks`)
+    keep_freed_memory()  # as a sweep's task does (`sweeper.cluster.tasks`)
     if args.packings is None:
         args.packings = "1x1,2x1,1x2" if args.reduced else "1x1,2x1,4x1,1x2,1x4"
     if args.reduced:

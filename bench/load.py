@@ -297,10 +297,10 @@ def run_load(cfg, interval: float = 0.5, progress: bool = True, frontier_command
 
     Joins a Ray that is already initialized (tests), else `run_sweep` starts a local one.
     """
-    from sweeper.plan import build_plan
+    from sweeper.grid.plan import build_plan
     from sweeper.runner import run_sweep
-    from sweeper.store import ArtifactStore
-    from sweeper.tracking import import_mlflow
+    from sweeper.store.artifacts import ArtifactStore
+    from sweeper.tracking.recorder import import_mlflow
 
     # The sweep imports MLflow in the background while its first models train; on a fast sweep
     # that one-time import lands after 10 % of the cells and would read as per-cell growth.

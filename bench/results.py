@@ -26,9 +26,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sweeper.columns import CELL_COLUMNS, RESULTS_SCHEMA_VERSION
-from sweeper.results import CELLS_DATASET, compact
-from sweeper.store import ArtifactStore
+from sweeper.store.columns import CELL_COLUMNS, RESULTS_SCHEMA_VERSION
+from sweeper.store.results import CELLS_DATASET, compact
+from sweeper.store.artifacts import ArtifactStore
 
 SWEEP = "bench_results"
 

@@ -11,8 +11,8 @@ launcher that times the phases where the wall goes (a phase's lazy imports count
   start      interpreter start, up to the launcher's first line
   import     module imports outside the phases below
   compose    Hydra's composition of the configuration (every time it composes)
-  validate   `sweeper.validation.validate`
-  plan       `sweeper.plan.build_plan`
+  validate   `sweeper.checks.validation.validate`
+  plan       `sweeper.grid.plan.build_plan`
   store      scanning the store: finished cells, models, queries, the results table, the manifest
   data       loading the records the sweep trains on
   ray        starting and stopping Ray
@@ -63,16 +63,16 @@ PHASE_ORDER = ("start", "import", "compose", "validate", "plan", "store", "data"
 #: same launcher times older and newer checkouts alike.
 PHASES = {
     "compose": [("hydra._internal.hydra", "Hydra.compose_config")],
-    "validate": [("sweeper.validation", "validate"), ("sweeper.config", "validate")],
-    "plan": [("sweeper.plan", "build_plan")],
+    "validate": [("sweeper.checks.validation", "validate"), ("sweeper.config", "validate")],
+    "plan": [("sweeper.grid.plan", "build_plan")],
     "data": [("sweeper.runner", "sweep_data")],
     "ray": [("ray", "init"), ("ray", "shutdown")],
-    "store": [("sweeper.store", f"ArtifactStore.{name}") for name in (
+    "store": [("sweeper.store.artifacts", f"ArtifactStore.{name}") for name in (
         "has_model", "has_query", "read_manifest", "write_manifest", "read_failures",
         "cell_state")] + [("sweeper.runner", "compact")],
-    "tracking": [("sweeper.tracking", "open_tracker"), ("sweeper.tracking", "SweepTracker.log_cell"),
-                 ("sweeper.tracking", "SweepTracker.log_artifact"),
-                 ("sweeper.tracking", "SweepTracker.finish")],
+    "tracking": [("sweeper.tracking.recorder", "open_tracker"), ("sweeper.tracking.recorder", "SweepTracker.log_cell"),
+                 ("sweeper.tracking.recorder", "SweepTracker.log_artifact"),
+                 ("sweeper.tracking.recorder", "SweepTracker.finish")],
     "figures": [("sweeper.listeners", "publish_figures")],
 }
 
@@ -226,7 +226,7 @@ def _descendants_cpu() -> dict[str, float]:
 def _worker_start_cpu(project: Path) -> float:
     """CPU seconds a fresh interpreter takes to import what a worker imports before its first
     task (Ray and the task bodies, with torch): every worker pays it outside any task."""
-    code = ("import time; import ray, sweeper.tasks; "
+    code = ("import time; import ray, sweeper.cluster.tasks; "
             "print(time.process_time())")
     done = subprocess.run([sys.executable, "-c", code], env=_environment(project),
                           capture_output=True, text=True, check=True)
@@ -291,7 +291,7 @@ def _overhead(project: Path, folder: Path, args: list[str], timeout: float) -> N
     fixed = data["driver_cpu"] + ray_cpu.get("ray", 0.0) + workers * start_cpu
     print(f"CPU seconds that no task overlaps: the driver {data['driver_cpu']:.1f} s (imports, "
           f"Ray's start, data, MLflow, figures), Ray's own processes {ray_cpu.get('ray', 0.0):.1f} s, "
-          f"{workers} workers' start-up {workers} × {start_cpu:.1f} s (ray and sweeper.tasks "
+          f"{workers} workers' start-up {workers} × {start_cpu:.1f} s (ray and sweeper.cluster.tasks "
           f"imported, measured apart): {fixed:.1f} s, so at least {fixed / cpus:.1f} s of wall = "
           f"{100 * fixed / cpus / wall:.1f} % even if all of it ran beside the tasks")
     print("phases of the driver (a phase's lazy imports count to it):")

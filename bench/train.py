@@ -15,7 +15,7 @@ measured in a fresh subprocess per (model, batch, mode), as a ratio to plain.  O
 present, or with `--device cuda`) the same runs on the GPU, synchronised around each step.
 
 `--routes` times, instead of steps, each convolution's ways to its per-record weight gradients
-(`jobs.layer_rules.METHODS`) and its two ways to its norms and clipped sum (keeping the
+(`jobs.layer_rules.conv2d.METHODS`) and its two ways to its norms and clipped sum (keeping the
 per-record gradients, book-keeping) on the whole batch, and marks what the engine picks.
 
 Two more sets of modes run in the same interleaved rounds:
@@ -46,7 +46,7 @@ from torch import nn
 
 from jobs.clipping import PerSampleClipper
 from jobs.host_memory import keep_freed_memory
-from jobs.layer_rules import METHODS
+from jobs.layer_rules.conv2d import METHODS
 from jobs.models import build_model
 
 #: Each shipped model with the input shape and classes its experiments train it on.
@@ -141,13 +141,13 @@ def _stacked_step_function(name: str, batch: int, k: int,
 def route_times(name: str, batch: int, rounds: int, device: torch.device) -> list[dict]:
     """Each convolution of `name` at `batch`, in milliseconds (medians of `rounds` interleaved
     rounds) on the whole batch in the engine's slices: each per-record route of
-    `jobs.layer_rules.METHODS` that takes the layer, and the route the engine picks (on a CPU by
-    geometry, `_cpu_method`; on a GPU by timing, `_fastest`); then both ways to the layer's
-    norms and clipped sum, as the engine runs them: keeping the per-record gradients (by the
+    `jobs.layer_rules.conv2d.METHODS` that takes the layer, and the route the engine picks (on
+    a CPU by geometry, `_cpu_method`; on a GPU by timing, `_fastest`); then both ways to the
+    layer's norms and clipped sum, as the engine runs them: keeping the per-record gradients (by the
     picked route, their norms, their weighted sum) and book-keeping (`norms`, Gram or per
     record, then one weighted weight gradient, `accumulate`), and which the engine keeps."""
-    from jobs.layer_rules import (Seen, _Conv2dRule, _cpu_method, _fastest, squared_norms,
-                                  takes, weighted_sum)
+    from jobs.layer_rules import Seen, squared_norms, weighted_sum
+    from jobs.layer_rules.conv2d import _Conv2dRule, _cpu_method, _fastest, takes
 
     shape, classes = MODELS[name]
     torch.manual_seed(0)
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
-    keep_freed_memory()  # as a sweep's task does (`sweeper.tasks`)
+    keep_freed_memory()  # as a sweep's task does (`sweeper.cluster.tasks`)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.probe_memory:

@@ -46,7 +46,7 @@ def free_port() -> int:
 
 
 def serve(uri: str, port: int) -> subprocess.Popen:
-    from sweeper.mlflow_ui import ui_command
+    from sweeper.tracking.ui import ui_command
 
     argv = shlex.split(ui_command(uri, port))
     server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -80,7 +80,7 @@ def main() -> int:
     from mlflow import MlflowClient
     from playwright.sync_api import sync_playwright
 
-    from sweeper.mlflow_ui import experiment_page, experiment_url
+    from sweeper.tracking.ui import experiment_page, experiment_url
 
     store = Path(args.store_root).resolve()
     uri = f"sqlite:///{store / 'mlflow.db'}"

@@ -18,7 +18,7 @@ exceed.  Smallest case: randomized response with ε = ln 3 is (0, 1/2)-DP; at p 
 For the sweep: `mechanism_for(ε, δ)` picks the exact mechanism for a grid cell,
 `release_membership` is its one release on the pool, and `describe` / `from_description` turn it
 into JSON-safe metadata and back.  The least bound over a mechanism's whole profile, the check
-itself, is `sweeper.bounds.audit.tightest_bound`: the bounds stay with the bounds, and this module
+itself, is `sweeper.bounds.proven.tightest_bound`: the bounds stay with the bounds, and this module
 (work inside a task) never imports the orchestration above it.
 """
 
@@ -93,7 +93,7 @@ class RandomizedResponse:
         """ln of the likelihood ratio at the (randomized) LR test with this TPR, clipped at 0.
 
         TPR ≤ q: accept (part of) the output 1, ratio e^ε; above q the output 0 is accepted too,
-        ratio e^-ε, clipped to 0.  See `sweeper.bounds.audit.tightest_bound` for why this is
+        ratio e^-ε, clipped to 0.  See `sweeper.bounds.proven.tightest_bound` for why this is
         the optimal ε'.
         """
         s = _checked("tpr", tpr, 0.0, 1.0)

@@ -51,7 +51,7 @@ class PdtpResult:
     """Per measured record (pool index in `record_ids`): the three PDTP estimates.
 
     The DTP-1 flag of an estimate is `estimate > DTP_THRESHOLD`, taken where it is reported
-    (`sweeper.cells.pdtp_row`), so it is not stored beside it.
+    (`sweeper.grid.cells.pdtp_row`), so it is not stored beside it.
     """
 
     record_ids: np.ndarray  # (records,) int64 pool indices of the measured members

@@ -33,7 +33,7 @@ class QueryKind:
     """A registered kind of question put to a stored model."""
 
     # How it is answered from the model's weights; None for a kind answered by retraining
-    # (PDTP: `sweeper.tasks.query_task` answers it with `jobs.pdtp.pdtp_table`).
+    # (PDTP: `sweeper.cluster.tasks.query_task` answers it with `jobs.pdtp.pdtp_table`).
     answer: Optional[Answer]
     # Asked about the model's whole training pool, not the evaluation records: the number of
     # evaluation records, which it does not read, then stays out of its key.

@@ -3,7 +3,7 @@
 With no experiment the quickstart runs: real MNIST digits that install with the package, on
 the CPU, in minutes.  Hydra composes the config (`conf/`); `--help` lists every group.
 
-Before anything runs, the preflight (`sweeper.preflight`) composes the configuration and checks
+Before anything runs, the preflight (`sweeper.checks.preflight`) composes the configuration and checks
 all of it: a refused one prints one `error:` message naming every problem (the field, the value
 given, what is allowed) and exits with code 2, before Ray starts and before anything is written.
 A plain run (one job, no Hydra options) then runs that same composition directly: Hydra composes
@@ -33,9 +33,9 @@ from jobs.datasets import DatasetUnavailable
 from sweeper import VERSION_TEXT, interrupts
 from sweeper.config import ConfigError, SweepConfig, register_schema, to_sweep_config
 from sweeper.credentials import hide_secret_values, scrub, scrub_override
-from sweeper.hydra_adapter import mask_launcher_echo, parse_command_line
-from sweeper.preflight import (CONF_DIR, CONFIG_NAME, check_command_line, command_line, composed,
-                              option_problems, own_jobs)
+from sweeper.checks.hydra_adapter import mask_launcher_echo, parse_command_line
+from sweeper.checks.preflight import (CONF_DIR, CONFIG_NAME, check_command_line, command_line,
+                                      composed, option_problems, own_jobs)
 from sweeper.summary import print_summary
 
 register_schema()  # before `main` composes: conf/config.yaml names the schema
@@ -62,8 +62,8 @@ def run(cfg: SweepConfig, validated: bool = False) -> int:
     the store: not twice)."""
     from sweeper.console import shown
     from sweeper.runner import run_sweep  # Ray, MLflow: imported once the configuration passed
-    from sweeper.files import disk_full
-    from sweeper.ray_start import RayStartFailed
+    from sweeper.store.files import disk_full
+    from sweeper.cluster.start import RayStartFailed
 
     try:
         with shown():

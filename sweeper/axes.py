@@ -3,11 +3,11 @@
 Why one declaration.  A coordinate listed by hand in each table, sort order, label and report is
 one a new axis can miss, and a report that misses one pools its values as if they were trials
 (two clip norms read as "2 trials").  So every coordinate is an `Axis`, and what needs the list
-derives it: the Parquet columns (`sweeper.columns`), `sweeper.plan.Cell.coordinates`, the sort
+derives it: the Parquet columns (`sweeper.store.columns`), `sweeper.grid.plan.Cell.coordinates`, the sort
 order, the pooling key every report and figure uses (`pooling_keys`), the labels, MLflow's
 params, the `grid` section (`sweeper.config.schema.GridConfig`: a list per grid axis, its
 default, its range checks, its registry, the alternative it may be given as), the smoke
-shrink (`sweeper.scale`), and the recipe axes the planner crosses (`RECIPE_AXES`).
+shrink (`sweeper.grid.scale`), and the recipe axes the planner crosses (`RECIPE_AXES`).
 
 Contract:
 * `AXES`: every coordinate, in column order; `pooled` marks the one reports pool over (trial).
@@ -75,7 +75,7 @@ class Axis:
     # The registry each value must name (attacks, policies, models), read when the check runs.
     choices: Optional[Callable[[], Collection]] = None
     alternative: Optional[Alternative] = None
-    # What `scale=smoke` keeps of the axis's values (`sweeper.scale`): at most two, small.
+    # What `scale=smoke` keeps of the axis's values (`sweeper.grid.scale`): at most two, small.
     smoke: Callable[[list], list] = _first_two
     # Read by DP-SGD alone (the clip norm): without DP one model serves every value.
     private_only: bool = False

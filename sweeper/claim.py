@@ -35,8 +35,8 @@ from typing import Any, Iterator, Optional
 from sweeper import interrupts
 from sweeper.config import ConfigError
 from sweeper.credentials import MASK
-from sweeper.files import DiskFull, LinkInStore, inside
-from sweeper.store import ArtifactStore, ManifestError
+from sweeper.store.files import DiskFull, LinkInStore, inside
+from sweeper.store.artifacts import ArtifactStore, ManifestError
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def held(store: ArtifactStore, name: str, wait: bool = False) -> Iterator[None]:
 
     The store's root is marked as one (`ArtifactStore.mark`).  The lock file is removed on
     release (with the folders made for it and a marker made now, so a refused sweep leaves
-    nothing behind); a symbolic link on its way is refused (`sweeper.files.inside`); a taker
+    nothing behind); a symbolic link on its way is refused (`sweeper.store.files.inside`); a taker
     checks that the file it locked is still the one at the path, since a holder may have
     removed it meanwhile."""
     if store.local_root is None:
@@ -116,7 +116,7 @@ def held(store: ArtifactStore, name: str, wait: bool = False) -> Iterator[None]:
                 logger.warning("sweep '%s': took over the lock left by %s (that process is gone)",
                                name, _describe(left))
             _write(handle, json.dumps(holder_line()), path)
-            marked = store.mark()  # a store from now on (`sweeper.store.store_root_problem`)
+            marked = store.mark()  # a store from now on (`sweeper.store.artifacts.store_root_problem`)
             yield
     finally:
         release()

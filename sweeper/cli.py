@@ -3,7 +3,7 @@
     sweeper [+experiment=NAME] [key=value ...]   run a sweep (exactly `python -m sweeper`)
     sweeper frontier [...]                        the frontier table and plots (`python -m sweeper.frontier`)
     sweeper bounds COMMAND [...]                  the bounds (`python -m sweeper.bounds`)
-    sweeper sync [...]                            log a sweep to MLflow again (`python -m sweeper.sync`)
+    sweeper sync [...]                            log a sweep to MLflow again (`python -m sweeper.tracking.sync`)
     sweeper --version
 
 Why one script with subcommands rather than `sweeper-frontier`, `sweeper-bounds`: one name to
@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 SUBCOMMANDS = {
     "frontier": "sweeper.frontier",
     "bounds": "sweeper.bounds.__main__",
-    "sync": "sweeper.sync",
+    "sync": "sweeper.tracking.sync",
 }
 
 

@@ -57,7 +57,7 @@ FRONTIER_FIGURE_COLUMNS = ["dataset", "model", "attack", "policy", "policy_uses_
 
 def _frontier_rows(root: Path, sweep: str) -> pd.DataFrame:
     from sweeper.frontier import load_frontier
-    from sweeper.store import ArtifactStore
+    from sweeper.store.artifacts import ArtifactStore
 
     frame = load_frontier(sweep, root)
     shadows = ArtifactStore(root).read_manifest(sweep).get("config", {}).get("shadow", {})
@@ -66,7 +66,7 @@ def _frontier_rows(root: Path, sweep: str) -> pd.DataFrame:
 
 
 def _draw_frontier(rows: pd.DataFrame) -> tuple[object, bool]:
-    from sweeper.reports.frontier import frontier_figure, frontier_title
+    from sweeper.reports.frontier_chart import frontier_figure, frontier_title
 
     shadows = rows["shadow_count"].iloc[0] if "shadow_count" in rows else None
     shadows = int(shadows) if shadows is not None and pd.notna(shadows) else None
@@ -81,7 +81,7 @@ def _audit_rows(root: Path, sweep: str) -> pd.DataFrame:
 
 
 def _draw_audit(rows: pd.DataFrame) -> tuple[object, bool]:
-    from sweeper.reports.audit import audit_epsilon_figure
+    from sweeper.reports.engine_audit import audit_epsilon_figure
 
     return audit_epsilon_figure(rows), True
 

@@ -13,17 +13,17 @@ The project's own exceptions, and what each command makes of them::
     ValueError                                 refused input: exit 2, one line, no traceback
      ├── sweeper.config.problems.ConfigError   every problem of a configuration at once
      │    └── sweeper.claim.SweepRefused       a sweep's name held, or its cells at stake
-     ├── sweeper.sync.SyncRefused              a `sweeper sync` command line
-     ├── sweeper.columns.SchemaError           a row or table that does not fit its columns
-     ├── sweeper.store.ManifestError           an unreadable `sweep.json`
-     └── sweeper.files.CorruptArtifact         a file failing its checksum: quarantined, redone
+     ├── sweeper.tracking.sync.SyncRefused              a `sweeper sync` command line
+     ├── sweeper.store.columns.SchemaError           a row or table that does not fit its columns
+     ├── sweeper.store.artifacts.ManifestError           an unreadable `sweep.json`
+     └── sweeper.store.files.CorruptArtifact         a file failing its checksum: quarantined, redone
     OSError
-     └── sweeper.files.DiskFull                a write the disk refused: the sweep stops, resumable
+     └── sweeper.store.files.DiskFull                a write the disk refused: the sweep stops, resumable
     ConnectionError
-     └── sweeper.sync.Unreachable              an MLflow server that did not answer (exit 1)
+     └── sweeper.tracking.sync.Unreachable              an MLflow server that did not answer (exit 1)
     RuntimeError
      ├── jobs.datasets.DatasetUnavailable      a dataset's files missing: named with URL and MD5
-     └── sweeper.ray_start.RayStartFailed      local Ray did not start, twice: one line, exit 1
+     └── sweeper.cluster.start.RayStartFailed      local Ray did not start, twice: one line, exit 1
     Exception
      └── sweeper.listeners.NotLanded           a cell a listener could not land (its failure record)
 """

@@ -20,8 +20,8 @@ import torch
 from sweeper.axes import BY_NAME
 from sweeper.credentials import scrub
 from sweeper.formats import format_epsilon
-from sweeper.files import disk_full
-from sweeper.store import CorruptArtifact
+from sweeper.store.files import disk_full
+from sweeper.store.artifacts import CorruptArtifact
 
 #: Exceptions raised inside a task that a retry can cure: memory that another task held, store
 #: I/O (a throttled or reset connection to S3), an input read while a duplicate rewrote it.

@@ -1,6 +1,6 @@
 """What every figure of the product shares: how it is saved, coloured, laid out and labelled.
 
-One drawing module for the frontier (`sweeper.reports.frontier`), the papers' reports
+One drawing module for the frontier (`sweeper.reports.frontier_chart`), the papers' reports
 (`sweeper.reports`) and the bounds' own figures (`sweeper.bounds.plots`), so a colour, an error
 bar or a label means the same thing in each (ε is written by `sweeper.formats`).
 

@@ -3,10 +3,10 @@
 `load_frontier` returns it as a pandas DataFrame (one row per cell), `summarize_frontier` pools
 each coordinate's trials into one row (the precision over trials, ΣTP/(ΣTP+ΣFP), with its exact
 Clopper–Pearson interval: the figures' rule), and `format_summary` / `format_table` print those
-as text a person reads; the figure is the frontier report's (`sweeper.reports.frontier`), which
+as text a person reads; the figure is the frontier report's (`sweeper.reports.frontier_chart`), which
 this command draws beside the experiment's own report.
 
-Both read the sweep's compacted results dataset (`sweeper.results`), adding cells that landed
+Both read the sweep's compacted results dataset (`sweeper.store.results`), adding cells that landed
 after it, and say how many of the sweep's cells are missing and why: a gap is never silent.
 
 Command line: `python -m sweeper.frontier --help`; exit codes in `EXIT_CODES`.
@@ -30,8 +30,9 @@ from sweeper import VERSION_TEXT
 from sweeper.axes import BY_NAME, GRID_AXES, pooling_keys, swept
 from sweeper.formats import format_epsilon, jsonable
 from sweeper.paths import file_problem
-from sweeper.results import CELLS_DATASET, Coverage, Results, load_results, sort_frontier
-from sweeper.store import ArtifactStore, ManifestError, check_sweep_name, split_sweep_location
+from sweeper.store.results import CELLS_DATASET, Coverage, Results, load_results, sort_frontier
+from sweeper.store.artifacts import (ArtifactStore, ManifestError, check_sweep_name,
+                                     split_sweep_location)
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def load_frontier(experiment: str = "quickstart", store_root: str | Path = "runs
     Raises:
         ValueError: `experiment` is not a valid sweep name (it becomes a path).
         FileNotFoundError: the store holds no such sweep.
-        sweeper.store.ManifestError: its `sweep.json` cannot be read (a ValueError).
+        sweeper.store.artifacts.ManifestError: its `sweep.json` cannot be read (a ValueError).
 
     Example:
         ```python

@@ -24,17 +24,17 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from sweeper.columns import SchemaError
+from sweeper.store.columns import SchemaError
 from sweeper.config import SweepConfig
 from sweeper.credentials import redact
 from sweeper.failures import Failure, cell_label, storing_failure
-from sweeper.plan import Cell
+from sweeper.grid.plan import Cell
 from sweeper.reports import draw, plot_frontier
-from sweeper.files import atomic_write_bytes
-from sweeper.store import ArtifactStore
-from sweeper.run_records import config_params, summary_metrics
-from sweeper.tracking import (SweepTracker, import_mlflow, mlflow_artifact_location, open_tracker,
-                              tracking_stamp)
+from sweeper.store.files import atomic_write_bytes
+from sweeper.store.artifacts import ArtifactStore
+from sweeper.tracking.run_records import config_params, summary_metrics
+from sweeper.tracking.recorder import (SweepTracker, import_mlflow, mlflow_artifact_location,
+                                       open_tracker, tracking_stamp)
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ MLflow's HTTP client and the S3 SDK retry an address that does not answer for mi
 7 retries with backoff, 248 s for `http://127.0.0.1:1`; an S3 `endpoint_override` that nothing
 serves: longer), and a sweep would meet them only after Ray started.  Each probe here is one
 connection, bounded by `PROBE_TIMEOUT_S`, and says what it could not reach in words (None: it
-answered).  Standard library only: `sweeper.sync` uses it without the sweep's stack.
+answered).  Standard library only: `sweeper.tracking.sync` uses it without the sweep's stack.
 """
 
 from __future__ import annotations

@@ -33,24 +33,24 @@ from omegaconf import OmegaConf
 from jobs.datasets import require_dataset
 from sweeper import claim, interrupts
 from sweeper.config import ConfigError, SweepConfig
-from sweeper.validation import validate
+from sweeper.checks.validation import validate
 from sweeper.console import Progress, forwarded
 from sweeper.credentials import redact, redact_tree
 from sweeper.failures import Failure, cell_label, classify, full_disk
 from sweeper.listeners import (FigureDrawer, Listeners, NotLanded, RowWriter, SweepEnd,
                                TrackingListener)
-from sweeper.plan import Cell, ModelSpec, SweepPlan, build_plan
+from sweeper.grid.plan import Cell, ModelSpec, SweepPlan, build_plan
 from sweeper.probes import not_mlflow_problem, store_endpoint_problem, tracking_server_problem
-from sweeper.ray_start import auth_hint, ray_session
-from sweeper.sweep_data import sweep_data
-from sweeper.results import CELLS_DATASET, compact, sort_frontier
-from sweeper.scale import scaled
-from sweeper.files import DiskFull, sweep_stale_parts
-from sweeper.store import ArtifactStore
+from sweeper.cluster.start import auth_hint, ray_session
+from sweeper.grid.sweep_data import sweep_data
+from sweeper.store.results import CELLS_DATASET, compact, sort_frontier
+from sweeper.grid.scale import scaled
+from sweeper.store.files import DiskFull, sweep_stale_parts
+from sweeper.store.artifacts import ArtifactStore
 from sweeper.task_times import KindTime, kind_times
-from sweeper.submission import (Submitted, check_cluster_resources, submit_attacks,
+from sweeper.cluster.submission import (Submitted, check_cluster_resources, submit_attacks,
                                 submit_queries, submit_training, task_options)
-from sweeper.tracking import default_tracking_uri
+from sweeper.tracking.recorder import default_tracking_uri
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class SweepResult:
 class Sweep:
     """A validated, planned sweep and what of it the store lacks (`prepare`)."""
 
-    cfg: SweepConfig  # scaled (`sweeper.scale`) and validated
+    cfg: SweepConfig  # scaled (`sweeper.grid.scale`) and validated
     plan: SweepPlan
     store: ArtifactStore
     data_dir: Path
@@ -312,7 +312,7 @@ def start_up(cfg: SweepConfig, plan: SweepPlan, data_dir: Path,
 def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: ArtifactStore,
              listeners: Listeners, progress: bool
              ) -> tuple[list[tuple[str, str]], int, dict[str, list[tuple[float, float]]]]:
-    """Submit the missing training, query and attack tasks (`sweeper.submission`); as each
+    """Submit the missing training, query and attack tasks (`sweeper.cluster.submission`); as each
     attack lands, tell the listeners of its cells (`_land`).  The failed cells, with their
     reasons, the models stored, and the finished tasks' spans by kind."""
     import ray

@@ -58,8 +58,8 @@ def mlflow_lines(result) -> list[str]:
     line's first `&` in the background): for a local store the `mlflow ui` command, then the
     URL of the sweep's page at the port the command names (`open_lines`); for a server, the
     URL.  Never an `mlflow ui` at a store that missed runs, or is gone: the backfill command."""
-    from sweeper.store import split_sweep_location
-    from sweeper.mlflow_ui import open_lines, tracking_server
+    from sweeper.store.artifacts import split_sweep_location
+    from sweeper.tracking.ui import open_lines, tracking_server
 
     if result.tracking_warning:
         root, _ = split_sweep_location(result.sweep_dir)

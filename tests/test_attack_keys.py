@@ -14,12 +14,13 @@ import pytest
 
 import jobs.attacks
 from jobs.attack_registry import GRADIENT_CANARIES
-from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, holdout_scores, settings_items
+from jobs.attack_registry import settings_items
+from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, holdout_scores
 from jobs.policies import QUANTILE_MAX
 from jobs.queries import QUERIES
 from jobs.registry import Registry
 from sweeper.config import SweepConfig
-from sweeper.plan import AttackSpec, ask_models, build_plan
+from sweeper.grid.plan import AttackSpec, ask_models, build_plan
 
 CONFIG_FIELDS = [field.name for field in dataclasses.fields(AttackSettings)]
 
@@ -75,7 +76,7 @@ def test_an_attack_is_handed_its_own_frozen_settings_and_nothing_else(attack):
     # The scoring function (and the query it asks) is declared to take exactly that type.
     hints = typing.get_type_hints(registered.score, localns=vars(jobs.attacks))
     assert hints["settings"] is registered.settings_type
-    # Its key's items give the same settings back, as `sweeper.tasks.attack_task` rebuilds them.
+    # Its key's items give the same settings back, as `sweeper.cluster.tasks.attack_task` rebuilds them.
     settings = registered.settings_from(AttackSettings())
     assert registered.settings_of(settings_items(settings)) == settings
     assert [name for name, _ in settings_items(settings)] == own_fields(attack)
@@ -169,7 +170,7 @@ CHANGED = AttackSettings(lira_variance="global", augment_flip=True, augment_shif
 @pytest.mark.parametrize("label, config", [("defaults", AttackSettings()), ("changed", CHANGED)])
 def test_stored_scores_keep_their_keys(label, config, monkeypatch):
     # At the artifact version they were stored under: a version bump re-keys everything on purpose.
-    monkeypatch.setattr("sweeper.plan.ARTIFACT_VERSION", 3)
+    monkeypatch.setattr("sweeper.grid.plan.ARTIFACT_VERSION", 3)
     keys = {}
     for name, attack in ATTACKS.items():
         settings = attack.settings_from(config)

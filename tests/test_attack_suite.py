@@ -74,7 +74,7 @@ def test_no_attack_proves_a_violation_against_a_small_epsilon_model(ray_local, m
 def test_pdtp_cells_report_both_estimates_and_their_per_record_scores(ray_local, make_tiny_config,
                                                                       tmp_path):
     from sweeper.frontier import format_table
-    from sweeper.store import ArtifactStore
+    from sweeper.store.artifacts import ArtifactStore
 
     cfg = make_tiny_config(tmp_path)
     cfg.grid.epsilon = [math.inf]

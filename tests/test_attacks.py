@@ -7,8 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, NoSettings, always_member, lira_offline, \
-    lira_online, logit_confidence, loss_threshold
+from jobs.attack_registry import NoSettings
+from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, always_member, loss_threshold
+from jobs.lira import lira_offline, lira_online
+from jobs.signals import logit_confidence
 
 
 def own(attack: str, **changes):

@@ -13,8 +13,9 @@ import pytest
 from scipy.stats import binom
 
 from jobs.metrics import OperatingPoint
-from sweeper.plan import AttackSpec, Cell
-from sweeper.cells import VIOLATION_TESTS, audit_from_precision, audit_from_rates, violation_test
+from sweeper.grid.plan import AttackSpec, Cell
+from sweeper.grid.cells import (VIOLATION_TESTS, audit_from_precision, audit_from_rates,
+                                violation_test)
 
 
 def log_pmf(k: int, n: int, rate: float) -> float:

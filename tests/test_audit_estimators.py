@@ -1,4 +1,4 @@
-"""The canary audit estimators of `sweeper.bounds.audit`, against their authors' rules re-derived
+"""The canary audit estimators of `sweeper.bounds.proven`, against their authors' rules re-derived
 here, cases solved by hand, and mechanisms whose privacy is known exactly.
 
 The rules re-implemented independently: Clopper–Pearson from `scipy.stats.beta.ppf`; the Gaussian
@@ -26,7 +26,7 @@ from sweeper.bounds import (bound_profile, best_one_run_epsilon, dpsgd_privacy_p
                             epsilon_one_run, gaussian_dp_mu, one_run_guesses, precision_bound,
                             tightest_bound)
 from sweeper.bounds.profile import _PrvProfile
-from sweeper.cells import audit_from_rates
+from sweeper.grid.cells import audit_from_rates
 
 # --------------------------------------------------------------------------- references
 
@@ -197,7 +197,7 @@ def test_one_run_all_right_has_a_closed_form_at_any_p():
 
 def test_one_run_p_value_rises_with_epsilon():
     """So the root found is the least ε whose claim survives: every smaller ε is rejected."""
-    from sweeper.bounds.audit import _one_run_p_value
+    from sweeper.bounds.proven import _one_run_p_value
 
     grid = np.linspace(0.0, 6.0, 121)
     for m, r, v, delta in [(10_000, 1000, 700, 1e-5), (1000, 100, 90, 1e-4), (400, 200, 150, 1e-3)]:
@@ -540,7 +540,7 @@ def test_the_family_audit_rules_out_a_correct_mechanism_at_most_alpha_of_the_tim
     σ = 1, 20 steps) whose observations are exactly DP-SGD's at the claimed noise.  A level-α
     claim may be wrong in α of them (a binomial tail at 1e-6 allows more); the Bonferroni ends
     make it far rarer.  With half the noise it is ruled out nearly always."""
-    from sweeper.audits import threshold_counts
+    from sweeper.bounds.audit_columns import threshold_counts
     from sweeper.bounds import noise_ruled_out
 
     rng = np.random.default_rng(29)
@@ -562,7 +562,7 @@ def test_the_family_audit_proves_no_more_than_the_mechanism_spends():
     stays under the mechanism's own (PRV) ε at δ, and is a fair share of it."""
     from opacus.accountants import PRVAccountant
 
-    from sweeper.audits import threshold_counts
+    from sweeper.bounds.audit_columns import threshold_counts
     from sweeper.bounds import family_audit, noise_ruled_out
 
     rng = np.random.default_rng(30)

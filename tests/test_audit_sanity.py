@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-import sweeper.audits as audits
+import sweeper.bounds.audit_columns as audits
 import sweeper.bounds.family as family
 from jobs.metrics import quantile_max
-from sweeper.audits import AUDIT_COLUMNS, Training, audit_epsilons, law_claim, threshold_counts
+from sweeper.bounds.audit_columns import (AUDIT_COLUMNS, Training, audit_epsilons, law_claim,
+                                          threshold_counts)
 from sweeper.bounds import best_one_run_epsilon, epsilon_clopper_pearson, epsilon_from_rates
-from sweeper.cells import audit_from_precision, audit_from_rates
+from sweeper.grid.cells import audit_from_precision, audit_from_rates
 
 ALPHA, DELTA, CANARIES, AUDITS = 0.2, 1e-5, 200, 50
 #: Full-batch DP-SGD (the family audit's profile in closed form, so the test stays quick).

@@ -34,9 +34,9 @@ def test_the_grid_section_and_its_checks_are_the_axes_declarations(tiny_config, 
     an axis given both ways is refused with what relates them."""
     import dataclasses
 
-    import sweeper.config.checks as checks
+    import sweeper.checks.sections as checks
     from sweeper.axes import GRID_AXES
-    from sweeper.config.checks import section_problems
+    from sweeper.checks.sections import section_problems
     from sweeper.config.schema import GridConfig
 
     fields = {spec.name: spec for spec in dataclasses.fields(GridConfig)}
@@ -68,8 +68,8 @@ def test_a_cell_run_is_named_by_the_value_of_each_swept_training_setting(tiny_co
 
     from sweeper.axes import BY_NAME, swept_in
     from sweeper.failures import cell_label
-    from sweeper.plan import build_plan
-    from sweeper.run_records import cell_run_name, config_params, swept_recipe
+    from sweeper.grid.plan import build_plan
+    from sweeper.tracking.run_records import cell_run_name, config_params, swept_recipe
 
     tiny_config.grid.epsilon, tiny_config.grid.p, tiny_config.grid.attack = [2.0], [0.5], ["loss"]
     tiny_config.grid.max_grad_norm = [0.5, 2.0]
@@ -95,7 +95,7 @@ def test_a_cell_run_is_named_by_the_value_of_each_swept_training_setting(tiny_co
 def test_a_swept_clip_norm_gives_separate_rows_and_points_end_to_end(ray_local, make_tiny_config,
                                                                      tmp_path, capsys):
     from sweeper.frontier import main, summarize_frontier
-    from sweeper.run_records import frontier_series
+    from sweeper.tracking.run_records import frontier_series
     from sweeper.runner import run_sweep
 
     cfg = make_tiny_config(tmp_path)
@@ -108,8 +108,8 @@ def test_a_swept_clip_norm_gives_separate_rows_and_points_end_to_end(ray_local, 
     assert set(rows["epochs"]) == {cfg.train.epochs} and set(rows["batch_size"]) == {cfg.train.batch_size}
     assert rows.groupby("max_grad_norm")["model_key"].nunique().to_dict() == {0.5: 2, 2.0: 2}
     # Each DP model sampled at 1/⌈public size / B⌉ (Opacus's rule on the expected size).
-    from sweeper.plan import build_plan
-    from sweeper.store import ArtifactStore
+    from sweeper.grid.plan import build_plan
+    from sweeper.store.artifacts import ArtifactStore
 
     store = ArtifactStore(cfg.store.root)
     for key, spec in build_plan(cfg).models.items():
@@ -135,7 +135,7 @@ def test_a_swept_clip_norm_gives_separate_rows_and_points_end_to_end(ray_local, 
     # Each cell's MLflow run is named by its clip norm, as the sweep logged it.
     from mlflow import MlflowClient
 
-    from sweeper.tracking import PARENT_TAG
+    from sweeper.tracking.recorder import PARENT_TAG
 
     client = MlflowClient(tracking_uri=result.tracking_uri)
     experiment = client.get_experiment_by_name(cfg.tracking.experiment)
@@ -150,9 +150,9 @@ def test_a_swept_model_trains_each_architecture_and_keeps_them_apart(ray_local, 
     targets and shadows (the model key holds it), its rows carry it, K is chosen per
     architecture, every check that reads the architecture runs for each value, and the
     frontier keeps the architectures apart."""
-    from sweeper.config.checks import section_problems
+    from sweeper.checks.sections import section_problems
     from sweeper.frontier import main, summarize_frontier
-    from sweeper.plan import build_plan, models_per_task
+    from sweeper.grid.plan import build_plan, models_per_task
     from sweeper.runner import run_sweep
 
     cfg = make_tiny_config(tmp_path)
@@ -184,7 +184,7 @@ def test_a_swept_model_trains_each_architecture_and_keeps_them_apart(ray_local, 
 def test_each_swept_architecture_is_checked_as_model_name_is(tiny_config):
     """A grid.model value that does not fit the dataset is refused by the same check that
     refuses such a model.name, named by its grid value; an unknown one by the registry."""
-    from sweeper.config.checks import section_problems
+    from sweeper.checks.sections import section_problems
 
     tiny_config.grid.model = [tiny_config.model.name, "membership_mechanism", "tanh_mlp6"]
     problems = section_problems(tiny_config)

@@ -1,6 +1,6 @@
 """Malformed configurations are refused before Ray starts: one message, every problem, exit code 2.
 
-Each case is a command line (Hydra overrides) run through `sweeper.preflight.preflight`, the check
+Each case is a command line (Hydra overrides) run through `sweeper.checks.preflight.preflight`, the check
 `python -m sweeper` makes before anything else.  Each refusal must name the field, the value given
 and what is allowed (or the close matches), and leave nothing behind: the sweep's store folder is
 never created, and no MLflow database appears.  The command's own refusals (exit code 2, one
@@ -23,7 +23,7 @@ from typing import Optional
 import pytest
 
 from sweeper.config import ConfigError, SweepConfig
-from sweeper.preflight import preflight
+from sweeper.checks.preflight import preflight
 from testkit.in_process import run_command
 
 REPO = Path(__file__).resolve().parents[1]
@@ -717,7 +717,7 @@ def test_sync_probes_a_dead_tracking_server_once(tmp_path, closed_port):
         '{"name": "q", "sweep_key": "k", "cells": ["c"], "config": {"tracking": '
         f'{{"uri": "{uri}", "experiment": "sweeper"}}}}}}')
     for args in (["--tracking-uri", uri], []):  # named on the command line, or the sweep's own
-        result, seconds = run_command("sweeper.sync", "--experiment", "q",
+        result, seconds = run_command("sweeper.tracking.sync", "--experiment", "q",
                                       "--store-root", str(tmp_path / "runs"), *args, cwd=tmp_path)
         assert result.returncode == 1, result.stderr[-2000:]
         assert f"'{uri}': the MLflow server does not answer" in result.stderr
@@ -765,7 +765,7 @@ def test_requests_no_node_can_meet_are_refused_before_submitting(ray_local):
     """Item 8, a cluster's side: on main a task asking 64 CPUs of 2-CPU nodes waited for ever
     ("No available node types can fulfill resource request").  The sweep reads the cluster's
     nodes once Ray is up and refuses before anything is submitted or written."""
-    from sweeper.submission import check_cluster_resources
+    from sweeper.cluster.submission import check_cluster_resources
 
     cpus = max(node["Resources"].get("CPU", 0) for node in ray_local.nodes() if node["Alive"])
     cfg = SweepConfig()

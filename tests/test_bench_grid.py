@@ -36,7 +36,7 @@ def test_the_grid_benchmark_runs_reduced_and_reports_every_packing():
 
 def test_the_grid_benchmark_trains_with_the_sweeps_options_as_overridden():
     """`bench.grid` measures what a sweep would run: its overrides reach the training options
-    (`sweeper.plan.train_options_of`), and the defaults are the sweep's."""
+    (`sweeper.grid.plan.train_options_of`), and the defaults are the sweep's."""
     from bench.grid import grid_shape
     from jobs.training import TrainOptions
 

@@ -20,8 +20,8 @@ from jobs.canaries import CanaryDesign
 from jobs.datasets import load_dataset
 from jobs.models import build_model
 from jobs.training import TrainSettings
-from sweeper.audits import Training, audit_epsilons, best_valid, gdp_estimate_uncorrected, \
-    valid_audits
+from sweeper.bounds.audit_columns import (Training, audit_epsilons, best_valid,
+                                          gdp_estimate_uncorrected, valid_audits)
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +99,7 @@ def test_the_runs_are_independent_trials_and_the_estimate_never_a_proof():
     import pandas as pd
 
     from jobs.attacks import ATTACKS
-    from sweeper.reports.audit import threat_model_table
+    from sweeper.reports.engine_audit import threat_model_table
 
     attack = ATTACKS["canary_crafted_final"]
     assert attack.independent and attack.threat_model == "black_box_final"

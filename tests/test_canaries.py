@@ -178,7 +178,7 @@ def test_stacked_models_hold_their_canaries_as_trained_alone(mnist):
 
 
 def test_resume_restores_the_canaries_exactly(mnist, tmp_path, monkeypatch):
-    from sweeper.store import ArtifactStore
+    from sweeper.store.artifacts import ArtifactStore
 
     canaries = canaries_for(mnist, design(gradients=300))
     settings = recipe(2.0, steps=4, batch=100)

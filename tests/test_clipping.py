@@ -209,10 +209,10 @@ def test_a_book_keeping_convolution_without_gram_norms_equals_opacus(monkeypatch
     """A GPU's path past `GPU_CHUNK_FLOATS` for a layer whose norms are not of Gram form: each
     record's weight gradient for its norm, slice by slice, then one weighted weight gradient
     for the sum (a CPU keeps such a layer's per-record gradients instead)."""
-    from jobs.layer_rules import _Conv2dRule
+    from jobs.layer_rules.conv2d import _Conv2dRule
 
     monkeypatch.setattr(_Conv2dRule, "keeps_samples", lambda self, seen, grad, parameters: False)
-    monkeypatch.setattr("jobs.layer_rules.CHUNK_FLOATS", 40_000)  # a few records a slice
+    monkeypatch.setattr("jobs.layer_rules.conv2d.CHUNK_FLOATS", 40_000)  # a few records a slice
     torch.manual_seed(1)
     x = torch.randn(9, 64, 8, 8)
     _assert_matches_opacus(_Head(nn.Conv2d(64, 64, 3, padding=1), 64 * 64), x,
@@ -228,7 +228,7 @@ def test_each_per_record_route_equals_opacus_in_either_layout(monkeypatch, metho
     per-sample reference, computed on a contiguous copy of the same model."""
     import copy
 
-    from jobs.layer_rules import METHODS, _Conv2dRule
+    from jobs.layer_rules.conv2d import METHODS, _Conv2dRule
 
     monkeypatch.setattr(_Conv2dRule, "keeps_samples", lambda self, seen, grad, parameters: True)
     taken = []
@@ -268,7 +268,7 @@ def test_every_per_record_route_is_each_records_own_gradient(kernel, stride, pad
     have, against torch's own convolution backward run on one record at a time; a route
     refuses a geometry it cannot take (shifted products a stride, rows a dilation) rather than
     answer wrongly, and a CPU never picks one that refuses."""
-    from jobs.layer_rules import METHODS, _cpu_method, takes
+    from jobs.layer_rules.conv2d import METHODS, _cpu_method, takes
 
     torch.manual_seed(3)
     conv = nn.Conv2d(4, 6, kernel, stride=stride, padding=padding, dilation=dilation).double()
@@ -291,10 +291,10 @@ def test_every_per_record_route_is_each_records_own_gradient(kernel, stride, pad
 @pytest.mark.parametrize("kernel, stride, padding, dilation, size", GEOMETRIES)
 def test_gram_norms_are_each_records_own_squared_norm(kernel, stride, padding, dilation, size,
                                                       layout):
-    """The Gram form of the norms (`jobs.field_grams`: the input pixels' Gram phase by phase, summed
-    over the kernel's offsets; the unfolded fields' when dilated) on the same geometries, against
-    the squared norm of torch's own per-record weight gradient."""
-    from jobs.layer_rules import _Conv2dRule
+    """The Gram form of the norms (`jobs.layer_rules.conv2d.field_grams`: the input pixels'
+    Gram phase by phase, summed over the kernel's offsets; the unfolded fields' when dilated) on
+    the same geometries, against the squared norm of torch's own per-record weight gradient."""
+    from jobs.layer_rules.conv2d import _Conv2dRule
 
     torch.manual_seed(4)
     conv = nn.Conv2d(4, 6, kernel, stride=stride, padding=padding, dilation=dilation).double()
@@ -361,7 +361,7 @@ def test_layer_outputs_are_not_held_after_the_forward_pass():
 @pytest.mark.parametrize("kernel, stride, padding", [(3, 1, 1), (4, 2, 0), (8, 2, 2), ((3, 2), (1, 2), (2, 0))])
 def test_fast_unfold_is_torch_unfold(kernel, stride, padding):
     """The Gram form's strided-view unfold against torch's own im2col (`F.unfold`)."""
-    from jobs.layer_rules import _Conv2dRule
+    from jobs.layer_rules.conv2d import _Conv2dRule
 
     conv = nn.Conv2d(3, 4, kernel, stride=stride, padding=padding)
     x = torch.randn(5, 3, 11, 9)

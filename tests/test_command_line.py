@@ -96,7 +96,7 @@ def test_noop_rerun_loads_no_mlflow_matplotlib_or_ray_yet_backfills_mlflow(tmp_p
                                                                           make_tiny_overrides):
     from mlflow import MlflowClient
 
-    from sweeper.tracking import CELL_KEY_TAG, PARENT_TAG
+    from sweeper.tracking.recorder import CELL_KEY_TAG, PARENT_TAG
 
     root = tmp_path / "runs"
     args = make_tiny_overrides(root, name="again", **{
@@ -192,7 +192,7 @@ def test_bounds_plot_into_an_unwritable_folder_is_one_error_line(tmp_path):
 
 def test_sync_refuses_credentials_and_names_that_leave_the_store(tmp_path):
     root = tmp_path / "runs"
-    result, _ = run_command("sweeper.sync", "--store-root", str(root), "--experiment", "x",
+    result, _ = run_command("sweeper.tracking.sync", "--store-root", str(root), "--experiment", "x",
                             "--tracking-uri", "http://alice:hunter2@127.0.0.1:5000", cwd=tmp_path)
     assert result.returncode == 2
     assert "--tracking-uri='http://alice:***@127.0.0.1:5000'" in result.stderr
@@ -207,7 +207,7 @@ def test_sync_refuses_credentials_and_names_that_leave_the_store(tmp_path):
         "name": "x", "sweep_key": "k", "cells": [], "tracking_uri": "",
         "config": {"tracking": {"uri": None, "experiment": "sweeper"}}}))
     env_uri = {"MLFLOW_TRACKING_URI": "http://alice:hunter2@127.0.0.1:5000"}
-    result, _ = run_command("sweeper.sync", "--store-root", str(root), "--experiment", "x",
+    result, _ = run_command("sweeper.tracking.sync", "--store-root", str(root), "--experiment", "x",
                             cwd=tmp_path, env=env_uri)
     assert result.returncode == 2, result.stderr
     assert "MLFLOW_TRACKING_URI='http://alice:***@127.0.0.1:5000'" in result.stderr
@@ -216,7 +216,7 @@ def test_sync_refuses_credentials_and_names_that_leave_the_store(tmp_path):
     outside = tmp_path / "outside"
     (outside / "sweep.json").parent.mkdir()
     (outside / "sweep.json").write_text("{}")
-    result, _ = run_command("sweeper.sync", "--store-root", str(root), "--experiment",
+    result, _ = run_command("sweeper.tracking.sync", "--store-root", str(root), "--experiment",
                             "../../outside", cwd=tmp_path)
     assert result.returncode == 2
     assert "--experiment='../../outside'" in result.stderr and "no '/'" in result.stderr

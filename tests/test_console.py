@@ -47,7 +47,7 @@ def test_the_console_script_is_declared_and_dispatches(capsys):
     assert done.value.code == 0 and "usage: sweeper frontier" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("module", ["sweeper.frontier", "sweeper.bounds.__main__", "sweeper.sync"])
+@pytest.mark.parametrize("module", ["sweeper.frontier", "sweeper.bounds.__main__", "sweeper.tracking.sync"])
 def test_every_tool_prints_sweepers_version(module, capsys):
     tool = __import__(module, fromlist=["main"])
     try:  # argparse's version action exits 0; `bounds` turns its exits into return codes
@@ -93,7 +93,7 @@ def test_installed_script_runs_and_completes_in_bash():
 def test_epsilon_names_in_task_and_run_names_read_the_same():
     """The Ray dashboard's task names and MLflow's run names write ∞ as ∞, like the tables."""
     from sweeper.runner import cell_label
-    from sweeper.run_records import cell_run_name
+    from sweeper.tracking.run_records import cell_run_name
 
     cell = SimpleNamespace(attack="lira_online", policy="quantile_max", epsilon=math.inf,
                            delta=1e-5, p=0.5, trial=0, recipe=(("max_grad_norm", 0.5),), swept=())

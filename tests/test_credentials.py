@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sweeper.credentials import (redact, redact_tree, scrub, scrub_override, uri_credentials,
                                  value_credentials)
-from sweeper.store import is_uri, split_sweep_location
-from sweeper.run_records import config_params
+from sweeper.store.artifacts import is_uri, split_sweep_location
+from sweeper.tracking.run_records import config_params
 
 
 def test_uris_lose_passwords_tokens_and_secret_queries():

@@ -27,7 +27,7 @@ import jobs.datasets as datasets
 from jobs.datasets import (DATASETS, DatasetUnavailable,
                            RemoteFile, images, load_dataset, md5sum, pool_records, register_dataset,
                            require_dataset, synthetic_dataset, tabular)
-from jobs.datasets.files import NOT_PINNED
+from jobs.datasets.pinned_files import NOT_PINNED
 from jobs.datasets.synthetic import MEMBERSHIP_POOL, SYNTHETIC_POOL
 
 FIXTURES = Path(__file__).parent / "data_fixtures"
@@ -214,7 +214,7 @@ def test_corrupted_files_are_refused_not_used(name, tmp_path, monkeypatch):
 
 def test_failed_download_leaves_no_partial_file(tmp_path, monkeypatch):
     # No network here: the download fails, and the message says so (no retries' back-off).
-    monkeypatch.setattr("jobs.datasets.files.DOWNLOAD_RETRIES", 0)
+    monkeypatch.setattr("jobs.datasets.pinned_files.DOWNLOAD_RETRIES", 0)
     monkeypatch.setattr(images, "CIFAR10_ARCHIVE",
                         RemoteFile("cifar-10-python.tar.gz", "http://127.0.0.1:9/nothing", "0" * 32))
     with pytest.raises(DatasetUnavailable, match="download from http://127.0.0.1:9/nothing failed"):
@@ -559,9 +559,9 @@ def test_a_download_is_checked_against_its_pinned_md5_and_lands_whole(tmp_path, 
     import threading
     from functools import partial
 
-    from jobs.datasets.files import fetch_all
+    from jobs.datasets.pinned_files import fetch_all
 
-    monkeypatch.setattr("jobs.datasets.files.DOWNLOAD_RETRIES", 0)  # no back-off on the refusal
+    monkeypatch.setattr("jobs.datasets.pinned_files.DOWNLOAD_RETRIES", 0)  # no back-off on the refusal
     served = tmp_path / "served"
     served.mkdir()
     payload = bytes(range(256)) * 40

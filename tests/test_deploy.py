@@ -107,8 +107,8 @@ def sweeper_argv(argv: list[str]) -> list[str] | None:
 @pytest.fixture(scope="module")
 def validated(compose_config):
     """Compose `python -m sweeper ARGS` as the entry point would, then validate it as a sweep does."""
-    from sweeper.validation import validate
-    from sweeper.scale import scaled
+    from sweeper.checks.validation import validate
+    from sweeper.grid.scale import scaled
 
     def run(args: list[str]):
         experiments = [a for a in args if re.match(r"^[+~]?experiment=", a)]

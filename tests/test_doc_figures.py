@@ -30,7 +30,7 @@ def test_a_label_the_code_changed_is_caught_and_redrawn(tmp_path, monkeypatch, c
     shutil.copytree(DOCS / doc_figures.DATA, docs / doc_figures.DATA)
     for figure in DOC_FIGURES:
         shutil.copy(DOCS / figure.png, docs / figure.png)
-    monkeypatch.setattr("sweeper.reports.frontier.BOUND_TEXT", "a bound, said otherwise")
+    monkeypatch.setattr("sweeper.reports.frontier_chart.BOUND_TEXT", "a bound, said otherwise")
     (problem,) = stale_figures(docs)
     assert problem.startswith("quickstart_frontier.png: drawn with other words")
     assert "a bound, said otherwise" in problem

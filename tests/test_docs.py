@@ -79,7 +79,7 @@ def search_separator() -> str:
 #: How commands are spelled: the installed script for the product's four, `python -m` for the
 #: maintainers' tools (docs/commands.md); these spellings are the other forms, not used (a
 #: job's entry point, `"$PWD/.venv/bin/sweeper"`, is a path Ray runs, not a command typed).
-OTHER_SPELLINGS = re.compile(r"(?<!\$PWD/)\.venv/bin/(?:python|sweeper)\b|python -m sweeper(?:\.(?:frontier|bounds|sync))?(?![.\w])")
+OTHER_SPELLINGS = re.compile(r"(?<!\$PWD/)\.venv/bin/(?:python|sweeper)\b|python -m sweeper(?:\.(?:frontier|bounds|tracking\.sync))?(?![.\w])")
 def test_the_readme_is_read_in_ten_minutes():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move detail into docs/"
@@ -125,7 +125,7 @@ def test_the_api_page_documents_what_a_user_imports(site):
     for name in ("sweeper.frontier.load_frontier", "sweeper.frontier.summarize_frontier",
                  "sweeper.bounds.thudi.precision_bound", "sweeper.bounds.planning.epsilon_for_precision",
                  "sweeper.bounds.planning.max_sampling_rate", "sweeper.bounds.planning.deletion_capacity",
-                 "sweeper.columns.Column", "sweeper.columns.CELL_COLUMNS"):
+                 "sweeper.store.columns.Column", "sweeper.store.columns.CELL_COLUMNS"):
         assert f'id="{name}"' in page, name
     assert "A sweep&#39;s results as a DataFrame" in page or "A sweep's results as a DataFrame" in page
     assert "Largest ε whose bound" in page  # epsilon_for_precision's docstring, rendered

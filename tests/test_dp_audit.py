@@ -19,9 +19,9 @@ import jobs.clipping as clipping
 import jobs.steps as steps
 import jobs.training as training
 from sweeper.bounds import last_iterate_epsilon
-from sweeper.plan import build_plan
-from sweeper.sweep_data import sweep_data
-from sweeper.tasks import attack_task, train_task
+from sweeper.grid.plan import build_plan
+from sweeper.grid.sweep_data import sweep_data
+from sweeper.cluster.tasks import attack_task, train_task
 
 DETECTOR = ["grid.epsilon=[2]", "grid.p=[0.5]", "grid.trial=[0]",
             "grid.attack=[canary_gradient_iterates]", "attack.canary_gradient_count=2000"]
@@ -129,7 +129,7 @@ def test_an_accountant_given_half_the_sampling_rate_is_flagged_at_the_rates_peop
 
 
 def test_a_training_within_its_budget_is_never_an_accounting_violation():
-    from sweeper.cells import overspent
+    from sweeper.grid.cells import overspent
 
     assert not overspent({"epsilon_spent": 2.0 * (1 + 1e-7)}, 2.0)
     assert overspent({"epsilon_spent": 2.0 * (1 + 1e-5)}, 2.0)
@@ -146,7 +146,7 @@ def test_a_training_within_its_budget_is_never_an_accounting_violation():
 ])
 def test_canary_settings_that_cannot_work_are_refused_before_any_work(compose_config, override,
                                                                        named):
-    from sweeper.validation import find_problems
+    from sweeper.checks.validation import find_problems
 
     assert not find_problems(compose_config("dpsgd_audit", []))
     problems = find_problems(compose_config("dpsgd_audit", [override]))
@@ -155,7 +155,7 @@ def test_canary_settings_that_cannot_work_are_refused_before_any_work(compose_co
 
 def test_data_without_room_for_the_gradient_canaries_is_refused(compose_config):
     """Synthetic images have no blank feature, so no weight is left that no record moves."""
-    from sweeper.config.checks import ConfigError
+    from sweeper.checks.sections import ConfigError
 
     cfg = compose_config("dpsgd_audit", ["dataset.synthetic=true", "scale=smoke"])
     with pytest.raises(ConfigError, match="canary_gradient_count"):
@@ -170,7 +170,7 @@ def test_only_the_audits_valid_for_a_cell_may_flag_it():
 
     import numpy as np
 
-    from sweeper.audits import Training, audit_epsilons, valid_audits, violations
+    from sweeper.bounds.audit_columns import Training, audit_epsilons, valid_audits, violations
 
     proven = {"epsilon_audit_cp": 9.0, "epsilon_audit_gdp": 9.0, "epsilon_audit_one_run": math.nan,
               "epsilon_audit_one_run_fdp": math.nan}

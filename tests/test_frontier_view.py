@@ -11,8 +11,8 @@ import pytest
 from scipy.stats import beta
 
 from sweeper.frontier import EXIT_OK, EXIT_REFUSED, _parser, main as frontier_main
-from sweeper.results import compact
-from sweeper.store import ArtifactStore
+from sweeper.store.results import compact
+from sweeper.store.artifacts import ArtifactStore
 
 #: (attack, ε, p, trial) → (TP, FP, violation): two trials per coordinate.
 CELLS = {

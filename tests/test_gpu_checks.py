@@ -69,10 +69,11 @@ def test_noise_replayed_from_one_generator_state_fails_the_check(digits):
 def contributions(route: str, monkeypatch) -> tuple[torch.Tensor, float]:
     """Every record's clipped contribution through `mnist_cnn` on the CPU, each layer keeping
     per-record gradients ("keep") or book-keeping ("book-keep"), C small enough to clip all."""
-    import jobs.layer_rules as layer_rules
+    from jobs.layer_rules.base import _Rule
+    from jobs.layer_rules.conv2d import _Conv2dRule
 
     keep = route == "keep"
-    for rule in (layer_rules._Rule, layer_rules._Conv2dRule):
+    for rule in (_Rule, _Conv2dRule):
         monkeypatch.setattr(rule, "keeps_samples", lambda self, *args: keep)
     torch.manual_seed(0)
     model = build_model("mnist_cnn", (1, 28, 28), 10)

@@ -1,6 +1,6 @@
 """Ray's GPU scheduling of training tasks, on a machine without a GPU: a real Ray told it has
 one GPU (Ray schedules declared resources and sets CUDA_VISIBLE_DEVICES whatever the hardware),
-the sweep's own submission (`sweeper.submission.submit_training`), real training tasks."""
+the sweep's own submission (`sweeper.cluster.submission.submit_training`), real training tasks."""
 
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ DRIVER = textwrap.dedent('''
     from ray.util.state import list_tasks
 
     from conftest import build_tiny_config
-    from sweeper.plan import build_plan
-    from sweeper.submission import submit_training
-    from sweeper.store import ArtifactStore
-    from sweeper.sweep_data import sweep_data
+    from sweeper.grid.plan import build_plan
+    from sweeper.cluster.submission import submit_training
+    from sweeper.store.artifacts import ArtifactStore
+    from sweeper.grid.sweep_data import sweep_data
 
     root = Path(sys.argv[1])
     context = ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=True,

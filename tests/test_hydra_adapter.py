@@ -1,4 +1,4 @@
-"""What the private Hydra functions behind `sweeper.hydra_adapter` give, pinned on concrete inputs.
+"""What the private Hydra functions behind `sweeper.checks.hydra_adapter` give, pinned on concrete inputs.
 
 The preflight reads Hydra's command line and expands `--multirun` sweeps through two private
 Hydra functions; a Hydra release that changes either fails here, in one place.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from hydra.errors import HydraException, OverrideParseException
 
-from sweeper.hydra_adapter import overrides_anywhere, parse_command_line, sweep_jobs
+from sweeper.checks.hydra_adapter import overrides_anywhere, parse_command_line, sweep_jobs
 
 
 def test_a_bare_command_line_has_every_field_the_preflight_reads_unset():

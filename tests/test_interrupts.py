@@ -110,7 +110,7 @@ def test_every_walk_of_an_error_chain_ends_on_a_chain_that_points_at_itself():
     import errno as errnos
 
     from sweeper.errors import error_chain
-    from sweeper.files import disk_full
+    from sweeper.store.files import disk_full
     from sweeper.interrupts import Interrupted, raise_swallowed, release_unwound
 
     looping = _self_caused()
@@ -136,7 +136,7 @@ def test_a_full_disk_that_names_no_file_is_said_with_what_it_said():
     import errno as errnos
     import sqlite3
 
-    from sweeper.files import DiskFull, disk_full
+    from sweeper.store.files import DiskFull, disk_full
 
     bare = OSError(errnos.ENOSPC, "No space left on device")
     assert disk_full(bare) == "an unnamed file ([Errno 28] No space left on device)"
@@ -157,7 +157,7 @@ def test_a_full_disk_inside_an_exception_group_is_seen_as_one():
     not seen as a full disk: the sweep printed a traceback instead of "disk full at …"."""
     import errno as errnos
 
-    from sweeper.files import DiskFull, disk_full
+    from sweeper.store.files import DiskFull, disk_full
 
     full = OSError(errnos.ENOSPC, "No space left on device", "/store/models/k/model.pt")
     group = ExceptionGroup("writes failed", [ValueError("another write"), full])
@@ -175,7 +175,7 @@ def test_a_full_disk_met_in_a_ray_task_reaches_the_driver_with_its_path():
     one argument, not OSError's three)."""
     import pickle
 
-    from sweeper.files import DiskFull
+    from sweeper.store.files import DiskFull
 
     back = pickle.loads(pickle.dumps(DiskFull("/store/models/m/model.pt")))
     assert isinstance(back, DiskFull) and str(back) == "disk full at /store/models/m/model.pt"

@@ -123,9 +123,9 @@ def test_edges_and_bad_input():
 def test_every_dp_cell_carries_it_and_the_views_show_it():
     """The cell's column from its training's (σ, q, T) and δ (NaN without DP-SGD), the
     frontier's table and the audit figure's ceiling line."""
-    from sweeper.audits import Training, last_iterate
+    from sweeper.bounds.audit_columns import Training, last_iterate
     from sweeper.frontier import format_summary
-    from sweeper.reports.audit import audit_epsilon_figure
+    from sweeper.reports.engine_audit import audit_epsilon_figure
     from testkit import report_frames
 
     assert last_iterate(Training(1.0, 0.1, 100), 1e-5) == last_iterate_epsilon(1.0, 0.1, 100, 1e-5)
@@ -156,7 +156,7 @@ def test_every_dp_cell_carries_it_and_the_views_show_it():
 def test_the_threat_model_table_sets_each_best_audit_beside_both_ceilings():
     import pandas as pd
 
-    from sweeper.reports.audit import threat_model_table
+    from sweeper.reports.engine_audit import threat_model_table
 
     table = pd.DataFrame({
         "epsilon": [2.0] * 4, "delta": [1e-5] * 4, "p": [0.5] * 4,

@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from jobs.metrics import clopper_pearson, clopper_pearson_lower, clopper_pearson_upper, max_advantage, \
-    operating_point, quantile_max, quantile_thresholds, roc_auc, roc_curve, tpr_at_fpr
+from jobs.metrics import (clopper_pearson, clopper_pearson_lower, clopper_pearson_upper,
+                          max_advantage, operating_point, quantile_max, quantile_thresholds,
+                          roc_auc, roc_curve, tpr_at_fpr)
 
 
 def binomial_tail_at_least(x: int, n: int, rate: float) -> float:
@@ -130,14 +131,14 @@ def test_a_tie_at_the_cut_stays_out_so_decisions_are_measured_on_what_they_accep
 
 
 def test_the_bound_is_taken_at_the_floor_when_there_is_no_tpr():
-    from sweeper.cells import floored
+    from sweeper.grid.cells import floored
 
     assert floored(float("nan"), 0.01) == 0.01
     assert floored(0.002, 0.01) == 0.01 and floored(0.3, 0.01) == 0.3
 
 
 def test_ppv_at_gamma_by_hand():
-    from sweeper.cells import ppv_at_gamma
+    from sweeper.grid.cells import ppv_at_gamma
 
     # TPR 0.5, FPR 0.1, nine non-members per member: 0.5 / (0.5 + 9 · 0.1) = 0.5 / 1.4.
     assert ppv_at_gamma(0.5, 0.1, 9.0) == pytest.approx(5 / 14)

@@ -1,4 +1,4 @@
-"""The SQL sweeper writes into MLflow's own database (`sweeper.mlflow_db.relocate_artifacts`: a
+"""The SQL sweeper writes into MLflow's own database (`sweeper.tracking.database.relocate_artifacts`: a
 copied store's runs pointed at its own artifact folder; MLflow has no API for it), checked on a
 database MLflow itself made and migrated (`mlflow db upgrade`) and read back through MLflow's
 client; a schema revision it was not tested on is refused before anything is written."""
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from sweeper.mlflow_db import TESTED_REVISIONS, UnknownSchema, relocate_artifacts
-from sweeper.tracking import open_tracker
+from sweeper.tracking.database import TESTED_REVISIONS, UnknownSchema, relocate_artifacts
+from sweeper.tracking.recorder import open_tracker
 
 MLFLOW = Path(sys.executable).parent / "mlflow"
 
@@ -78,9 +78,9 @@ def test_an_unknown_schema_revision_is_refused_before_anything_is_written(origin
                                  "experiment_id = ?", (experiment_id,)).fetchone()
     assert location == (folder / "mlartifacts").as_uri()  # not rewritten
     # A sweep says why in one line, logs no runs and writes none into the original store.
-    with caplog.at_level(logging.WARNING, logger="sweeper.tracking"):
+    with caplog.at_level(logging.WARNING, logger="sweeper.tracking.recorder"):
         assert open_tracker(uri, "sweeper", "s", "key", {}, artifacts) is None
-    (said,) = [r.getMessage() for r in caplog.records if r.name == "sweeper.tracking"]
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "sweeper.tracking.recorder"]
     assert "f00dfeedbeef" in said and "no runs are logged to it" in said
     assert "Traceback" not in said
 

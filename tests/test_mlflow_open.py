@@ -19,11 +19,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.mlflow_ui import DEFAULT_UI_PORT, experiment_page
-from sweeper.ray_start import auth_hint
+from sweeper.tracking.ui import DEFAULT_UI_PORT, experiment_page
+from sweeper.cluster.start import auth_hint
 from sweeper.runner import SweepResult
 from sweeper.summary import where_to_look
-from sweeper.tracking import SweepTracker
+from sweeper.tracking.recorder import SweepTracker
 
 #: No venv on it: what a new shell has.
 BARE_PATH = "/usr/bin:/bin"

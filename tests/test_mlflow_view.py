@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.run_records import CELL_METRICS, FRONTIER_EPSILON, frontier_series, frontier_view
-from sweeper.mlflow_ui import experiment_page, experiment_url, view_tag, view_tag_value
+from sweeper.tracking.run_records import CELL_METRICS, FRONTIER_EPSILON, frontier_series, frontier_view
+from sweeper.tracking.ui import experiment_page, experiment_url, view_tag, view_tag_value
 
 
 def summary(policies=("quantile_max",)) -> pd.DataFrame:
@@ -116,8 +116,8 @@ def test_the_sweep_run_holds_its_summary_first_and_its_figure_as_a_logged_image(
     from mlflow import MlflowClient
     from PIL import Image
 
-    from sweeper.run_records import LARGEST_EXCESS, summary_metrics
-    from sweeper.tracking import IMAGE_CARD_WIDTH, SweepTracker
+    from sweeper.tracking.run_records import LARGEST_EXCESS, summary_metrics
+    from sweeper.tracking.recorder import IMAGE_CARD_WIDTH, SweepTracker
 
     cells = summary().assign(dataset="digits", model="mlp", trial=0, tp=3, fp=2,
                              violation=False)

@@ -258,8 +258,8 @@ def test_estimates_on_a_hand_probability_table():
 
 
 def test_pdtp_row_reports_the_papers_estimator_beside_ours():
-    from sweeper.plan import AttackSpec, Cell
-    from sweeper.cells import pdtp_row
+    from sweeper.grid.plan import AttackSpec, Cell
+    from sweeper.grid.cells import pdtp_row
 
     want_single, want_averaged, want_seed_mean = hand_estimates()
     table = np.column_stack([[4, 7], want_single, want_averaged, want_seed_mean])

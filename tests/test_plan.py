@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from sweeper.config import SweepConfig
-from sweeper.plan import build_plan
+from sweeper.grid.plan import build_plan
 
 
 def grid_config(**grid) -> SweepConfig:
@@ -134,7 +134,7 @@ def test_shared_pool_keys_are_those_of_before_the_offset_existed():
     # before the bf16 switch: stores keep their artifacts.
     import dataclasses
 
-    from sweeper.plan import content_key
+    from sweeper.grid.plan import content_key
 
     plan = build_plan(grid_config(epsilon=[1.0], p=[0.5], attack=["lira_online"]))
     for model in plan.models.values():
@@ -178,7 +178,7 @@ def test_dp_models_take_their_rate_from_the_expected_size_unless_told_otherwise(
     # From the private |D|, a DP model's key is the one it had before the setting existed.
     import dataclasses
 
-    from sweeper.plan import content_key
+    from sweeper.grid.plan import content_key
 
     for model in actual.models.values():
         settings = dataclasses.asdict(model)
@@ -191,7 +191,7 @@ def test_disjoint_shadow_data_is_refused_without_room_or_with_lira():
     import pytest
 
     from sweeper.config import ConfigError
-    from sweeper.validation import validate
+    from sweeper.checks.validation import validate
 
     no_room = grid_config(epsilon=[1.0], p=[0.5], attack=["loss"], policy=["calibrated"])
     no_room.shadow.disjoint_data = True
@@ -215,7 +215,7 @@ def test_the_coordinates_are_declared_once():
     """`sweeper.axes.AXES` are the rows' first columns and the keys of `Cell.coordinates`: an
     axis added there reaches the rows, the plan and MLflow's parameters, or fails here."""
     from sweeper.axes import AXES, COORDINATES
-    from sweeper.columns import CELL_COLUMNS
+    from sweeper.store.columns import CELL_COLUMNS
 
     assert [column.name for column in CELL_COLUMNS[:len(AXES)]] == list(COORDINATES)
     assert [column.doc for column in CELL_COLUMNS[:len(AXES)]] == [axis.doc for axis in AXES]

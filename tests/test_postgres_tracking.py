@@ -16,7 +16,7 @@ import yaml
 from mlflow import MlflowClient
 
 from sweeper.runner import run_sweep
-from sweeper.tracking import CELL_KEY_TAG, PARENT_TAG, SWEEP_KEY_TAG
+from sweeper.tracking.recorder import CELL_KEY_TAG, PARENT_TAG, SWEEP_KEY_TAG
 from testkit.servers import MlflowServer, PostgresServer, started_server
 
 COMPOSE = Path(__file__).resolve().parents[1] / "deploy" / "compose.yaml"

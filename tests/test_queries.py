@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, lira_online, loss_randomized
+from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, loss_randomized
+from jobs.lira import lira_online
 from jobs.queries import image_augmentations
 
 
@@ -76,9 +77,9 @@ def test_yeom_adversary_one_flips_coins_with_probability_one_minus_loss_over_b()
 
 
 def test_augmented_lira_in_a_sweep_queries_each_model_once(ray_local, make_tiny_config, tmp_path):
-    from sweeper.plan import build_plan
+    from sweeper.grid.plan import build_plan
     from sweeper.runner import run_sweep
-    from sweeper.store import ArtifactStore
+    from sweeper.store.artifacts import ArtifactStore
 
     cfg = make_tiny_config(tmp_path)
     cfg.grid.epsilon = [math.inf]

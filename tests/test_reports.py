@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from sweeper.reports import REPORTS, load_scores
-from sweeper.store import ArtifactStore
+from sweeper.store.artifacts import ArtifactStore
 from testkit import report_frames
 from testkit.report_frames import (DELTA, FIXED_BOUND_ACCURACY, FLAGGED, LIRA, derived_u,
                                    fixed_bound_frame, generalization_inputs, pdtp_inputs,
@@ -435,7 +435,7 @@ def test_thudi_figure4_says_what_its_bars_are_and_compares_panels(lira_frame):
     """Issue 32.6: Fig. 4's legend said "95 % intervals" for Student t over trials; its points
     were joined by lines; each panel had its own y-scale."""
     from sweeper.reports.stats import IMPROVEMENT_TEXT
-    from sweeper.reports.thudi import thudi_lira_figures
+    from sweeper.reports.thudi_figures import thudi_lira_figures
 
     two_panels = pd.concat([lira_frame, lira_frame.assign(policy="other")])
     _, _, figure4, _ = thudi_lira_figures(two_panels)
@@ -561,7 +561,7 @@ def test_a_sweep_prints_its_audits_by_threat_model(tmp_path):
     heuristic and the best valid audit of each threat model (from the CSV the report wrote);
     a sweep whose reports wrote no such table prints nothing of it."""
     from sweeper.reports import summaries
-    from sweeper.reports.audit import THREAT_MODELS_CSV
+    from sweeper.reports.engine_audit import THREAT_MODELS_CSV
 
     table = tmp_path / THREAT_MODELS_CSV
     pd.DataFrame({"epsilon": [1.0, 8.0], "delta": [1e-5, 1e-5], "p": [0.5, 0.5],

@@ -3,7 +3,7 @@
 Why a test per report.  A report pools what its table gives it; handed two clip norms it reads
 them as two trials.  The frontier, which every sweep draws on the whole table, keeps them apart
 itself (a column and a panel per value); every other report is guarded at once by
-`sweeper.reports.registry.draw`, which draws it once per value into `<label>=<value>/`.  So each
+`sweeper.reports.report_registry.draw`, which draws it once per value into `<label>=<value>/`.  So each
 report is drawn through that one dispatcher from a table holding two values, and each folder's
 CSVs must be exactly those of that value drawn alone, and differ from the other value's.  The
 list comes from `REPORTS`: a report registered later fails by name until `TABLES` has a table
@@ -19,7 +19,7 @@ import pytest
 
 from sweeper.axes import BY_NAME
 from sweeper.reports import REPORTS, draw
-from sweeper.store import ArtifactStore
+from sweeper.store.artifacts import ArtifactStore
 from testkit import report_frames
 from testkit.report_frames import REPORT_TABLES as TABLES
 

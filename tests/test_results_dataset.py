@@ -18,16 +18,16 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 
-from sweeper.columns import SchemaError
+from sweeper.store.columns import SchemaError
 from sweeper.frontier import EXIT_INCOMPLETE, EXIT_OK, EXIT_REFUSED, main as frontier_main
-from sweeper.results import compact, load_results
-from sweeper.store import ArtifactStore
+from sweeper.store.results import compact, load_results
+from sweeper.store.artifacts import ArtifactStore
 
 RECORDS = 4  # per-record scores per attack
 
 
 def cell_row(sweep: str, i: int) -> dict:
-    """A row of the declared schema, as `sweeper.cells.cell_row` would build it."""
+    """A row of the declared schema, as `sweeper.grid.cells.cell_row` would build it."""
     return {
         "dataset": "digits", "model": "mlp", "epsilon": [4.0, math.inf][i % 2], "delta": 1e-5,
         "p": 0.5, "target_precision": math.nan, "attack": "loss", "policy": "quantile_max",
@@ -183,7 +183,7 @@ def test_a_sweep_name_that_leaves_its_folder_is_refused(tmp_path, capsys, name):
 
 def test_a_row_that_cannot_be_stored_leaves_a_failure_record(ray_local, tiny_config, capsys):
     from sweeper.listeners import Listeners, RowWriter
-    from sweeper.plan import build_plan
+    from sweeper.grid.plan import build_plan
     from sweeper.runner import _land
 
     cells = build_plan(tiny_config).cells[:2]
@@ -208,7 +208,7 @@ def test_a_dataset_that_cannot_be_written_leaves_the_rows_readable(tmp_path, cap
     store = ArtifactStore(tmp_path)
     keys = land_sweep(store, "blocked", 2)
     (tmp_path / "results").write_text("")  # a file where the datasets' folder goes
-    with caplog.at_level(logging.WARNING, logger="sweeper.results"):
+    with caplog.at_level(logging.WARNING, logger="sweeper.store.results"):
         assert len(compact(store, "blocked", keys).frame) == 2
     assert any("results dataset was not written" in record.getMessage()
                for record in caplog.records if record.levelno == logging.WARNING)
@@ -218,17 +218,17 @@ def test_a_dataset_that_cannot_be_written_leaves_the_rows_readable(tmp_path, cap
 
 
 def test_the_docs_column_tables_are_the_declared_schema(capsys):
-    """docs/results.md's column tables are `sweeper.columns`'s, verbatim: regenerate them with
-    `python -m sweeper.columns --markdown` when a column changes."""
+    """docs/results.md's column tables are `sweeper.store.columns`'s, verbatim: regenerate them with
+    `python -m sweeper.store.columns --markdown` when a column changes."""
     from pathlib import Path
 
-    from sweeper.columns import CELL_COLUMNS, SCORE_COLUMNS, main, markdown, marked_section
+    from sweeper.store.columns import CELL_COLUMNS, SCORE_COLUMNS, main, markdown, marked_section
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "results.md").read_text(encoding="utf-8")
     section = marked_section(page)
     assert section is not None, "docs/results.md lacks the generated column tables' markers"
-    assert section == markdown(), ("docs/results.md's column tables differ from sweeper/columns.py: "
-                                   "run `python -m sweeper.columns --markdown --write`")
+    assert section == markdown(), ("docs/results.md's column tables differ from sweeper/store/columns.py: "
+                                   "run `python -m sweeper.store.columns --markdown --write`")
     for column in (*CELL_COLUMNS, *SCORE_COLUMNS):  # every declared column, with its doc
         assert f"| `{column.name}` |" in section and column.doc.replace("|", "\\|") in section
     assert main(["--markdown"]) == 0
@@ -237,17 +237,18 @@ def test_the_docs_column_tables_are_the_declared_schema(capsys):
 
 def test_the_docs_attack_table_is_the_attack_registry(capsys):
     """docs/attacks.md lists the attacks from their registrations (what each is, needs, reads),
-    as docs/results.md does the columns: regenerate it with `python -m sweeper.columns --attacks`."""
+    as docs/results.md does the columns: regenerate it with `python -m sweeper.store.columns --attacks`."""
     from pathlib import Path
 
     from jobs.attacks import ATTACKS
-    from sweeper.columns import ATTACKS_BEGIN, ATTACKS_END, attack_markdown, main, marked_section
+    from sweeper.store.columns import (ATTACKS_BEGIN, ATTACKS_END, attack_markdown, main,
+                                       marked_section)
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "attacks.md").read_text(encoding="utf-8")
     section = marked_section(page, ATTACKS_BEGIN, ATTACKS_END)
     assert section is not None, "docs/attacks.md lacks the generated attack table's markers"
     assert section == attack_markdown(), ("docs/attacks.md's attack table differs from the registry: "
-                                          "run `python -m sweeper.columns --attacks --write`")
+                                          "run `python -m sweeper.store.columns --attacks --write`")
     for name, attack in ATTACKS.items():  # every attack, with each setting it reads
         (row,) = [line for line in section.splitlines() if line.startswith(f"| `{name}` |")]
         assert f"`{attack.threat_model}`" in row
@@ -262,8 +263,8 @@ def test_write_rewrites_a_stale_generated_table_in_place(tmp_path, capsys):
     each page as it was; a page without the markers is refused, not appended to."""
     import shutil
 
-    from sweeper.columns import (ATTACKS_BEGIN, ATTACKS_END, DOCS, attack_markdown, main, markdown,
-                                 marked_section)
+    from sweeper.store.columns import (ATTACKS_BEGIN, ATTACKS_END, DOCS, attack_markdown, main,
+                                       markdown, marked_section)
 
     for page in ("results.md", "attacks.md"):
         shutil.copy(DOCS / page, tmp_path / page)
@@ -292,8 +293,8 @@ def test_a_dataset_compacted_before_the_recipe_columns_reads_beside_newer_cells(
     import pyarrow.parquet as pq
 
     from sweeper.axes import RECIPE_AXES
-    from sweeper.files import sha256_hex
-    from sweeper.results import CELLS_DATASET, part_path
+    from sweeper.store.files import sha256_hex
+    from sweeper.store.results import CELLS_DATASET, part_path
 
     store = ArtifactStore(two_sweeps)
     rel = part_path(CELLS_DATASET, "alpha")

@@ -24,7 +24,7 @@ import jobs.rmia
 from jobs.rmia import (OFFLINE_A_GRID, search_offline_a, taylor_soft_margin, trimmed_mean,
                        true_class_probability, voted_scores)
 from sweeper.config import SweepConfig
-from sweeper.validation import find_problems
+from sweeper.checks.validation import find_problems
 
 
 def own(attack: str, **changes):
@@ -325,9 +325,9 @@ def test_rmia_in_a_sweep_takes_its_population_from_the_held_out_split(ray_local,
     from jobs.datasets import load_dataset
     from jobs.models import build_model
     from jobs.training import predict_logits
-    from sweeper.plan import build_plan
+    from sweeper.grid.plan import build_plan
     from sweeper.runner import run_sweep
-    from sweeper.store import ArtifactStore
+    from sweeper.store.artifacts import ArtifactStore
 
     cfg = make_tiny_config(tmp_path)
     cfg.grid.epsilon, cfg.grid.p = [math.inf], [0.5]

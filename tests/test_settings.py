@@ -15,7 +15,7 @@ from jobs.attack_registry import register_attack
 from jobs.attacks import ATTACKS, AttackSettings
 from jobs.settings import AtLeast, Between, OneOf, Setting, config_dataclass, problems
 from sweeper.config import SweepConfig
-from sweeper.validation import find_problems
+from sweeper.checks.validation import find_problems
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 

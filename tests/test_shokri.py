@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jobs.attacks import AttackInputs, NoSettings
+from jobs.attack_registry import AttackInputs, NoSettings
 from jobs.shokri import shokri
 
 

@@ -17,7 +17,7 @@ from torch import nn
 
 import jobs.steps as steps
 import jobs.training as training
-import sweeper.tasks as tasks
+import sweeper.cluster.tasks as tasks
 from jobs.datasets import load_dataset
 from jobs.models import build_model
 from jobs.linear_stack import is_linear_stack
@@ -25,10 +25,10 @@ from jobs.clipping import clipped_sums
 from jobs.stacked import Member, _Stack, train_models
 from jobs.training import TrainSettings, draw_mask, start_run, train_model
 from sweeper.config import ConfigError, SweepConfig
-from sweeper.validation import validate
-from sweeper.plan import DataSpec, ModelSpec, build_plan, group_resources, training_groups
-from sweeper.columns import COST_COLUMNS
-from sweeper.store import ArtifactStore
+from sweeper.checks.validation import validate
+from sweeper.grid.plan import DataSpec, ModelSpec, build_plan, group_resources, training_groups
+from sweeper.store.columns import COST_COLUMNS
+from sweeper.store.artifacts import ArtifactStore
 from testkit.opacus_reference import opacus_clipped_sum
 
 CPU = torch.device("cpu")
@@ -258,7 +258,7 @@ def test_a_sweep_with_four_models_per_task_gives_the_same_table(ray_local, make_
 
 @pytest.mark.parametrize("value", ["0", "2.5", "two", "[4]"])
 def test_the_command_line_refuses_a_bad_k_naming_the_field(value, tmp_path):
-    from sweeper.preflight import preflight
+    from sweeper.checks.preflight import preflight
 
     with pytest.raises(ConfigError) as refused:
         preflight([f"train.models_per_task={value}", f"store.root={tmp_path / 'runs'}"])
@@ -267,7 +267,7 @@ def test_the_command_line_refuses_a_bad_k_naming_the_field(value, tmp_path):
 
 
 def test_auto_k_is_one_on_a_cpu_sixteen_stacked_and_four_interleaved_on_a_gpu():
-    from sweeper.plan import models_per_task
+    from sweeper.grid.plan import models_per_task
 
     cfg = SweepConfig()
     assert cfg.train.models_per_task == "auto" and models_per_task(cfg) == 1  # mnist_cnn, CPU

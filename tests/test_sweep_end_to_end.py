@@ -12,7 +12,7 @@ import pytest
 from mlflow import MlflowClient
 
 from sweeper.runner import run_sweep
-from sweeper.tracking import CELL_KEY_TAG, PARENT_TAG, SWEEP_KEY_TAG
+from sweeper.tracking.recorder import CELL_KEY_TAG, PARENT_TAG, SWEEP_KEY_TAG
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def test_first_run_trains_each_model_once(finished_sweep):
 def test_the_sweep_knows_where_its_wall_went_and_each_model_its_device(finished_sweep, capsys):
     """Each kind of task's wall (`sweeper.task_times`) from the tasks that ran: every training
     task, every attack task, none left out; each model's metadata names its device and span."""
-    from sweeper.store import ArtifactStore
+    from sweeper.store.artifacts import ArtifactStore
 
     cfg, first, second = finished_sweep
     store = ArtifactStore(cfg.store.root)
@@ -177,7 +177,7 @@ def test_listeners_hear_each_landed_cell_in_order_until_one_cannot_keep_it(ray_l
     the ones after it and the cell fails with its reason; a failed attack is told to all."""
     from sweeper.failures import cell_label, storing_failure
     from sweeper.listeners import Listener, Listeners, NotLanded
-    from sweeper.plan import build_plan
+    from sweeper.grid.plan import build_plan
     from sweeper.runner import _land
 
     heard: list[tuple] = []

@@ -22,11 +22,11 @@ from mlflow import MlflowClient
 from mlflow.entities import ViewType
 
 from sweeper.runner import run_sweep
-from sweeper.sync import sync
-from sweeper.run_records import CELL_METRICS, EPSILON_INF_VALUE, cell_metrics, score_quantiles
-from sweeper.mlflow_ui import ui_command
-from sweeper.tracking import (CELL_KEY_TAG, FRONTIER_TABLE, PARENT_TAG, SCORE_TABLE, SWEEP_KEY_TAG,
-                              SweepTracker)
+from sweeper.tracking.sync import sync
+from sweeper.tracking.run_records import CELL_METRICS, EPSILON_INF_VALUE, cell_metrics, score_quantiles
+from sweeper.tracking.ui import ui_command
+from sweeper.tracking.recorder import (CELL_KEY_TAG, FRONTIER_TABLE, PARENT_TAG, SCORE_TABLE,
+                                       SWEEP_KEY_TAG, SweepTracker)
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 
@@ -187,7 +187,7 @@ def test_the_frontier_is_drawn_by_mlflows_own_charts(tracked_sweep):
     import base64
     import zlib
 
-    from sweeper.mlflow_ui import view_tag
+    from sweeper.tracking.ui import view_tag
 
     result, _, client, experiment, sweep_run, _ = tracked_sweep
     history = {name: sorted((m.step, m.value) for m in client.get_metric_history(
@@ -218,8 +218,8 @@ def test_only_a_complete_frontier_is_charted_and_a_view_too_big_is_never_a_failu
         tmp_path, monkeypatch):
     """MLflow keeps every point: a sweep with failed cells logs its table, not its series.  A
     view over MLflow's tag limit loses its hidden cards, then is left out; tracking goes on."""
-    import sweeper.tracking as tracking
-    from sweeper.mlflow_ui import view_tag
+    import sweeper.tracking.recorder as tracking
+    from sweeper.tracking.ui import view_tag
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
 
@@ -253,7 +253,7 @@ def test_the_dataset_profile_says_the_pool_it_drew_from_and_nothing_unset():
     """Issue 32.4: the quickstart's profile said `pool_size: null` (no cut: the whole pool)."""
     import json
 
-    from sweeper.run_records import dataset_input
+    from sweeper.tracking.run_records import dataset_input
 
     settings = {"dataset.name": "digits", "dataset.test_size": 297, "dataset.pool_size": None,
                 "dataset.members": None, "dataset.eval_records": 100, "dataset.synthetic": False}
@@ -628,7 +628,7 @@ def test_the_commands_signal_mid_statement_waits_for_the_cell_to_be_logged(
 def test_mlflow_console_lines_are_one_line_without_traceback_or_secret(tmp_path, capfd):
     import logging
 
-    from sweeper.tracking import open_tracker
+    from sweeper.tracking.recorder import open_tracker
 
     assert open_tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "sweeps", "sweep", "plan", {}, None)
     try:

@@ -86,7 +86,7 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(digits, tmp_path, monk
         if len(saves) == 2:
             raise KeyboardInterrupt("worker killed after epoch 2")
 
-    from sweeper.store import ArtifactStore
+    from sweeper.store.artifacts import ArtifactStore
 
     checkpoint = ArtifactStore(tmp_path).checkpoint("model")
     monkeypatch.setattr(training, "_save_checkpoint", save_then_die)
@@ -133,7 +133,7 @@ def test_padded_batches_train_the_model_unpadded_batches_train(digits, monkeypat
 @pytest.mark.parametrize("seconds, saved", [(0.0, [1, 2, 3]), (3600.0, [])])
 def test_checkpoints_are_saved_at_epochs_ends_once_checkpoint_seconds_have_passed(
         digits, tmp_path, monkeypatch, seconds, saved):
-    from sweeper.store import ArtifactStore
+    from sweeper.store.artifacts import ArtifactStore
 
     real_save, epochs = training._save_checkpoint, []
     monkeypatch.setattr(training, "_save_checkpoint",
@@ -162,7 +162,7 @@ def test_small_epsilons_are_reached_with_the_wider_rdp_orders():
 
 
 def test_a_damaged_checkpoint_is_not_used_but_training_starts_over(digits, tmp_path):
-    from sweeper.store import ArtifactStore
+    from sweeper.store.artifacts import ArtifactStore
 
     mask = draw_mask(len(digits.pool_y), 0.5, seed=1, complement=False)
     checkpoint = ArtifactStore(tmp_path).checkpoint("model")
@@ -211,7 +211,7 @@ def test_channels_last_trains_the_contiguous_model(digits, monkeypatch, routes, 
     unfold and one batched matmul in NHWC order), where the layout matters most.  One epoch:
     later, max-pooling's near ties turn rounding into a different winner now and then, as any
     change of summation order does (measured: 1e-8 relative after 4 steps, 4e-6 after 8)."""
-    from jobs.layer_rules import _Conv2dRule
+    from jobs.layer_rules.conv2d import _Conv2dRule
 
     mask = draw_mask(len(digits.pool_y), 0.5, seed=1, complement=False)
     nhwc_products = []
@@ -242,7 +242,8 @@ def test_tf32_is_asked_for_per_record_products_only(digits, monkeypatch, tf32):
     included; false means fp32 everywhere.  Book-keeping layers' norms and sums, which come
     from different products, are fp32 either way (`jobs.clipping.full_precision`).  The flags
     are what a GPU reads: seen here as each call finds them (as (matmul, cuDNN))."""
-    from jobs.layer_rules import _Conv2dRule, _LinearRule
+    from jobs.layer_rules.conv2d import _Conv2dRule
+    from jobs.layer_rules.linear import _LinearRule
 
     def flags() -> tuple[bool, bool]:
         return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32

@@ -23,10 +23,10 @@ import pytest
 
 from sweeper.claim import SweepRefused, held
 from sweeper.config import ConfigError
-from sweeper.files import LinkInStore, quarantine
-from sweeper.paths import tracking_location_problem
-from sweeper.preflight import preflight
-from sweeper.store import MARKER, ArtifactStore
+from sweeper.store.files import LinkInStore, quarantine
+from sweeper.tracking.locations import tracking_location_problem
+from sweeper.checks.preflight import preflight
+from sweeper.store.artifacts import MARKER, ArtifactStore
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -333,7 +333,7 @@ def a_landed_sweep(tmp_path: Path, uri: str) -> Path:
 
 
 def test_sync_says_a_server_that_is_not_mlflow_is_not_one(tmp_path, plain_web_server, capsys):
-    from sweeper.sync import main as sync_main
+    from sweeper.tracking.sync import main as sync_main
 
     store = a_landed_sweep(tmp_path, plain_web_server)
     for args in (["--tracking-uri", plain_web_server], []):  # given, or the sweep's own
@@ -357,7 +357,7 @@ def test_a_sweep_refuses_a_server_that_is_not_mlflow_before_anything(tmp_path, p
 
 
 def test_sync_says_a_databricks_uri_has_no_profile(tmp_path, monkeypatch, capsys):
-    from sweeper.sync import main as sync_main
+    from sweeper.tracking.sync import main as sync_main
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("DATABRICKS_HOST", raising=False)

@@ -22,8 +22,8 @@ from pathlib import Path
 # The family modules register their datasets on import: imported here, every name is in DATASETS.
 from jobs.datasets import images, synthetic, tabular
 from jobs.datasets.core import ArrayDataset, DatasetUnavailable, shuffled_split
-from jobs.datasets.files import LocalCopy, RemoteFile, fetch_all, md5sum
-from jobs.datasets.registry import DATASETS, DatasetSpec, Loader, register_dataset
+from jobs.datasets.pinned_files import LocalCopy, RemoteFile, fetch_all, md5sum
+from jobs.datasets.dataset_registry import DATASETS, DatasetSpec, Loader, register_dataset
 from jobs.datasets.synthetic import MEMBERSHIP_POOL, synthetic_dataset
 
 def pool_records(name: str, test_size: int) -> int | None:

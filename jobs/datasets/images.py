@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from jobs.datasets.core import ArrayDataset, DatasetUnavailable, shuffled_split
-from jobs.datasets.files import LocalCopy, RemoteFile, fetch_all
-from jobs.datasets.registry import register_dataset
+from jobs.datasets.pinned_files import LocalCopy, RemoteFile, fetch_all
+from jobs.datasets.dataset_registry import register_dataset
 
 
 def unit_float(images: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from jobs.datasets.core import ArrayDataset
-from jobs.datasets.registry import register_dataset
+from jobs.datasets.dataset_registry import register_dataset
 
 #: Per-class prototypes plus noise, as far apart whatever the shape: two classes' means are
 #: 2·SEPARATION noise standard deviations apart, so the true means would (almost) never confuse

@@ -17,8 +17,8 @@ from typing import IO
 import numpy as np
 
 from jobs.datasets.core import ArrayDataset, DatasetUnavailable, shuffled_split
-from jobs.datasets.files import LocalCopy, RemoteFile, fetch_all, unavailable_message
-from jobs.datasets.registry import register_dataset
+from jobs.datasets.pinned_files import LocalCopy, RemoteFile, fetch_all, unavailable_message
+from jobs.datasets.dataset_registry import register_dataset
 
 # --- Purchase-100 and Texas-100 (Shokri et al. 2017, as Jayaraman et al. 2021 use them) ---------
 #

@@ -13,7 +13,7 @@ importing them pulls in NumPy only (figures: `sweeper.bounds.plots`; command lin
              target precision, and how many deletion requests may be declined;
 * `earlier`  the bounds Thudi et al. compare with (Yeom, Erlingsson, Humphries, Sablayrolles,
              Mahloujifar, Jayaraman);
-* `audit`    which ε an observed attack proves (precision, rates, and the canary audits:
+* `proven`   which ε an observed attack proves (precision, rates, and the canary audits:
              Clopper–Pearson, Gaussian DP, one run), and the bound against mechanisms of exactly
              known privacy (`tightest_bound`);
 * `one_run_fdp`  the f-DP audit in one run (Mahloujifar, Melis & Chaudhuri 2025): what one-run
@@ -21,7 +21,10 @@ importing them pulls in NumPy only (figures: `sweeper.bounds.plots`; command lin
 * `family`   the audit in DP-SGD's own family at any q: which noise levels the canaries rule out;
 * `profile`  DP-SGD's whole privacy profile δ(ε′) and the least bound over it (`bound_profile`);
 * `last_iterate`  the heuristic ε of the final model alone (Steinke et al. 2025): the ceiling of
-             final-model audits.
+             final-model audits;
+* `audit_columns`  not re-exported: what one cell's canary scores prove, as the audit columns of
+             its results row (every estimator above, which are valid for its training, and
+             whether one proves more than the claimed ε).
 
 Conventions, for every function:
 
@@ -35,10 +38,10 @@ Conventions, for every function:
 """
 
 # Each family module declares its public names once (its `__all__`); this package's are theirs.
-from sweeper.bounds import (audit, earlier, family, last_iterate, one_run_fdp, planning, profile,
+from sweeper.bounds import (earlier, family, last_iterate, one_run_fdp, planning, profile, proven,
                             thudi)
 from sweeper.bounds._checks import BOUND_FORMS
-from sweeper.bounds.audit import *  # noqa: F401,F403
+from sweeper.bounds.proven import *  # noqa: F401,F403
 from sweeper.bounds.earlier import *  # noqa: F401,F403
 from sweeper.bounds.family import *  # noqa: F401,F403
 from sweeper.bounds.last_iterate import *  # noqa: F401,F403
@@ -47,5 +50,5 @@ from sweeper.bounds.planning import *  # noqa: F401,F403
 from sweeper.bounds.profile import *  # noqa: F401,F403
 from sweeper.bounds.thudi import *  # noqa: F401,F403
 
-__all__ = ["BOUND_FORMS", *thudi.__all__, *planning.__all__, *earlier.__all__, *audit.__all__,
+__all__ = ["BOUND_FORMS", *thudi.__all__, *planning.__all__, *earlier.__all__, *proven.__all__,
            *one_run_fdp.__all__, *family.__all__, *profile.__all__, *last_iterate.__all__]

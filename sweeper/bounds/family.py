@@ -16,7 +16,7 @@ mechanism's curve lying inside a stronger one's) and returns the ε that DP-SGD 
 spends at δ — read from the lower side of Opacus's PRV accountant, so the ε holds as a lower
 bound.  The claimed σ itself ruled out (`noise_ruled_out`) is a bug in the engine (less noise, no clipping, other draws than
 claimed); an accountant told another q than the training took is not one (the accounting check,
-`sweeper.cells.overspent`, reads that).  σ′ is searched on a fixed grid relative to the claimed
+`sweeper.grid.cells.overspent`, reads that).  σ′ is searched on a fixed grid relative to the claimed
 σ (`GRID`), so that every profile is computed once per (σ, q, T) and shared by every cell.
 """
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from sweeper.bounds._checks import ArrayLike, Result, check, check_prob, out
 from sweeper.bounds._checks import check_counts
-from sweeper.bounds.audit import PrivacyProfile, tightest_bound
+from sweeper.bounds.proven import PrivacyProfile, tightest_bound
 
 __all__ = ["dpsgd_privacy_profile", "bound_profile"]
 

@@ -10,7 +10,7 @@ the bound is still p, never below it).
 * **Here**: that one Bayes argument read forwards — upper and lower bounds on precision, the
   negative-side mirror, groups of records, the generalization gap.  Its inverses live in
   `sweeper.bounds.planning` (which ε, or which p, keeps every attacker under a target; deletion
-  capacity) and `sweeper.bounds.audit` (which ε an observed attack *proves*).
+  capacity) and `sweeper.bounds.proven` (which ε an observed attack *proves*).
 * **The TPR floor s.**  With δ > 0 the bound carries δ·e^-ε·(1 − p)/(p·s), s = P(S | x* ∈ D)
   the attack's true-positive rate.  As s → 0 an (ε, δ)-DP mechanism admits attacks whose
   precision tends to 1 (the papers' counter-example), so the bound covers attacks that flag x*
@@ -22,7 +22,7 @@ the bound is still p, never below it).
   the δ-term; keeping p·s, with P(S | x* ∉ D) ≥ e^-ε·(s − δ), Bayes gives this form: the δ = 0
   bound at ε − ln(1 − δ/s), vacuous (1.0) once δ ≥ s, equal to the printed form when δ = 0 or
   p = 1 and never below it otherwise; touched by randomized response and the Gaussian
-  mechanism's likelihood-ratio tests (jobs/mechanisms.py, `sweeper.bounds.audit.tightest_bound`).
+  mechanism's likelihood-ratio tests (jobs/mechanisms.py, `sweeper.bounds.proven.tightest_bound`).
 * **``form="printed"``**: the formulas exactly as the papers print them (2022, Theorem 2; 2024,
   Theorem 3.3), U = 1/(1 + e^-ε·(1−p)/p − δ·e^-ε·(1−p)/s), not a valid bound for δ > 0 and
   p < 1; kept to reproduce the papers' numbers (``BOUND_FORMS``).  The counter-example

@@ -4,7 +4,7 @@ Dataclasses only, and cheap to import: the command line, the planner and the tes
 schema without paying for torch, Ray, MLflow or matplotlib (the attacks' and policies' settings
 come from `jobs.attacks` and `jobs.policies`, which bring NumPy and SciPy).  `register_schema`
 hands it to Hydra's ConfigStore, so types and unknown keys are caught while Hydra composes; what
-types cannot express (ranges, names, combinations) is checked in `sweeper.config.checks`.
+types cannot express (ranges, names, combinations) is checked in `sweeper.checks.sections`.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class DatasetConfig:
 
 #: The optimizers `train.optimizer` names (`jobs.training`).
 OPTIMIZERS = ("sgd", "adam")
-#: Where DP-SGD's sampling rate comes from (`train.rate_from`, `sweeper.recipes`).
+#: Where DP-SGD's sampling rate comes from (`train.rate_from`, `sweeper.grid.recipes`).
 RATE_SOURCES = ("expected", "declared", "actual")
 
 
@@ -225,7 +225,7 @@ class StoreConfig:
     # it to end (true, or --wait).  Local stores only (`sweeper.claim`).
     wait: bool = False
     # A local store.root that exists, is not empty and holds no store (`/`, a home folder) is
-    # refused; true makes that folder a store on purpose (`sweeper.store.store_root_problem`).
+    # refused; true makes that folder a store on purpose (`sweeper.store.artifacts.store_root_problem`).
     adopt: bool = False
 
 

@@ -25,15 +25,16 @@ Every report:
 The registry (`REPORTS`, `draw`) is in `registry`; this module only re-exports.
 """
 
-from sweeper.reports.audit import audit_report, pooled_audits
-from sweeper.reports.frontier import frontier_figure, frontier_report, frontier_title, plot_frontier
+from sweeper.reports.engine_audit import audit_report, pooled_audits
+from sweeper.reports.frontier_chart import (frontier_figure, frontier_report, frontier_title,
+                                             plot_frontier)
 from sweeper.reports.jayaraman import ppv_report
 from sweeper.reports.loading import load_pdtp_values, load_scores, load_target_scores
 from sweeper.reports.long import pdtp_report
-from sweeper.reports.registry import REPORTS, draw, register_report, summaries
+from sweeper.reports.report_registry import REPORTS, draw, register_report, summaries
 from sweeper.reports.stats import improvement_interval, per_record_accuracy
 from sweeper.reports.tables import baseline_attacks, measure_attacks, not_tests
-from sweeper.reports.thudi import fixed_bound_report, thudi_lira_report
+from sweeper.reports.thudi_figures import fixed_bound_report, thudi_lira_report
 from sweeper.reports.yeom import advantage, best_advantage, generalization_report
 
 __all__ = [

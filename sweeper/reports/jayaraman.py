@@ -15,7 +15,7 @@ import pandas as pd
 
 from sweeper.bounds import jayaraman_ppv_bound, precision_bound
 from sweeper.figures import errorbar, policy_label, save_figure
-from sweeper.reports.registry import register_report
+from sweeper.reports.report_registry import register_report
 from sweeper.reports.stats import POOLED_TEXT, pooled_precision
 from sweeper.reports.tables import (
     bound_settings,

@@ -14,9 +14,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from sweeper.columns import SCORE_COLUMNS
+from sweeper.store.columns import SCORE_COLUMNS
 from sweeper.reports.tables import measure_attacks, require
-from sweeper.store import ArtifactStore
+from sweeper.store.artifacts import ArtifactStore
 
 #: The per-record scores' columns, as the store holds them.
 SCORES_COLUMNS = [column.name for column in SCORE_COLUMNS]

@@ -18,7 +18,7 @@ from sweeper.reports.loading import (
     load_pdtp_values,
     load_scores,
 )
-from sweeper.reports.registry import register_report
+from sweeper.reports.report_registry import register_report
 from sweeper.reports.stats import correlations, per_record_accuracy
 from sweeper.reports.tables import (
     groups,

@@ -1,6 +1,6 @@
 """Shaping a results table for a report: which rows, which panels, which settings, named once.
 
-Every report reads the same results table (`sweeper.columns.CELL_COLUMNS`) and cuts it the same
+Every report reads the same results table (`sweeper.store.columns.CELL_COLUMNS`) and cuts it the same
 ways: a table without the columns it needs is refused naming them all, panels follow the order
 of first appearance, an oracle policy is recognised from the row itself.  Pure pandas: no
 drawing and no store here.

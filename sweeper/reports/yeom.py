@@ -18,7 +18,7 @@ import pandas as pd
 from sweeper.figures import colours, panel_grid, save_figure
 from sweeper.formats import format_epsilon
 from sweeper.reports.loading import SCORES_COLUMNS, load_target_scores
-from sweeper.reports.registry import register_report
+from sweeper.reports.report_registry import register_report
 from jobs.attacks import ATTACKS
 from sweeper.reports.tables import groups, panel_columns, require, write_csv
 

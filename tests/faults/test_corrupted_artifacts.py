@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweeper.results import compact, load_results
+from sweeper.store.results import compact, load_results
 from sweeper.runner import run_sweep
-from sweeper.store import ArtifactStore, CorruptArtifact
+from sweeper.store.artifacts import ArtifactStore, CorruptArtifact
 
 ROW_FIGURES = ["precision", "tp", "fp", "threshold", "auc", "model_key", "epsilon_spent"]
 

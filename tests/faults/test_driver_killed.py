@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from mlflow import MlflowClient
 
-from sweeper.store import ArtifactStore
-from sweeper.tracking import CELL_KEY_TAG, PARENT_TAG
+from sweeper.store.artifacts import ArtifactStore
+from sweeper.tracking.recorder import CELL_KEY_TAG, PARENT_TAG
 from testkit.checkpoints import saved_epoch
 
 

@@ -12,7 +12,7 @@ from ray.util.state import list_tasks
 from sweeper.frontier import EXIT_INCOMPLETE
 from sweeper.frontier import main as frontier_main
 from sweeper.runner import run_sweep
-from sweeper.store import ArtifactStore
+from sweeper.store.artifacts import ArtifactStore
 
 UNREACHABLE = 0.001  # below what RDP can certify at δ = 1e-5 (≈ 0.0014: rdp_epsilon_floor)
 
@@ -88,7 +88,7 @@ def _attempts(tmp_path, error: BaseException) -> int:
     import ray
 
     from sweeper.config.schema import TaskResources
-    from sweeper.submission import task_options
+    from sweeper.cluster.submission import task_options
 
     tally = tmp_path / f"{type(error).__name__}.attempts"
 
@@ -108,7 +108,7 @@ def test_a_task_that_found_the_disk_full_is_not_retried(ray_local, tmp_path):
     want of space (DiskFull is an OSError, which store outages are retried for)."""
     import errno
 
-    from sweeper.files import DiskFull
+    from sweeper.store.files import DiskFull
 
     assert _attempts(tmp_path, DiskFull(tmp_path / "models" / "m" / "model.pt")) == 1
     assert _attempts(tmp_path, OSError(errno.ENOSPC, "No space left on device")) == 1

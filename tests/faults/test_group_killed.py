@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import torch
 
-from sweeper.plan import build_plan, training_groups
+from sweeper.grid.plan import build_plan, training_groups
 from sweeper.runner import run_sweep
-from sweeper.store import ArtifactStore
+from sweeper.store.artifacts import ArtifactStore
 from testkit.checkpoints import checkpoint_epoch
 
 

@@ -2,7 +2,7 @@
 variables reach the tasks but no file of Ray's session, and ports another Ray (or anything
 else) holds do not stop the sweep.
 
-One real local Ray, started by `sweeper.ray_start.ray_session` in a child process (this test
+One real local Ray, started by `sweeper.cluster.start.ray_session` in a child process (this test
 session's own Ray is already running, and `ray_session` would join it), with the dashboard's
 configured port and Ray's fixed dashboard-agent port 52365 both held by this test.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.store import ArtifactStore
+from sweeper.store.artifacts import ArtifactStore
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,7 +32,7 @@ CHILD = """
 import json, os, sys
 import ray
 from sweeper.config import SweepConfig
-from sweeper.ray_start import ray_session
+from sweeper.cluster.start import ray_session
 
 cfg = SweepConfig()
 cfg.cluster.num_cpus = 1
@@ -93,7 +93,7 @@ def test_env_vars_reach_tasks_not_ray_logs_and_taken_ports_are_avoided(procs):
 RACE_CHILD = """
 import sys
 import ray
-import sweeper.ray_start as ray_start
+import sweeper.cluster.start as ray_start
 from sweeper.config import SweepConfig
 
 # Another sweep took the port between this one's probe and its Ray's bind: the probe said free.

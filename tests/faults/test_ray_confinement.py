@@ -72,7 +72,7 @@ DRIVER = """
 import os, time
 import ray
 from sweeper.config import SweepConfig
-from sweeper.ray_start import ray_session
+from sweeper.cluster.start import ray_session
 
 cfg = SweepConfig()
 cfg.cluster.num_cpus, cfg.cluster.dashboard_port = 1, 0

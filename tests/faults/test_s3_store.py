@@ -11,7 +11,7 @@ import pandas as pd
 
 from sweeper.frontier import load_frontier
 from sweeper.frontier import main as frontier_main
-from sweeper.store import ArtifactStore
+from sweeper.store.artifacts import ArtifactStore
 
 
 def test_a_sweep_on_s3_keeps_credentials_out_of_everything(s3_server, procs, make_tiny_overrides,

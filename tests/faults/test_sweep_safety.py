@@ -28,14 +28,14 @@ from mlflow.entities import ViewType
 
 from sweeper.__main__ import run
 from sweeper.claim import SweepRefused, held
-from sweeper.validation import validate
-from sweeper.validation import find_problems
+from sweeper.checks.validation import validate
+from sweeper.checks.validation import find_problems
 from sweeper.credentials import redact_tree, scrub
 from sweeper.interrupts import RESUME_LINE
-from sweeper.ray_start import auth_hint
+from sweeper.cluster.start import auth_hint
 from sweeper.runner import run_sweep
-from sweeper.store import ArtifactStore, CorruptArtifact
-from sweeper.tracking import CELL_KEY_TAG, PARENT_TAG
+from sweeper.store.artifacts import ArtifactStore, CorruptArtifact
+from sweeper.tracking.recorder import CELL_KEY_TAG, PARENT_TAG
 
 SECRET = "sk-4f9c2e71d3b8a6"  # the value of a secret-looking environment variable in these tests
 
@@ -167,7 +167,7 @@ def hold_lock(procs, cfg, seconds: float):
     code = textwrap.dedent(f"""
         import time
         from sweeper.claim import held
-        from sweeper.store import ArtifactStore
+        from sweeper.store.artifacts import ArtifactStore
         with held(ArtifactStore({cfg.store.root!r}), {cfg.name!r}):
             print("held", flush=True)
             time.sleep({seconds})
@@ -232,7 +232,8 @@ def test_a_lock_that_is_not_a_regular_file_is_refused_and_nothing_written_throug
 def test_a_copied_store_keeps_its_mlflow_artifacts_to_itself(tmp_path):
     # Issue 30.4: mlflow.db names its artifact folder by absolute path, so every run of a copied
     # store wrote its figures into the original.
-    from sweeper.tracking import SweepTracker, default_tracking_uri, mlflow_artifact_location
+    from sweeper.tracking.recorder import (SweepTracker, default_tracking_uri,
+                                           mlflow_artifact_location)
 
     figure = tmp_path / "figure.txt"
     figure.write_text("a figure\n")
@@ -249,8 +250,9 @@ def test_a_copied_store_keeps_its_mlflow_artifacts_to_itself(tmp_path):
     # A sweep on the copy is another process (MLflow keeps each run's artifact folder for the
     # process's life).
     code = textwrap.dedent(f"""
-        from sweeper.store import ArtifactStore
-        from sweeper.tracking import SweepTracker, default_tracking_uri, mlflow_artifact_location
+        from sweeper.store.artifacts import ArtifactStore
+        from sweeper.tracking.recorder import (SweepTracker, default_tracking_uri,
+                                               mlflow_artifact_location)
         store = ArtifactStore({str(copy)!r})
         uri = default_tracking_uri(store.local_root)
         second = SweepTracker(uri, "sweeper", "copied", "key", {{}}, mlflow_artifact_location(store, uri))
@@ -362,7 +364,7 @@ def test_disk_full_is_said_in_one_line_and_leaves_no_partial_file(make_tiny_over
     probe.write_text(textwrap.dedent(f"""
         import glob
         import numpy
-        from sweeper.store import ArtifactStore
+        from sweeper.store.artifacts import ArtifactStore
         try:
             ArtifactStore({str(disk / 'runs')!r}).write_query("q", numpy.zeros(100_000))
         except OSError as error:
@@ -456,7 +458,7 @@ def test_sigint_and_sigterm_end_in_one_line_with_the_shells_codes(make_tiny_over
 
 
 def test_replace_and_wait_flags_are_their_overrides():
-    from sweeper.preflight import command_line
+    from sweeper.checks.preflight import command_line
 
     line = command_line(["--replace", "grid.p=[0.5]", "--wait"])
     assert "store.replace=true" in line and "store.wait=true" in line

@@ -19,9 +19,9 @@ from mlflow import MlflowClient
 
 from sweeper.summary import print_summary
 from sweeper.runner import run_sweep
-from sweeper.sync import main as sync_main
-from sweeper.sync import sync
-from sweeper.tracking import CELL_KEY_TAG, PARENT_TAG
+from sweeper.tracking.sync import main as sync_main
+from sweeper.tracking.sync import sync
+from sweeper.tracking.recorder import CELL_KEY_TAG, PARENT_TAG
 
 
 def cell_runs(uri: str, experiment: str) -> list:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 
 from sweeper.runner import run_sweep
-from sweeper.store import ArtifactStore
+from sweeper.store.artifacts import ArtifactStore
 from testkit.checkpoints import checkpoint_epoch
 
 ROW_FIGURES = ["precision", "tp", "fp", "threshold", "auc", "epsilon_spent", "steps",
@@ -54,7 +54,7 @@ class Killer(threading.Thread):
 
 def sweep_with_kills(cfg, procs, p: float, at_epochs: list[int]):
     """Run the sweep while its target at `p` is killed at `at_epochs`: (result, killer, spec)."""
-    from sweeper.plan import build_plan
+    from sweeper.grid.plan import build_plan
 
     spec = next(s for s in build_plan(cfg).models.values()
                 if s.role == "target" and s.sample_rate == p)

@@ -1,6 +1,6 @@
 """No clipped contribution exceeds C on any GPU route: each per-record route of a convolution
-(`jobs.layer_rules.METHODS`) and book-keeping, TF32 on and off, NCHW and channels-last, for
-both shipped CNNs (`testkit.gpu_checks.clipped_contributions`)."""
+(`jobs.layer_rules.conv2d.METHODS`) and book-keeping, TF32 on and off, NCHW and channels-last,
+for both shipped CNNs (`testkit.gpu_checks.clipped_contributions`)."""
 
 from __future__ import annotations
 
@@ -8,25 +8,26 @@ import pytest
 import torch
 
 import jobs.clipping as clipping
-import jobs.layer_rules as layer_rules
+import jobs.layer_rules.conv2d as conv2d
 from jobs.clipping import PerSampleClipper, tf32_convolutions
+from jobs.layer_rules.base import _Rule
 from jobs.models import build_model
 from testkit.gpu_checks import GPU_ONLY, clipped_contributions, contribution_problems
 
 pytestmark = GPU_ONLY
 
 SHAPES = {"mnist_cnn": (1, 28, 28), "cifar10_cnn": (3, 32, 32)}
-ROUTES = [*layer_rules.METHODS, "book-keep"]
+ROUTES = [*conv2d.METHODS, "book-keep"]
 CLIP = 0.01  # small enough that every record is clipped: each contribution is C
 
 
 def contributions(model_name: str, route: str, tf32: bool, channels_last: bool, monkeypatch):
     keep = route != "book-keep"
-    for rule in (layer_rules._Rule, layer_rules._Conv2dRule):
+    for rule in (_Rule, conv2d._Conv2dRule):
         monkeypatch.setattr(rule, "keeps_samples", lambda self, *args: keep)
     if keep:  # this route wherever it takes the layer, else unfold (any geometry)
-        monkeypatch.setattr(layer_rules, "_fastest", lambda module, a, g: (
-            route if layer_rules.takes(route, module) else "unfold"))
+        monkeypatch.setattr(conv2d, "_fastest", lambda module, a, g: (
+            route if conv2d.takes(route, module) else "unfold"))
     torch.manual_seed(0)
     model = build_model(model_name, SHAPES[model_name], 10).cuda()
     x = torch.rand(32, *SHAPES[model_name], device="cuda")

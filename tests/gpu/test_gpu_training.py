@@ -53,7 +53,7 @@ def test_k_models_on_their_own_streams_each_equal_the_model_trained_alone(gpu_di
 
 def test_a_graphed_run_killed_after_an_epoch_and_resumed_equals_the_uninterrupted_run(
         gpu_digits, cuda, tmp_path, monkeypatch):
-    from sweeper.store import ArtifactStore
+    from sweeper.store.artifacts import ArtifactStore
 
     settings = dataclasses.replace(SETTINGS, epochs=3)
     mask = draw_mask(len(gpu_digits.pool_y), 0.5, seed=1, complement=False)

@@ -8,7 +8,7 @@ from typing import Optional
 
 import torch
 
-from sweeper.store import ArtifactStore
+from sweeper.store.artifacts import ArtifactStore
 
 
 def saved_epoch(store: ArtifactStore, key: str) -> Optional[int]:

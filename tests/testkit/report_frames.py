@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from sweeper.store import ArtifactStore
+from sweeper.store.artifacts import ArtifactStore
 
 DELTA = 1e-5
 FLOOR = 0.01

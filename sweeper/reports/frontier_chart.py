@@ -1,0 +1,216 @@
+"""The frontier report: measured precision next to the Thudi et al. bound, for every sweep.
+
+`sweeper.frontier` answers the product's question (is any measured precision above U?) as a
+table and a command; this module draws it, so every experiment's report set includes it and the
+command and the reports draw one and the same figure: precision against p, one colour per ε,
+with each ε's bound and the always-member baseline, and a mark on every cell whose precision
+interval lies wholly above the bound (a bug in training or accounting: never hidden).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from sweeper.bounds import precision_bound
+from sweeper.figures import DODGE, caption_below, colours, policy_label, save_figure
+from sweeper.axes import pooling_keys, swept
+from sweeper.formats import format_epsilon
+from sweeper.reports.report_registry import register_report
+from sweeper.reports.stats import POOLED_TEXT, pooled_table
+from sweeper.reports.tables import baseline_attacks, bound_settings, is_oracle, require, write_csv
+
+FRONTIER_COLUMNS = ["attack", "epsilon", "delta", "p", "precision", "tp", "fp", "violation",
+                    "tpr_floor", "bound_form"]
+
+#: What a reader must be told to read the frontier: the legend's fixed entries and the caption.
+ERROR_BAR_TEXT = POOLED_TEXT
+BOUND_TEXT = "bound U of that ε (dashed): no attack's precision may lie above it"
+PROFILE_TEXT = ("bound_profile (bar marks): the least U over the training's whole privacy "
+                "profile δ(ε′), at the p measured")
+PRIOR_TEXT = "precision = p (grey diagonal): guessing 'member' for everyone"
+BASELINE_TEXT = "always-member baseline, measured (share of members evaluated)"
+VIOLATION_TEXT = "violation: the data prove a precision (or an ε) above the bound: a bug"
+ORACLE_TEXT = ("oracle: the threshold is the best of the top 2.5 %·i score quantiles, chosen on "
+               "the target's own membership labels — an upper estimate of what a real attacker "
+               "reaches, not an attack one could deploy")
+#: Drawing order: a measured point (and its bar) above the bound_profile mark at its p.
+PROFILE_ZORDER, POINT_ZORDER = 3, 4
+#: A bound at or above this everywhere in the sweep's p range bounds nothing: it is labelled.
+VACUOUS_BOUND = 0.99
+
+
+def frontier_title(frame: pd.DataFrame, name: str = "", shadows: Optional[int] = None) -> str:
+    """`name` (the sweep), then what the numbers were measured on: dataset, model, δ, shadow
+    models, trials, so a PNG that travels alone still says what it shows."""
+    facts = []
+    for column in ("dataset", "model"):
+        if column in frame.columns:
+            facts.append(f"{column} {', '.join(str(v) for v in dict.fromkeys(frame[column]))}")
+    deltas = sorted(frame["delta"].unique())
+    facts.append("δ = " + ", ".join(f"{d:g}" for d in deltas))
+    if shadows:
+        facts.append(f"{shadows} shadow models per ε")
+    trials = frame["trial"].nunique() if "trial" in frame.columns else 1
+    facts.append(f"{trials} trial{'s' if trials != 1 else ''}"
+                 + (" (points: pooled over trials)" if trials > 1 else ""))
+    head = f"Attack precision against the bound U — {name}" if name else \
+        "Attack precision against the bound U"
+    return head + "\n" + " · ".join(facts)
+
+
+def drawn_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows the frontier draws: the tests with a precision, and the baselines
+    (`baseline_attacks`); not per-record measures (PDTP), which have no precision."""
+    return frame[frame["precision"].notna() | frame["attack"].isin(baseline_attacks())]
+
+
+def frontier_figure(frame: pd.DataFrame, title: str = ""):
+    """The frontier as a matplotlib Figure (not saved): one panel per attack (and policy, when the
+    sweep has several), one colour per ε, one legend for the whole figure and a caption.
+
+    Why it looks as it does: points are measurements at a few p, so they are drawn as points
+    (precision pooled over trials) with its exact 95 % Clopper–Pearson bar (`pooled_precision`,
+    the rule of every figure), never joined as if they were a curve; U is a curve
+    (a formula of p), drawn dashed in its ε's colour.  A bound that sits at U ≈ 1 (large ε, ε = ∞)
+    would hide in the panel's top edge, so it is labelled.  Whether the threshold was an oracle
+    (chosen on the target's labels) changes what the precision means, so the panel says so.
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    frame = drawn_cells(frame)
+    baselines = frame["attack"].isin(baseline_attacks())
+    tests = frame[~baselines]
+    varied = swept(tests)  # a training setting the sweep varies: its own panels
+    keys = [c for c in ("attack", "policy") if c in frame.columns
+            and (c == "attack" or tests[c].nunique() > 1)] + [axis.name for axis in varied]
+    panels = (list(tests.groupby(keys, sort=False, dropna=False)) if not tests.empty
+              else [((frame["attack"].iloc[0],), frame)])  # baselines alone
+    epsilons = sorted(frame["epsilon"].unique())
+    delta = float(frame["delta"].max())  # the loosest bound of the grid
+    floor = float(frame["tpr_floor"].max())
+    form = str(frame["bound_form"].iloc[0])
+    colour_of = dict(zip(epsilons, colours(len(epsilons))))
+    data_p = np.sort(frame["p"].unique())
+    grid = np.unique(np.r_[np.linspace(0.01, 0.99, 197), data_p])
+    baseline = frame[baselines].groupby("p")["precision"].mean()
+    offsets = dict(zip(epsilons, (np.arange(len(epsilons)) - (len(epsilons) - 1) / 2) * DODGE))
+    vacuous = [eps for eps in epsilons
+               if np.all(precision_bound(eps, data_p, delta, floor, form=form) >= VACUOUS_BOUND)]
+
+    fig = Figure(figsize=(4.4 * len(panels) + 0.4, 4.4))
+    axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
+    violations = oracle = profiled = False
+    for axis, (key, cells) in zip(axes, panels):
+        key = key if isinstance(key, tuple) else (key,)
+        axis.plot([0, 1], [0, 1], color="lightgrey", lw=0.9, zorder=1)
+        for eps in epsilons:
+            colour = colour_of[eps]
+            axis.plot(grid, precision_bound(eps, grid, delta, floor, form=form), "--",
+                      color=colour, lw=1.2, zorder=2)
+            at_eps = pooled_by_p(cells[cells["epsilon"] == eps])
+            if at_eps.empty:
+                continue
+            x = at_eps.index.to_numpy(float) + offsets[eps]
+            axis.errorbar(x, at_eps["precision"],
+                          yerr=[at_eps["precision"] - at_eps["low"], at_eps["high"] - at_eps["precision"]],
+                          fmt="o", linestyle="none", color=colour, capsize=3, ms=5,
+                          zorder=POINT_ZORDER)
+            if "bound_profile" in cells and cells["bound_profile"].notna().any():
+                profile = cells[cells["epsilon"] == eps].groupby("p")["bound_profile"].mean()
+                # under the point, never over it: a mark at 0.776 hid a point at 0.769
+                axis.scatter(profile.index.to_numpy(float) + offsets[eps], profile.to_numpy(float),
+                             marker="_", s=220, linewidths=2.2, color=colour, alpha=0.6,
+                             zorder=PROFILE_ZORDER)
+                profiled = True
+            bad = at_eps["violations"].to_numpy() > 0
+            if bad.any():
+                violations = True
+                axis.scatter(x[bad], at_eps["precision"].to_numpy()[bad], marker="X", s=140,
+                             color="red", zorder=5)
+        if not baseline.empty:
+            axis.plot(baseline.index, baseline.to_numpy(), "s", color="grey", ms=5, zorder=3)
+        if vacuous:
+            axis.annotate(f"U ≈ 1 for ε = {', '.join(format_epsilon(e) for e in vacuous)}",
+                          xy=(0.02, 1.0), xytext=(0.02, 1.035), fontsize=7.5, color="dimgrey",
+                          va="bottom")
+        label = dict(zip(keys, key))
+        panel_oracle = is_oracle(cells)
+        oracle |= panel_oracle
+        head = str(label["attack"])
+        if varied:
+            head += " · " + " ".join(axis.format(label[axis.name]) for axis in varied)
+        if "policy" in label or panel_oracle:
+            head += "\n" + policy_label(label.get("policy", cells["policy"].iloc[0]
+                                                  if "policy" in cells else ""), panel_oracle)
+        axis.set_title(head, fontsize=9)
+        axis.set_xlabel("p = P(x* sampled into the training set)")
+        axis.set_xlim(0, 1)
+        axis.set_ylim(0, 1.1)
+        axis.set_yticks(np.linspace(0, 1, 6))
+        axis.grid(alpha=0.3)
+    axes[0].set_ylabel("attack precision = P(member | flagged)")
+
+    handles = [Line2D([], [], marker="o", ls="none", color=colour_of[e],
+                      label=f"ε = {format_epsilon(e)}") for e in epsilons]
+    handles += [Line2D([], [], marker="o", ls="none", color="black", label=ERROR_BAR_TEXT),
+                Line2D([], [], ls="--", color="black", label=BOUND_TEXT),
+                *([Line2D([], [], marker="_", ms=14, mew=2.2, ls="none", color="black",
+                          label=PROFILE_TEXT)] if profiled else []),
+                Line2D([], [], color="lightgrey", label=PRIOR_TEXT)]
+    if not baseline.empty:
+        handles.append(Line2D([], [], marker="s", ls="none", color="grey", label=BASELINE_TEXT))
+    if violations:
+        handles.append(Line2D([], [], marker="X", ls="none", ms=10, color="red", label=VIOLATION_TEXT))
+    # Below the panels, not beside them: a figure as wide as three panels and a legend would be
+    # drawn tiny wherever it is shown at a page's width (MLflow's artifact view, a README).
+    legend = fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                        ncol=2 if len(panels) > 1 else 1, fontsize=8, frameon=False,
+                        title=f"U: Thudi et al. Thm 3.3, δ = {delta:g}, TPR ≥ {floor:g}",
+                        title_fontsize=8)
+    caption = [f"Points of different ε are drawn {DODGE:g} apart along p so their bars do not overlap."]
+    if oracle:
+        caption.insert(0, ORACLE_TEXT + ".")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()  # where the panels end up, so the caption can go under the legend
+    caption_below(fig, legend, caption, 40 * len(panels) + 40)
+    return fig
+
+
+def pooled_by_p(cells: pd.DataFrame) -> pd.DataFrame:
+    """`pooled_table` by p, indexed by p, with the columns the figure draws."""
+    table = pooled_table(cells, ["p"]).set_index("p")
+    return table.rename(columns={"precision_ci_low": "low", "precision_ci_high": "high"})
+
+
+def plot_frontier(frame: pd.DataFrame, path: str | Path, title: str = "",
+                  shadows: Optional[int] = None) -> Path:
+    """Draw `frontier_figure` to a PNG at `path`, titled by `frontier_title` (`title` names the
+    sweep; `shadows`, its shadow models per ε, when the caller knows them)."""
+    figure = frontier_figure(frame, frontier_title(frame, title, shadows))
+    return save_figure(figure, Path(path), layout=False)  # laid out by frontier_figure
+
+
+@register_report("frontier", whole_table=True)
+def frontier_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """The generic frontier, so every experiment's report set includes the product's question.
+
+    Drawn by `plot_frontier`, as the command draws it, so the two never disagree; the CSV
+    holds the pooled precisions and intervals that function draws, one row per coordinate
+    (`pooled_precision`), with the trials' mean and the bound at each point.
+    """
+    require(frame, FRONTIER_COLUMNS, "frontier")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png = plot_frontier(frame, out_dir / "frontier.png")
+    cells = drawn_cells(frame)
+    table = pooled_table(cells, pooling_keys(cells))  # every coordinate but the trial
+    floor, form = bound_settings(cells if not cells.empty else frame)
+    table["bound"] = [float(precision_bound(e, p, d, floor, form=form))
+                      for e, d, p in zip(table["epsilon"], table["delta"], table["p"])]
+    return [png, write_csv(table, out_dir / "frontier.csv")]

@@ -1,0 +1,474 @@
+"""The content-addressed artifact store and the sweep's Parquet results.
+
+`store.root` is a local folder or a URI that pyarrow's filesystems understand (`s3://bucket/prefix`,
+`gs://…`; credentials come from the environment, never from the URI).  Layout under it:
+
+    models/<key>/            model.pt, pool_logits.npy, mask.npy, meta.json (with checksums)
+    checkpoints/<key>.pt     per-epoch training state (checksummed), deleted once the model is stored
+    queries/<key>.npy        answers of model queries (augmented logits, Merlin), + .sha256
+    scores/<key>.parquet     per-record attack scores (record_id, score, member), + .sha256
+    results/cells/sweep=<name>/part-0.parquet    the readable results: one row per cell of the
+    results/scores/sweep=<name>/part-0.parquet   sweep's latest run, and its per-record scores
+                             (hive-partitioned datasets, compacted by `sweeper.store.results`)
+    sweeps/<name>/cells/<cell key>.parquet   the landing zone: one row per cell as it finishes,
+                                             + .sha256 (readers are pointed at results/ instead)
+    sweeps/<name>/failures/<cell key>.json   why a cell failed (its traceback), until it succeeds
+    sweeps/<name>/sweep.json                 the cells of the latest run of that sweep
+    sweeps/<name>/results.json               the checksums of the sweep's compacted results
+    sweeps/<name>/tracked.json               what MLflow holds of the sweep (`tracking_stamp`)
+    mlflow.db                the default MLflow tracking store (local stores only)
+    .sweeper-store           says the folder is a store (local stores; `store_root_problem`)
+
+* **Atomic**: the bytes (folders, object stores, atomic writes, checkpoints) are
+  `sweeper.store.files`'s — a temporary name renamed into place locally, a single PUT on an object
+  store — so a crash leaves the whole file or nothing.
+* **Checked**: every artifact a result is computed from (model files, query answers, scores, cell
+  rows, checkpoints) is read back against its SHA-256; a truncated or altered one reads as absent
+  and is recomputed.  The JSON records (meta, manifest, failures, tracked) are written whole and
+  parsed, not checksummed.
+* **Never loaded unsafely**: a model or checkpoint that passes its checksum but does not load as
+  plain tensors (torch's `weights_only`) is moved under `quarantine/` and recomputed.
+* **Only its own folder**: a local store is made in a new or empty folder, or one that holds a
+  store already (its `.sweeper-store`, written as its first sweep claims its name; a store made
+  before that file existed by its `sweeps/` or `mlflow.db`, or by holding only what a store
+  writes); any other folder (`/`, `/etc`, a home folder) is
+  refused before anything is written, unless `store.adopt=true` makes it a store on purpose
+  (`store_root_problem`).  Nothing is written or deleted through a symbolic link below the
+  root (`sweeper.store.files.inside`; `links_in` finds those a sweep would meet before it starts).
+* **Full disks** raise `sweeper.store.files.DiskFull` ("disk full at <path>") and leave no partial
+  file; partial files a killed process left are swept up by the next sweep
+  (`sweeper.store.files.sweep_stale_parts`).
+* **torch** is imported only by the methods that read or write model weights: the commands that
+  only read results (`sweeper.frontier`, `sweeper.tracking.sync`) never load it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+from urllib.parse import urlparse, urlsplit, urlunsplit
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from sweeper.store.columns import CELLS_SCHEMA, SCORES_SCHEMA, conform, row_table
+from sweeper.store.files import (CorruptArtifact, LinkInStore, LocalFiles, ObjectFiles,
+                           StoredCheckpoint, StoredNoiseCache, inside, npy_bytes, read_parquet,
+                           is_uri, parquet_bytes, quarantine, sha256_hex)
+from sweeper.paths import name_problem
+
+if TYPE_CHECKING:
+    import torch
+
+
+#: Stored canary outputs are the model's files named canary_<name>.npy.
+CANARY_PREFIX = "canary_"
+
+
+#: The results datasets (hive-partitioned by sweep, compacted by `sweeper.store.results`).
+CELLS_DATASET = "results/cells"
+SCORES_DATASET = "results/scores"
+#: What a local store writes directly under its root: its folders, MLflow's (the default
+#: tracking store and its artifacts) and its marker.
+ENTRIES = ("models", "checkpoints", "queries", "scores", "calibration", "quarantine", "results",
+           "sweeps", "mlflow.db", "mlartifacts")
+#: The file a local store writes into its root at its first sweep: this folder is a store.
+MARKER = ".sweeper-store"
+MARKER_TEXT = ("This folder is a sweeper store (store.root): its sweeps' models, scores and "
+               "results. Sweeps write here without asking.\n")
+#: Entries a folder holds from its file system rather than its user (a new disk's root).
+NOT_CONTENT = ("lost+found",)
+
+
+def store_root_problem(root: os.PathLike | str, adopt: bool = False) -> Optional[str]:
+    """Why the local folder `root` may not become a store, in words, or None.
+
+    Fine: a folder that is absent or empty (the store makes it its own), one that holds a store
+    (its `MARKER`; from before the marker, a `sweeps/` folder or an `mlflow.db`, which every
+    sweep of an earlier version wrote, or nothing but the store's own `ENTRIES`: a sweep killed
+    before it landed anything), or any folder when `adopt` (`store.adopt=true`) says to make it
+    a store on purpose.  Anything else (`/`, `/etc`, a home or project folder)
+    would get the store's folders written among its files.  A folder that cannot be listed is
+    `sweeper.paths.folder_problem`'s to name."""
+    root = Path(root)
+    try:
+        names = {entry.name for entry in os.scandir(root)} - set(NOT_CONTENT)
+    except OSError:
+        return None
+    if (adopt or MARKER in names or names <= set(ENTRIES) or (root / "sweeps").is_dir()
+            or (root / "mlflow.db").is_file()):
+        return None
+    shown = ", ".join(sorted(names)[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (f"{root} already holds files ({shown}) but no sweeper store: a sweep would write its "
+            f"folders ({', '.join(f'{entry}/' for entry in ENTRIES[:4])} …) among them; give a new "
+            "or empty folder, or store.adopt=true to make this one a store on purpose")
+
+
+def links_in(root: os.PathLike | str, sweep: str) -> list[Path]:
+    """The symbolic links a sweep named `sweep` would meet where it writes in the local store at
+    `root`, found before it starts (`sweeper.store.files.inside` refuses each when it is met): at the
+    store's entries, its results datasets' partitions of the sweep, and the sweep's folder and
+    anything in it (its landing zone, lock, failures, figures)."""
+    root = Path(root)
+    rels = [*ENTRIES, MARKER, f"sweeps/{sweep}",
+            *(f"{dataset}/sweep={sweep}" for dataset in (CELLS_DATASET, SCORES_DATASET))]
+    found = set()
+    for rel in rels:
+        try:
+            inside(root, rel)
+        except LinkInStore as link:
+            found.add(Path(link.filename))
+    for folder, folders, files in os.walk(root / "sweeps" / sweep) if not found else ():
+        found.update(Path(folder) / name for name in folders + files
+                     if os.path.islink(os.path.join(folder, name)))
+    return sorted(found)
+
+
+def check_sweep_name(name: str) -> str:
+    """`name`, when it is safe to use as a folder under the store; ValueError otherwise."""
+    problem = name_problem("sweep name", name)
+    if problem:
+        raise ValueError(problem)
+    return name
+
+
+class ManifestError(ValueError):
+    """A sweep's sweep.json that cannot be read as a manifest (not JSON, or no `cells` list)."""
+
+
+class ArtifactStore:
+    def __init__(self, root: str | Path):
+        root = str(root)
+        if is_uri(root) and urlparse(root).scheme != "file":
+            self.uri = root
+            self.local_root: Optional[Path] = None
+            self.files: ObjectFiles | LocalFiles = ObjectFiles(root)
+        else:
+            path = urlparse(root).path if root.startswith("file://") else root
+            self.local_root = Path(path).expanduser().resolve()
+            self.uri = str(self.local_root)
+            self.files = LocalFiles(self.local_root)
+
+    @property
+    def is_local(self) -> bool:
+        return self.local_root is not None
+
+    def mark(self) -> bool:
+        """Write the store's marker (`MARKER`) into a local root that lacks it: from now on the
+        folder is a store (`store_root_problem`).  Whether it was written now."""
+        if self.local_root is None or (self.local_root / MARKER).is_file():
+            return False
+        self.files.write(MARKER, MARKER_TEXT.encode(), public=True)
+        return True
+
+    def unmark(self) -> None:
+        """Remove the marker when the local store holds none of its entries (a sweep refused
+        before it wrote anything): nothing left behind, and the folder is what it was."""
+        if self.local_root is not None and not any((self.local_root / entry).exists()
+                                                   for entry in ENTRIES):
+            self.files.delete(MARKER)
+
+    def _write_checked(self, rel: str, data: bytes) -> None:
+        """The checksum first, then the data: a crash between them reads as a mismatch."""
+        self.files.write(rel + ".sha256", sha256_hex(data).encode())
+        self.files.write(rel, data)
+
+    def _read_checked(self, rel: str) -> bytes:
+        """The file's bytes; FileNotFoundError when it is absent, CorruptArtifact when they do not
+        match their checksum or the checksum is lost."""
+        data = self.files.read(rel)
+        try:
+            expected = self.files.read(rel + ".sha256").decode(errors="replace").strip()
+        except FileNotFoundError:
+            raise CorruptArtifact(f"no checksum for {self.uri}/{rel}") from None
+        if sha256_hex(data) != expected:
+            raise CorruptArtifact(f"checksum mismatch in {self.uri}/{rel}")
+        return data
+
+    def _has_checked(self, rel: str) -> bool:
+        try:
+            self._read_checked(rel)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    # --- models ------------------------------------------------------------------------------
+
+    def has_model(self, key: str) -> bool:
+        try:
+            self._verified_model_files(key)
+        except (OSError, ValueError, KeyError):
+            return False
+        return True
+
+    def checkpoint(self, key: str) -> StoredCheckpoint:
+        return StoredCheckpoint(self.files, f"checkpoints/{key}.pt")
+
+    def noise_cache(self) -> StoredNoiseCache:
+        return StoredNoiseCache(self.files)
+
+    def write_model(self, key: str, state_dict: dict[str, torch.Tensor], pool_logits: np.ndarray,
+                    mask: np.ndarray, meta: dict[str, Any],
+                    canaries: Optional[dict[str, np.ndarray]] = None) -> None:
+        """The files (with the model's canary outputs, `canary_<name>.npy`, when it holds
+        canaries), then meta.json with their checksums: no meta, or a mismatch, means absent.
+        A model already stored whole is left alone: a retry or an orphaned worker that finishes
+        the same training second never rewrites files another task may be reading."""
+        if self.has_model(key):
+            self.checkpoint(key).delete()
+            return
+        import torch
+
+        buffer = io.BytesIO()
+        torch.save(state_dict, buffer)
+        files = {
+            "model.pt": buffer.getvalue(),
+            "pool_logits.npy": npy_bytes(np.asarray(pool_logits, dtype=np.float32)),
+            "mask.npy": npy_bytes(np.asarray(mask, dtype=bool)),
+            **{f"{CANARY_PREFIX}{name}.npy": npy_bytes(np.asarray(values))
+               for name, values in (canaries or {}).items()},
+        }
+        meta = {**meta, "checksums": {name: sha256_hex(data) for name, data in files.items()}}
+        for name, data in files.items():
+            self.files.write(f"models/{key}/{name}", data)
+        self.files.write(f"models/{key}/meta.json", json.dumps(meta, indent=2, sort_keys=True).encode())
+        self.checkpoint(key).delete()
+
+    def _verified_model_files(self, key: str) -> dict[str, bytes]:
+        meta = json.loads(self.files.read(f"models/{key}/meta.json"))
+        files = {}
+        for name, expected in meta["checksums"].items():
+            data = self.files.read(f"models/{key}/{name}")
+            if sha256_hex(data) != expected:
+                raise CorruptArtifact(f"checksum mismatch in {self.uri}/models/{key}/{name}")
+            files[name] = data
+        return files
+
+    def read_model_meta(self, key: str) -> dict[str, Any]:
+        return json.loads(self.files.read(f"models/{key}/meta.json"))
+
+    def read_model_outputs(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """(pool_logits, mask), checked against the stored checksums."""
+        files = self._verified_model_files(key)
+        logits = np.load(io.BytesIO(files["pool_logits.npy"]), allow_pickle=False)
+        mask = np.load(io.BytesIO(files["mask.npy"]), allow_pickle=False)
+        return logits, mask
+
+    def read_canaries(self, key: str) -> dict[str, np.ndarray]:
+        """The model's canary outputs by name (`jobs.training.canary_outputs`), checked."""
+        return {name[len(CANARY_PREFIX):-len(".npy")]: np.load(io.BytesIO(data), allow_pickle=False)
+                for name, data in self._verified_model_files(key).items()
+                if name.startswith(CANARY_PREFIX)}
+
+    def read_state_dict(self, key: str) -> dict[str, torch.Tensor]:
+        import torch
+
+        files = self._verified_model_files(key)
+        try:
+            return torch.load(io.BytesIO(files["model.pt"]), weights_only=True)
+        except Exception as error:  # noqa: BLE001 - whatever refused it; torch's text suggests unsafe loading
+            names = ["meta.json", *(name for name in files if name != "meta.json")]
+            where = quarantine(self.files, [f"models/{key}/{name}" for name in names])
+            raise CorruptArtifact(
+                f"model {key}: its weights do not load as plain tensors (weights_only refused "
+                f"them: {type(error).__name__}), so they are corrupt or malicious: moved to "
+                f"{self.location(where)}; a rerun trains the model again") from None
+
+    # --- model queries (augmented logits, Merlin ratios) ------------------------------------
+
+    def has_query(self, key: str) -> bool:
+        return self._has_checked(f"queries/{key}.npy")
+
+    def write_query(self, key: str, values: np.ndarray) -> None:
+        self._write_checked(f"queries/{key}.npy", npy_bytes(np.asarray(values)))
+
+    def read_query(self, key: str) -> np.ndarray:
+        """The stored answer, checked against its checksum."""
+        return np.load(io.BytesIO(self._read_checked(f"queries/{key}.npy")), allow_pickle=False)
+
+    # --- per-record scores -------------------------------------------------------------------
+
+    def write_scores(self, key: str, frame: pd.DataFrame) -> None:
+        """Validated against `SCORES_SCHEMA` (SchemaError before anything is written)."""
+        table = conform(pa.Table.from_pandas(frame, preserve_index=False), SCORES_SCHEMA,
+                        f"scores {key}")
+        self._write_checked(f"scores/{key}.parquet", parquet_bytes(table))
+
+    def scores_state(self, key: str) -> str:
+        """"present", "missing" or "corrupt", as `cell_state` says it of a cell."""
+        return self._state(f"scores/{key}.parquet")
+
+    def read_scores_table(self, key: str) -> pa.Table:
+        rel = f"scores/{key}.parquet"
+        return conform(read_parquet(self._read_checked(rel), rel), SCORES_SCHEMA, rel)
+
+    def read_scores(self, key: str) -> pd.DataFrame:
+        return self.read_scores_table(key).to_pandas()
+
+    # --- results -----------------------------------------------------------------------------
+
+    def sweep_uri(self, name: str) -> str:
+        """The sweep's own folder (landing zone, manifests, figures): a folder or a URI."""
+        return self.location(f"sweeps/{name}")
+
+    def location(self, rel: str) -> str:
+        """A path under the store as people reach it: a local path, or the store's URI + rel."""
+        if self.local_root is not None:
+            return str(self.local_root / rel)
+        parts = urlsplit(self.uri)
+        return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/{rel}"))
+
+    def cell_state(self, sweep: str, cell_key: str) -> str:
+        """"present", "missing" (or unreadable) or "corrupt" (its file failed its checksum): a
+        cell to compute unless present."""
+        return self._state(f"sweeps/{sweep}/cells/{cell_key}.parquet")
+
+    def _state(self, rel: str) -> str:
+        try:
+            self._read_checked(rel)
+        except ValueError:  # CorruptArtifact
+            return "corrupt"
+        except OSError:  # absent, or unreachable right now: computed again either way
+            return "missing"
+        return "present"
+
+    def write_cell(self, sweep: str, cell_key: str, row: dict[str, Any]) -> None:
+        """Land one cell's row, validated against `CELLS_SCHEMA` (SchemaError before anything is
+        written), and drop the cell's failure record."""
+        data = parquet_bytes(row_table(row))
+        self._write_checked(f"sweeps/{sweep}/cells/{cell_key}.parquet", data)
+        self.files.delete(f"sweeps/{sweep}/failures/{cell_key}.json")
+
+    def cell_checksum(self, sweep: str, cell_key: str) -> Optional[str]:
+        """The checksum a landed cell was written with (its .sha256), None when there is none."""
+        try:
+            return self.files.read(f"sweeps/{sweep}/cells/{cell_key}.parquet.sha256").decode(
+                errors="replace").strip()
+        except OSError:
+            return None
+
+    def read_cell_bytes(self, sweep: str, cell_key: str) -> bytes:
+        """A landed cell's file, checked; FileNotFoundError or CorruptArtifact."""
+        return self._read_checked(f"sweeps/{sweep}/cells/{cell_key}.parquet")
+
+    @staticmethod
+    def cell_table(data: bytes, where: str) -> pa.Table:
+        """A landed cell's row in the current schema; CorruptArtifact for a row that no version of
+        the schema wrote."""
+        try:
+            return conform(read_parquet(data, where), CELLS_SCHEMA, where)
+        except ValueError as error:
+            raise CorruptArtifact(str(error)) from None
+
+    def read_cell_table(self, sweep: str, cell_key: str) -> pa.Table:
+        return self.cell_table(self.read_cell_bytes(sweep, cell_key), f"{sweep}/{cell_key}")
+
+    def write_public(self, rel: str, data: bytes) -> None:
+        """A file people read (the results datasets): mode 0644 on a local store."""
+        self.files.write(rel, data, public=True)
+
+    def read_with_checksum(self, rel: str, expected: str) -> bytes:
+        """A file checked against the checksum a manifest holds for it."""
+        data = self.files.read(rel)
+        if sha256_hex(data) != expected:
+            raise CorruptArtifact(f"checksum mismatch in {self.uri}/{rel}")
+        return data
+
+    def write_failure(self, sweep: str, cell_key: str, record: dict[str, Any]) -> None:
+        self.files.write(f"sweeps/{sweep}/failures/{cell_key}.json",
+                         json.dumps(record, indent=2, default=str).encode())
+
+    def read_failures(self, sweep: str, cell_keys: Optional[list[str]] = None) -> list[dict[str, Any]]:
+        """The failure records of the sweep's cells (of `cell_keys` only, when given)."""
+        names = self.files.names(f"sweeps/{sweep}/failures")
+        wanted = None if cell_keys is None else {f"{key}.json" for key in cell_keys}
+        records = []
+        for name in names:
+            if name.endswith(".json") and (wanted is None or name in wanted):
+                try:  # a rerun deletes the record of a cell it computes, maybe right now
+                    records.append(json.loads(self.files.read(f"sweeps/{sweep}/failures/{name}")))
+                except FileNotFoundError:
+                    continue
+        return records
+
+    def write_manifest(self, sweep: str, manifest: dict[str, Any]) -> None:
+        self.files.write(f"sweeps/{sweep}/sweep.json", json.dumps(manifest, indent=2, default=str).encode())
+
+    def read_manifest(self, sweep: str) -> dict[str, Any]:
+        """The sweep's sweep.json; FileNotFoundError, or ManifestError (one line) when it is not
+        JSON or lists no cells."""
+        rel = f"sweeps/{sweep}/sweep.json"
+        try:
+            manifest = json.loads(self.files.read(rel))
+        except FileNotFoundError:
+            if isinstance(self.files, ObjectFiles):  # not local
+                self.files.require_bucket()
+            raise FileNotFoundError(f"no sweep results in {self.sweep_uri(sweep)} (no sweep.json)") from None
+        except ValueError as error:
+            raise ManifestError(f"{self.location(rel)} is corrupt (not JSON: {error}); rerun the "
+                                "sweep to rewrite it") from None
+        cells = manifest.get("cells") if isinstance(manifest, dict) else None
+        if not isinstance(cells, list) or not all(isinstance(key, str) for key in cells):
+            raise ManifestError(f"{self.location(rel)} has no `cells` list of cell keys; rerun the "
+                                "sweep to rewrite it")
+        return manifest
+
+    def sweep_names(self) -> list[str]:
+        """The sweeps this store holds: folders under `sweeps/` with a sweep.json."""
+        return [name for name in self.files.folders("sweeps")
+                if "sweep.json" in self.files.names(f"sweeps/{name}")]
+
+    def write_results_manifest(self, sweep: str, manifest: dict[str, Any]) -> None:
+        self.files.write(f"sweeps/{sweep}/results.json",
+                         json.dumps(manifest, indent=1, sort_keys=True).encode())
+
+    def read_results_manifest(self, sweep: str) -> Optional[dict[str, Any]]:
+        """What the sweep's compacted results hold (`sweeper.store.results`), or None when there is none
+        or it is unreadable."""
+        try:
+            manifest = json.loads(self.files.read(f"sweeps/{sweep}/results.json"))
+        except (OSError, ValueError):
+            return None
+        return manifest if isinstance(manifest, dict) else None
+
+    def write_tracking_stamp(self, sweep: str, stamp: dict[str, Any]) -> None:
+        self.files.write(f"sweeps/{sweep}/tracked.json", json.dumps(stamp, sort_keys=True).encode())
+
+    def read_tracking_stamp(self, sweep: str) -> Optional[dict[str, Any]]:
+        """The stamp of the sweep's last whole MLflow logging, or None (none yet, or unreadable)."""
+        try:
+            return json.loads(self.files.read(f"sweeps/{sweep}/tracked.json"))
+        except (OSError, ValueError):
+            return None
+
+    def figures_dir(self, sweep: str) -> Path:
+        """Where this machine draws a sweep's figures: in the sweep's folder when the store is
+        local, else in a local cache (and `publish` copies them into the store)."""
+        if self.local_root is not None:
+            return inside(self.local_root, f"sweeps/{sweep}")
+        return Path("~/.cache/sweeper/figures").expanduser() / sha256_hex(self.uri.encode())[:12] / sweep
+
+    def publish(self, rel: str, local_path: Path) -> None:
+        """Copy a file drawn on this machine (a figure) into a remote store; local stores hold it."""
+        if not self.is_local:
+            self.files.write(rel, Path(local_path).read_bytes())
+
+
+def split_sweep_location(location: str | Path) -> tuple[str, str]:
+    """(store root, sweep name) of a sweep's folder or URI, `<store.root>/sweeps/<name>`; a URI's
+    query (`?endpoint_override=…`) stays with the root."""
+    if not is_uri(str(location)):
+        path = Path(location)
+        if path.parent.name != "sweeps" or not path.name:
+            raise FileNotFoundError(f"{location} is not a sweep folder (<store.root>/sweeps/<name>)")
+        return str(path.parent.parent), path.name
+    parts = urlsplit(str(location))
+    root, _, name = parts.path.rstrip("/").rpartition("/")
+    parent, _, sweeps = root.rpartition("/")
+    if sweeps != "sweeps" or not name:
+        raise FileNotFoundError(f"{location} is not a sweep folder (<store.root>/sweeps/<name>)")
+    return urlunsplit(parts._replace(path=parent)), name

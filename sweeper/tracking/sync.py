@@ -1,0 +1,156 @@
+"""`python -m sweeper.tracking.sync`: log to MLflow what a sweep's Parquet results hold and MLflow lacks.
+
+A sweep keeps going when its tracking server goes down (results land in Parquet either way) and
+warns what it could not log.  Once the server is back, this fills MLflow in: the sweep's run
+(found by its plan key, or created), one nested run per cell not logged yet, and the figures
+when the sweep's run has none.  It is idempotent: a second sync logs nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from sweeper import VERSION_TEXT
+from sweeper.console import Progress, shown
+from sweeper.tracking.database import UnknownSchema
+from sweeper.store.artifacts import ArtifactStore
+from sweeper.credentials import redact, scrub, tracking_uri_problem
+from sweeper.errors import error_chain
+from sweeper.paths import name_problem
+from sweeper.tracking.locations import tracking_location_problem
+from sweeper.probes import not_mlflow_problem, tracking_server_problem
+from sweeper.store.results import load_results, sort_frontier
+from sweeper.tracking.run_records import config_params, summary_metrics
+from sweeper.tracking.recorder import SweepTracker, default_tracking_uri, mlflow_artifact_location
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    tracking_uri: str
+    cells: int  # cells with results in the store
+    logged: int  # cell runs this sync created
+    artifacts: int  # figures this sync attached
+
+
+class SyncRefused(ValueError):
+    """A command line refused before anything is read or logged (exit 2)."""
+
+
+class Unreachable(ConnectionError):
+    """The MLflow server did not answer one bounded request: nothing was logged (exit 1)."""
+
+
+def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
+         progress: bool = False) -> SyncReport:
+    """Log the sweep `experiment` of `store_root` to MLflow (the sweep's own tracking URI unless
+    `tracking_uri` is given).  Raises `SyncRefused` for a sweep name that is not one folder name or
+    a tracking URI that holds credentials, and what MLflow raises when the server is still down."""
+    problems = [name_problem("--experiment", experiment),
+                tracking_uri and tracking_uri_problem(tracking_uri, "--tracking-uri")]
+    if any(problems):
+        raise SyncRefused("; ".join(p for p in problems if p))
+    if tracking_uri:  # the server named here is asked once, bounded, before the store is read
+        _require_server(tracking_uri, "--tracking-uri")
+    store = ArtifactStore(store_root)
+    manifest = store.read_manifest(experiment)
+    config = manifest["config"]
+    uri = tracking_uri or config["tracking"]["uri"] or default_tracking_uri(store.local_root)
+    field = "--tracking-uri" if tracking_uri else "tracking.uri"
+    problem = (tracking_uri_problem(uri, "MLFLOW_TRACKING_URI")  # the only source left unchecked
+               or tracking_location_problem(field, uri))  # never better on a second try
+    if problem:
+        raise SyncRefused(problem)
+    if not tracking_uri:
+        _require_server(uri, "tracking.uri")
+    tracker = SweepTracker(uri, config["tracking"]["experiment"], experiment, manifest["sweep_key"],
+                           config_params(config), mlflow_artifact_location(store, uri),
+                           store.read_scores_table, manifest.get("earlier_keys", ()))
+    results = sort_frontier(load_results(store, experiment).frame)
+    with Progress(len(results), "cells synced", "cell", progress) as bar:
+        for row in results.to_dict("records"):
+            tracker.log_cell(row)
+            bar.update()
+    tracker.log_summary(summary_metrics(results))  # models trained and wall time: the sweep's own
+    if tracker.failure is not None:
+        raise ConnectionError(f"MLflow at {redact(uri)} failed: {tracker.failure}")
+    artifacts = 0
+    if not tracker.client.list_artifacts(tracker.run_id):
+        folder = store.figures_dir(experiment)
+        figures = sorted(folder.rglob("*.png")) + sorted(folder.rglob("*.csv")) if folder.is_dir() else []
+        for path in figures:
+            relative = path.parent.relative_to(folder).as_posix()
+            tracker.client.log_artifact(tracker.run_id, str(path), None if relative == "." else relative)
+            artifacts += 1
+        if (folder / "frontier.png").is_file():  # the first card of the sweep's view
+            tracker.log_frontier_image(folder / "frontier.png")
+        tracker.log_frontier_table(results)
+    tracker.terminate(failed=bool(store.read_failures(experiment, manifest["cells"])))
+    if tracker.failure is not None:
+        raise ConnectionError(f"MLflow at {redact(uri)} failed: {tracker.failure}")
+    return SyncReport(redact(uri), len(results), tracker.logged_now, artifacts)
+
+
+def _require_server(uri: str, field: str) -> None:
+    """Two bounded requests to an MLflow server (`sweeper.probes`); `Unreachable` when it does
+    not answer (MLflow's own client would retry it for minutes: 248 s for a closed port),
+    `SyncRefused` when what answers is not MLflow."""
+    problem = tracking_server_problem(uri, field)
+    if problem:
+        raise Unreachable(problem)
+    problem = not_mlflow_problem(uri, field)
+    if problem:
+        raise SyncRefused(problem)
+
+
+def _parser(prog: str = "python -m sweeper.tracking.sync") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Log a sweep's results to MLflow after its tracking server was down: one "
+                    "run per cell not logged yet, and the figures. Safe to run again: a second "
+                    "sync logs nothing.")
+    parser.add_argument("--experiment", default="quickstart",
+                        help="sweep name, i.e. the experiment's `name` (default: quickstart)")
+    parser.add_argument("--store-root", default="runs",
+                        help="the sweep's store.root, a folder or a URI (default: runs)")
+    parser.add_argument("--tracking-uri",
+                        help="MLflow tracking URI (default: the sweep's tracking.uri, else "
+                             "MLFLOW_TRACKING_URI, else the SQLite file under the store)")
+    parser.add_argument("--version", action="version", version=VERSION_TEXT)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.tracking.sync") -> int:
+    """The command: the sync's report printed (its output), what went wrong logged (`shown`)."""
+    args = _parser(prog).parse_args(argv)
+    with shown():
+        try:
+            report = sync(args.store_root, args.experiment, args.tracking_uri, progress=True)
+        except (FileNotFoundError, SyncRefused, UnknownSchema) as error:
+            logger.error("%s", scrub(str(error)))
+            return 2
+        except Unreachable as error:
+            logger.error("%s; nothing was logged, run this again once it is back.", error)
+            return 1
+        except Exception as error:  # noqa: BLE001 - the server is down still: say so, exit 1
+            if any(isinstance(link, ImportError) for link in error_chain(error)):  # not an outage
+                logger.error("%s", scrub(f"MLflow cannot open this tracking store "
+                                         f"({type(error).__name__}: {error}); running this again "
+                                         "will not help: name a tracking URI it can open."))
+                return 2
+            logger.error("%s", scrub(f"MLflow is unavailable ({type(error).__name__}: {error}); "
+                                     "nothing lost, run this again once it is back."))
+            return 1
+    print(f"MLflow {report.tracking_uri}: {report.cells} cells in the store, {report.logged} "
+          f"logged now ({report.cells - report.logged} were already there), "
+          f"{report.artifacts} figure(s) attached")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
