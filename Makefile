@@ -34,11 +34,13 @@ check: lint
 	$(BIN)/python -m pytest -m 'unit and not slow' --ignore=tests/faults -n $(WORKERS)
 
 # Everything (CI's `.ci/run`): lint and types, then every tier: the unit tier in parallel
-# (in process, nothing shared), then the Ray and process tiers one test at a time (one session
-# Ray; clusters, servers and signals of their own).
+# (in process, nothing shared), the Ray and process tiers in parallel too (each worker its own
+# session Ray; clusters, servers and ports of their own), then the tests marked `serial` one at
+# a time (a signal or a kill timed against a sweep, a wait bounded in seconds, a fixed port).
 test: lint
 	$(BIN)/python -m pytest -m 'unit and not slow' -n $(WORKERS)
-	$(BIN)/python -m pytest -m 'not unit and not slow'
+	$(BIN)/python -m pytest -m 'not unit and not serial and not slow' -n $(WORKERS)
+	$(BIN)/python -m pytest -m 'serial and not slow'
 
 # The slowest variants only (tests marked slow); `make test` runs everything else.
 test-slow: $(STAMP)

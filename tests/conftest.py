@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.tiers import LIBRARY_PROBES, TIER_TIMEOUT_S, TIERS, tier_of
+from testkit.tiers import LIBRARY_PROBES, SERIAL, TIER_TIMEOUT_S, TIERS, tier_of
 
 #: The fault tests' fixtures (real Ray cluster, MLflow and S3 servers, process helpers).  pytest
 #: takes `pytest_plugins` from the root conftest only; `testkit` is importable because tests/ is
@@ -143,6 +143,7 @@ def command_signal_handlers():
 def pytest_configure(config: pytest.Config) -> None:
     for tier, what in TIERS.items():
         config.addinivalue_line("markers", f"{tier}: tier -- {what}")
+    config.addinivalue_line("markers", f"serial: {SERIAL}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -677,6 +677,7 @@ def test_ray_init_is_bounded_by_connect_timeout(tmp_path, health_only_server):
     assert seconds < BOUND_S and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.serial  # the signal's effect is bounded in seconds
 def test_sigterm_ends_a_connection_that_hangs(tmp_path, health_only_server):
     """Item 7: on main SIGTERM was ignored while `ray.init` waited (Ray's Python handler never
     ran).  Now the command ends at once with 143 and one line."""

@@ -93,7 +93,10 @@ def rerun_listing_modules(args: list[str], cwd: Path, said: Optional[list] = Non
 
 
 def test_noop_rerun_loads_no_mlflow_matplotlib_or_ray_yet_backfills_mlflow(tmp_path,
-                                                                          make_tiny_overrides):
+                                                                          make_tiny_overrides,
+                                                                          ray_local):
+    """The reruns are processes of their own (what one imports is the point); the first run,
+    which only fills the store, runs in this process on the session's Ray (no Ray to start)."""
     from mlflow import MlflowClient
 
     from sweeper.tracking.recorder import CELL_KEY_TAG, PARENT_TAG
@@ -101,7 +104,7 @@ def test_noop_rerun_loads_no_mlflow_matplotlib_or_ray_yet_backfills_mlflow(tmp_p
     root = tmp_path / "runs"
     args = make_tiny_overrides(root, name="again", **{
         "grid.epsilon": "[inf]", "grid.p": "[0.5]", "grid.attack": "[loss,always_member]"})
-    first = run("-m", "sweeper", *args, cwd=tmp_path, timeout=600)
+    first, _ = run_command("sweeper", *args, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     # Its output is a log (a pipe, not a terminal): no bar redrawn with escape codes, one line
     # per tenth of each stage instead.

@@ -77,11 +77,10 @@ def ray_head():
             time.sleep(0.5)
         yield f"http://127.0.0.1:{dashboard}", env
     finally:
-        os.killpg(head.pid, signal.SIGTERM)  # `ray start --block` stops its node on SIGTERM
-        try:  # but takes ~30 s to do it gracefully: nothing of it is kept, so it is killed sooner
-            head.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
+        # Nothing of the head is kept, and `ray start --block` takes ~30 s to stop gracefully on
+        # SIGTERM: its group is killed at once, then whatever of it left the group.
+        os.killpg(head.pid, signal.SIGKILL)
+        head.wait(timeout=30)
         for proc in head_processes(tag):
             try:
                 proc.kill()

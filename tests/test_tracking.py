@@ -86,7 +86,11 @@ def test_sweep_run_has_mlflows_standard_tags(tracked_sweep):
     if head.returncode == 0:  # the tests run from a git checkout of sweeper
         assert tags["mlflow.source.git.commit"] == head.stdout.strip()
     assert tags["mlflow.source.type"] == "LOCAL"
-    assert tags["mlflow.source.name"] == str(Path(sys.argv[0]).resolve())
+    # The program that ran: its file, resolved; a program that is no file is named as it was
+    # (pytest-xdist's workers run as `python -c`).
+    program = Path(sys.argv[0])
+    assert tags["mlflow.source.name"] == (str(program.resolve()) if program.exists()
+                                          else sys.argv[0])
     assert tags["mlflow.user"] == getpass.getuser()
 
 

@@ -15,6 +15,10 @@ from sweeper.store.artifacts import ArtifactStore
 from sweeper.tracking.recorder import CELL_KEY_TAG, PARENT_TAG
 from testkit.checkpoints import saved_epoch
 
+#: The kill is timed against the sweep's training: alone, as its epochs were sized (`make test`'s
+#: serial run).
+pytestmark = pytest.mark.serial
+
 
 def finished_models(root: Path) -> dict[str, int]:
     """Each stored model's meta.json inode and mtime: a retrained model would change them."""

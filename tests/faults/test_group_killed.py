@@ -5,12 +5,17 @@ where an uninterrupted group ends."""
 from __future__ import annotations
 
 
+import pytest
 import torch
 
 from sweeper.grid.plan import build_plan, training_groups
 from sweeper.runner import run_sweep
 from sweeper.store.artifacts import ArtifactStore
 from testkit.checkpoints import checkpoint_epoch
+
+#: The kill is timed against the group's epochs: alone, as they were sized (`make test`'s
+#: serial run).
+pytestmark = pytest.mark.serial
 
 
 def group_config(make_tiny_config, root, name):

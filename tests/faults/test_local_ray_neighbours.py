@@ -58,6 +58,7 @@ def held(port: int):
         yield
 
 
+@pytest.mark.serial  # holds Ray's fixed agent port 52365: no other test's Ray may start meanwhile
 def test_env_vars_reach_tasks_not_ray_logs_and_taken_ports_are_avoided(procs):
     secret = f"s3cr3t-{uuid.uuid4().hex}"  # a value no name would flag
     dashboard_port = procs.free_port()
@@ -110,6 +111,7 @@ with ray_start.ray_session(cfg) as url:
     "true",
     # Ray's dashboard agent binds the default port with or without the dashboard (7 s):
     pytest.param("false", marks=pytest.mark.slow)])
+@pytest.mark.serial  # holds Ray's default dashboard port 8265: no other test's Ray may take it
 def test_a_sweep_whose_default_dashboard_port_is_taken_as_it_starts_still_starts(dashboard):
     """Issue 30.2: two sweeps starting Ray at the same moment both found 8265 free; the loser's
     dashboard could not bind it and no raylet started.  On Ray's default port the dashboard now

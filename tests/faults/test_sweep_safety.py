@@ -36,6 +36,7 @@ from sweeper.cluster.start import auth_hint
 from sweeper.runner import run_sweep
 from sweeper.store.artifacts import ArtifactStore, CorruptArtifact
 from sweeper.tracking.recorder import CELL_KEY_TAG, PARENT_TAG
+from testkit.in_process import run_command
 
 SECRET = "sk-4f9c2e71d3b8a6"  # the value of a secret-looking environment variable in these tests
 
@@ -177,6 +178,7 @@ def hold_lock(procs, cfg, seconds: float):
     return holder
 
 
+@pytest.mark.serial  # the wait for a lock held 2 s is bounded in seconds
 def test_lock_refuses_a_second_process_takes_over_a_dead_ones_and_waits(landed, tmp_path,
                                                                          procs, caplog):
     # Issue 24.2: two sweeps of one name on one store both trained everything.
@@ -290,20 +292,24 @@ def test_command_line_refusals(landed, make_tiny_overrides, tmp_path, procs):
     """Each refused before Ray starts, exit 2, in its own words: the lock held by another process
     (through --multirun, whose job line must not show a runtime_env value), a
     secret interpolated into the name and the experiment, Ray's token auth turned off, Hydra's
-    clear-text .hydra folder."""
+    clear-text .hydra folder.  The lock (Hydra's launcher) and the token (checked only where this
+    process would start its own Ray, which the suite's process never does) are refused to real
+    processes; the preflight's two refusals in this process (`testkit.in_process`)."""
     cfg, _ = landed
     holder = hold_lock(procs, cfg, 600)
     store = tmp_path / "runs"
 
-    locked, secret, no_auth, subdir = together(
+    locked, no_auth = together(
         (["-m", *make_tiny_overrides(cfg.store.root, name=cfg.name),
           f"+cluster.runtime_env.env_vars.GREETING={SECRET}x"], {}),
-        (make_tiny_overrides(store, name="${oc.env:SWEEPER_TEST_SECRET_TOKEN}",
-                             **{"tracking.experiment": "${oc.env:SWEEPER_TEST_SECRET_TOKEN}"}),
-         {"SWEEPER_TEST_SECRET_TOKEN": SECRET}),
-        (make_tiny_overrides(store, name="noauth"), {"RAY_AUTH_MODE": "disabled"}),
-        ([*make_tiny_overrides(store, name="subdir"), "hydra.output_subdir=.hydra",
-          f"+cluster.runtime_env.env_vars.GREETING={SECRET}x"], {}), cwd=tmp_path)
+        (make_tiny_overrides(store, name="noauth"), {"RAY_AUTH_MODE": "disabled"}), cwd=tmp_path)
+    from_env = "${oc.env:SWEEPER_TEST_SECRET_TOKEN}"
+    secret, _ = run_command(
+        "sweeper", *make_tiny_overrides(store, name=from_env, **{"tracking.experiment": from_env}),
+        cwd=tmp_path, env={"SWEEPER_TEST_SECRET_TOKEN": SECRET})
+    subdir, _ = run_command(
+        "sweeper", *make_tiny_overrides(store, name="subdir"), "hydra.output_subdir=.hydra",
+        f"+cluster.runtime_env.env_vars.GREETING={SECRET}x", cwd=tmp_path)
     assert locked.returncode == 2 and f"pid {holder.pid}" in locked.stderr, locked.stderr[-2000:]
     assert "job 1 of 1: " in locked.stdout + locked.stderr
     assert SECRET not in locked.stdout + locked.stderr
@@ -420,6 +426,7 @@ def test_a_model_the_disk_cannot_hold_stops_the_sweep_naming_its_path(make_tiny_
     assert "Traceback" not in said
 
 
+@pytest.mark.serial  # each signal is timed against the sweep's progress
 def test_sigint_and_sigterm_end_in_one_line_with_the_shells_codes(make_tiny_overrides, tmp_path,
                                                                    procs):
     # Issue 24.17: SIGINT ended in a KeyboardInterrupt traceback, SIGTERM in SIGABRT (134).

@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from sweeper.runner import run_sweep
 from sweeper.store.artifacts import ArtifactStore
 from testkit.checkpoints import checkpoint_epoch
+
+#: The kills are timed against the sweep's epochs: alone, as they were sized (`make test`'s
+#: serial run).
+pytestmark = pytest.mark.serial
 
 ROW_FIGURES = ["precision", "tp", "fp", "threshold", "auc", "epsilon_spent", "steps",
                "noise_multiplier", "test_accuracy"]

@@ -19,6 +19,10 @@ TIERS = {
     "ray": "the one session Ray (`ray_local`, `ray_dashboard`) and nothing else it starts",
     "process": "real processes: a command as a subprocess, its own Ray cluster, a server",
 }
+#: What `@pytest.mark.serial` says: `make test` runs the other `ray` and `process` tests on two
+#: pytest-xdist workers, these alone, one at a time, after them (tests/README.md).
+SERIAL = ("runs alone, not beside another test: it times a signal or a kill against the work "
+          "of a sweep, bounds a wait in seconds, or holds a fixed port")
 #: Fixtures that put a test in a tier above `unit` (the one it needs most wins).
 TIER_FIXTURES = {
     "ray_local": "ray", "ray_dashboard": "ray",
