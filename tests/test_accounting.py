@@ -62,8 +62,8 @@ def _step_pld(q: float, sigma: float, remove: bool, pessimistic: bool) -> tuple[
     first, last = math.floor(ends[0] / GRID) - 1, math.ceil(ends[1] / GRID) + 1
     edges = np.arange(first, last + 1) * GRID  # bin k covers (edges[k − 1], edges[k]]
 
-    def x_at(l: np.ndarray) -> np.ndarray:  # the x where L(x) = l (inverse of the monotone loss)
-        ll = l if remove else -l
+    def x_at(loss: np.ndarray) -> np.ndarray:  # the x where L(x) = loss (the monotone L inverted)
+        ll = loss if remove else -loss
         with np.errstate(divide="ignore", invalid="ignore"):
             if q < 1:
                 inner = (np.exp(ll) - (1 - q)) / q

@@ -81,7 +81,7 @@ def test_an_attack_is_handed_its_own_frozen_settings_and_nothing_else(attack):
     assert registered.settings_of(settings_items(settings)) == settings
     assert [name for name, _ in settings_items(settings)] == own_fields(attack)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        setattr(settings, "anything", 1)
+        settings.anything = 1
 
 
 def synthetic_inputs(attack: str, settings, n: int = 40, shadows: int = 4, classes: int = 3):

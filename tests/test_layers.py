@@ -203,9 +203,20 @@ def test_no_two_modules_share_a_name():
     """A basename says what a module is wherever it is read (a traceback, an editor's tab, a
     log line's logger): in `sweeper/` and `jobs/` no two modules share one (`__init__` and
     `__main__` apart)."""
+    # A planted pair is found, and a package's face and entry point are no pair.
+    planted = {"sweeper.reports.thudi": Path("sweeper/reports/thudi.py"),
+               "sweeper.bounds.thudi": Path("sweeper/bounds/thudi.py"),
+               "sweeper.bounds": Path("sweeper/bounds/__init__.py"),
+               "sweeper.reports": Path("sweeper/reports/__init__.py")}
+    assert shared_names(planted) == {"thudi": ["sweeper.reports.thudi", "sweeper.bounds.thudi"]}
+    shared = shared_names(modules())
+    assert not shared, f"modules that share a name: {shared}"
+
+
+def shared_names(found: dict[str, Path]) -> dict[str, list[str]]:
+    """Each basename more than one module has (`__init__`, `__main__` apart), with theirs."""
     seen: dict[str, list[str]] = {}
-    for name, path in modules().items():
+    for name, path in found.items():
         if path.stem not in ("__init__", "__main__"):
             seen.setdefault(path.stem, []).append(name)
-    shared = {stem: names for stem, names in seen.items() if len(names) > 1}
-    assert not shared, f"modules that share a name: {shared}"
+    return {stem: names for stem, names in seen.items() if len(names) > 1}

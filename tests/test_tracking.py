@@ -23,7 +23,8 @@ from mlflow.entities import ViewType
 
 from sweeper.runner import run_sweep
 from sweeper.tracking.sync import sync
-from sweeper.tracking.run_records import CELL_METRICS, EPSILON_INF_VALUE, cell_metrics, score_quantiles
+from sweeper.tracking.run_records import (CELL_METRICS, EPSILON_INF_VALUE, cell_metrics,
+                                          score_quantiles)
 from sweeper.tracking.ui import ui_command
 from sweeper.tracking.recorder import (CELL_KEY_TAG, FRONTIER_TABLE, PARENT_TAG, SCORE_TABLE,
                                        SWEEP_KEY_TAG, SweepTracker)
