@@ -146,7 +146,7 @@ def route_times(name: str, batch: int, rounds: int, device: torch.device) -> lis
     layer's norms and clipped sum, as the engine runs them: keeping the per-record gradients (by the
     picked route, their norms, their weighted sum) and book-keeping (`norms`, Gram or per
     record, then one weighted weight gradient, `accumulate`), and which the engine keeps."""
-    from jobs.layer_rules import Seen, squared_norms, weighted_sum
+    from jobs.layer_rules.base import Seen, squared_norms, weighted_sum
     from jobs.layer_rules.conv2d import _Conv2dRule, _cpu_method, _fastest, takes
 
     shape, classes = MODELS[name]

@@ -51,8 +51,8 @@ from torch import nn
 from torch.autograd.graph import GradientEdge, get_gradient_edge
 
 from jobs import linear_stack
-from jobs.layer_rules import (Samples, Seen, check_supported, rule_for, set_grad, squared_norms,
-                              watched_rule, weighted_sum)
+from jobs.layer_rules import check_supported, rule_for, watched_rule
+from jobs.layer_rules.base import Samples, Seen, set_grad, squared_norms, weighted_sum
 
 #: Added to each norm before dividing, as Opacus does, so the two engines clip identically.
 NORM_EPSILON = 1e-6

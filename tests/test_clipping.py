@@ -193,7 +193,8 @@ PATHS = {
 def test_each_per_layer_path_equals_opacus(path):
     """Each way a layer's clipped sum is taken, alone in front of a linear head, against
     Opacus's per-sample reference — and it is the path the sizes above say it is."""
-    from jobs.layer_rules import RULES, Seen
+    from jobs.layer_rules import RULES
+    from jobs.layer_rules.base import Seen
 
     make, shape, features, keeps = PATHS[path]
     torch.manual_seed(1)

@@ -5,8 +5,7 @@ gradient sum, by book-keeping or from per-record gradients (`jobs.clipping` says
 
 Modules: `base` (`Seen`, the `_Rule` contract, the per-record gradient arithmetic every rule and
 `jobs.clipping` share), one per layer type (`linear`, `conv2d` with its routes to per-record
-weight gradients and the receptive fields' Grams, `norm`); this one is the registry, and
-re-exports what `jobs.clipping` imports.
+weight gradients and the receptive fields' Grams, `norm`); this one is the registry.
 """
 
 from __future__ import annotations
@@ -15,13 +14,10 @@ from typing import Optional
 
 from torch import nn
 
-from jobs.layer_rules.base import Samples, Seen, _Rule, set_grad, squared_norms, weighted_sum
+from jobs.layer_rules.base import _Rule
 from jobs.layer_rules.conv2d import _Conv2dRule
 from jobs.layer_rules.linear import _LinearRule
 from jobs.layer_rules.norm import _NormRule
-
-__all__ = ["RULES", "Samples", "Seen", "check_supported", "rule_for", "set_grad", "squared_norms",
-           "watched_rule", "weighted_sum"]
 
 
 #: The layer types the engine can clip, by class.  A model with trainable parameters anywhere
