@@ -16,11 +16,15 @@ from typing import Callable
 
 import numpy as np
 
-from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, loss_threshold
-from jobs.lira import lira_offline, lira_online
-from jobs.rmia import rmia_offline, rmia_online
-from jobs.signals import logit_confidence
-from jobs.shokri import shokri
+from jobs.attacks.basic import loss_threshold
+
+from jobs.attacks.contract import ATTACKS, AttackInputs
+
+from jobs.attacks.lira import lira_offline, lira_online
+from jobs.attacks.rmia import rmia_offline, rmia_online
+from jobs.attacks.section import AttackSettings
+from jobs.attacks.shokri import shokri
+from jobs.attacks.signals import logit_confidence
 from jobs.metrics import quantile_max, roc_auc, tpr_at_fpr
 from sweeper.bounds import epsilon_one_run
 

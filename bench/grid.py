@@ -7,7 +7,7 @@ a step does not depend on the values), through `jobs` exactly as a sweep's train
 
 * the steps alone, interleaved, medians: a plain PyTorch step (forward, backward, SGD, eager),
   the plain step as training takes it (the ε = ∞ models' path through the same loop: on a GPU
-  padded and replayed as a CUDA graph, `jobs.steps`), the engine's DP step eagerly, and the DP
+  padded and replayed as a CUDA graph, `jobs.engine.steps`), the engine's DP step eagerly, and the DP
   step as training takes it, all at the recipe's batch size; then DP ÷ plain like for like
   (each as trained, and both eager);
 * whole models, one at a time (K = 1, N = 1), K per task (one process, each model on its own
@@ -47,11 +47,11 @@ from typing import Optional
 import numpy as np
 import torch
 
-from jobs.accounting import PoissonSchedule, calibrate_noise, training_steps
 from jobs.datasets import ArrayDataset
-from jobs.host_memory import keep_freed_memory
-from jobs.training import (Member, TrainOptions, TrainSettings, draw_mask, predict_logits,
-                           resolve_device)
+from jobs.engine.accounting import PoissonSchedule, calibrate_noise, training_steps
+from jobs.engine.host_memory import keep_freed_memory
+from jobs.engine.training import (Member, TrainOptions, TrainSettings, draw_mask, predict_logits,
+                                  resolve_device)
 
 DEFAULT_EXPERIMENT = "cifar10_lira"
 
@@ -150,9 +150,9 @@ def _sync(device: torch.device) -> None:
 
 def step_times(shape: GridShape, data: ArrayDataset, device: torch.device,
                rounds: int, profile: int = 0) -> dict[str, float]:
-    from jobs.clipping import tf32_convolutions
+    from jobs.engine.clipping import tf32_convolutions
 
-    with tf32_convolutions(shape.options.on(device).tf32):  # as `jobs.training.train_runs`
+    with tf32_convolutions(shape.options.on(device).tf32):  # as `jobs.engine.training.train_runs`
         return _step_times(shape, data, device, rounds, profile)
 
 
@@ -164,9 +164,9 @@ def _step_times(shape: GridShape, data: ArrayDataset, device: torch.device,
     replayed as CUDA graphs), all at the recipe's precision and with the sweep's training
     options (cuDNN's TF32 as `train.tf32` says); with `profile`, a table of the eager DP step's
     costliest kernels."""
+    from jobs.engine.steps import EagerSteps
+    from jobs.engine.training import _stepper, on_device, start_run
     from jobs.models import build_model
-    from jobs.steps import EagerSteps
-    from jobs.training import _stepper, on_device, start_run
 
     settings, batch, options = shape.settings, shape.settings.batch_size, shape.options.on(device)
     mask = np.ones(len(data.pool_y), bool)
@@ -222,7 +222,7 @@ def _profile(step, device: torch.device, rows: int) -> None:
 
 def _plain_step(model, settings: TrainSettings, x: torch.Tensor, y: torch.Tensor):
     """A plain step as a user writes it (at the recipe's precision): no clipping, no noise."""
-    from jobs.steps import mean_gradient
+    from jobs.engine.steps import mean_gradient
 
     optimizer = torch.optim.SGD(model.parameters(), lr=settings.lr, momentum=settings.momentum)
 
@@ -271,7 +271,7 @@ def _train_k(settings: TrainSettings, data: ArrayDataset, records: int, k: int, 
              device: torch.device, cache: DictCache,
              options: TrainOptions) -> tuple[float, int, float]:
     """Train K models of about `records` records in one task; (wall, steps, peak GB)."""
-    from jobs.stacked import train_models
+    from jobs.engine.stacked import train_models
 
     rate = records / len(data.pool_y)
     members = [Member(draw_mask(len(data.pool_y), rate, seed + i, False), seed + i) for i in range(k)]
@@ -338,8 +338,8 @@ def exactness(shape: GridShape, data: ArrayDataset, device: torch.device,
     as CUDA graphs and the same training eagerly on the same padded batches (None elsewhere)."""
     if device.type != "cuda":
         return None
-    import jobs.training as training
-    from jobs.steps import PaddedSteps
+    from jobs.engine.steps import PaddedSteps
+    import jobs.engine.training as training
 
     settings = dataclasses.replace(shape.settings, epochs=2)
     mask = draw_mask(len(data.pool_y), min(1.0, 4 * settings.batch_size / len(data.pool_y)), 7, False)

@@ -4,7 +4,7 @@ For each model and batch size it times, in interleaved rounds in this one proces
 shared and noisy: compare the ratios, which are taken within a round's conditions):
 
 * `plain`  — forward, backward, optimizer step, no clipping or noise;
-* `engine` — the training engine's DP step (`jobs.clipping` + noise), what sweeps run;
+* `engine` — the training engine's DP step (`jobs.engine.clipping` + noise), what sweeps run;
 * `opacus` — Opacus 1.6's hooks-mode DP step (GradSampleModule + DPOptimizer), the previous
   engine, for reference;
 
@@ -15,12 +15,12 @@ measured in a fresh subprocess per (model, batch, mode), as a ratio to plain.  O
 present, or with `--device cuda`) the same runs on the GPU, synchronised around each step.
 
 `--routes` times, instead of steps, each convolution's ways to its per-record weight gradients
-(`jobs.layer_rules.conv2d.METHODS`) and its two ways to its norms and clipped sum (keeping the
+(`jobs.engine.layer_rules.conv2d.METHODS`) and its two ways to its norms and clipped sum (keeping the
 per-record gradients, book-keeping) on the whole batch, and marks what the engine picks.
 
 Two more sets of modes run in the same interleaved rounds:
 
-* `stacked_K` — one DP step of K models trained together (`jobs.stacked`, `--k`, default 4
+* `stacked_K` — one DP step of K models trained together (`jobs.engine.stacked`, `--k`, default 4
   and 16): the throughput in models·steps/s next to K = 1 (the engine's own step).  Only
   linear stacks are stacked; a CNN group trains its models one after another, which is K = 1's
   throughput by construction, so it is not timed again;
@@ -44,9 +44,9 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from jobs.clipping import PerSampleClipper
-from jobs.host_memory import keep_freed_memory
-from jobs.layer_rules.conv2d import METHODS
+from jobs.engine.clipping import PerSampleClipper
+from jobs.engine.host_memory import keep_freed_memory
+from jobs.engine.layer_rules.conv2d import METHODS
 from jobs.models import build_model
 
 #: Each shipped model with the input shape and classes its experiments train it on.
@@ -73,7 +73,7 @@ def _step_function(mode: str, name: str, batch: int, device: torch.device) -> Ca
     x = torch.rand(batch, *shape, device=device)
     y = torch.randint(0, classes, (batch,), device=device)
     if mode.startswith("plain"):
-        from jobs.steps import mean_gradient
+        from jobs.engine.steps import mean_gradient
 
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         forward = torch.compile(model) if mode == "plain_compile" else model
@@ -84,8 +84,8 @@ def _step_function(mode: str, name: str, batch: int, device: torch.device) -> Ca
             optimizer.step()
         return plain_step
     if mode.startswith("engine"):
-        from jobs.randomness import TrainingRng
-        from jobs.steps import clipped_sum, noisy_step
+        from jobs.engine.randomness import TrainingRng
+        from jobs.engine.steps import clipped_sum, noisy_step
 
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         clipper, rng = PerSampleClipper(model, 1.0), TrainingRng(0, device)
@@ -111,11 +111,11 @@ def _step_function(mode: str, name: str, batch: int, device: torch.device) -> Ca
 
 def _stacked_step_function(name: str, batch: int, k: int,
                            device: torch.device) -> Callable[[], None]:
-    """One DP step of K models stacked (`jobs.stacked`), each on its own batch of `batch`."""
-    from jobs.stacked import _Stack, _stacked_step
-    from jobs.accounting import PoissonSchedule
-    from jobs.randomness import TrainingRng
-    from jobs.training import ModelRun, TrainSettings
+    """One DP step of K models stacked (`jobs.engine.stacked`), each on its own batch of `batch`."""
+    from jobs.engine.accounting import PoissonSchedule
+    from jobs.engine.randomness import TrainingRng
+    from jobs.engine.stacked import _Stack, _stacked_step
+    from jobs.engine.training import ModelRun, TrainSettings
 
     shape, classes = MODELS[name]
     settings = TrainSettings(model=name, epochs=1, batch_size=batch, lr=0.01, momentum=0.9,
@@ -141,13 +141,13 @@ def _stacked_step_function(name: str, batch: int, k: int,
 def route_times(name: str, batch: int, rounds: int, device: torch.device) -> list[dict]:
     """Each convolution of `name` at `batch`, in milliseconds (medians of `rounds` interleaved
     rounds) on the whole batch in the engine's slices: each per-record route of
-    `jobs.layer_rules.conv2d.METHODS` that takes the layer, and the route the engine picks (on
+    `jobs.engine.layer_rules.conv2d.METHODS` that takes the layer, and the route the engine picks (on
     a CPU by geometry, `_cpu_method`; on a GPU by timing, `_fastest`); then both ways to the
     layer's norms and clipped sum, as the engine runs them: keeping the per-record gradients (by the
     picked route, their norms, their weighted sum) and book-keeping (`norms`, Gram or per
     record, then one weighted weight gradient, `accumulate`), and which the engine keeps."""
-    from jobs.layer_rules.base import Seen, squared_norms, weighted_sum
-    from jobs.layer_rules.conv2d import _Conv2dRule, _cpu_method, _fastest, takes
+    from jobs.engine.layer_rules.base import Seen, squared_norms, weighted_sum
+    from jobs.engine.layer_rules.conv2d import _Conv2dRule, _cpu_method, _fastest, takes
 
     shape, classes = MODELS[name]
     torch.manual_seed(0)
@@ -234,8 +234,8 @@ def time_modes(name: str, batch: int, rounds: int, device: torch.device,
 
 
 def stacks(name: str) -> bool:
-    """Whether `jobs.stacked` stacks this model (else a group trains one model after another)."""
-    from jobs.linear_stack import is_linear_stack
+    """Whether `jobs.engine.stacked` stacks this model (else a group trains one model after another)."""
+    from jobs.engine.linear_stack import is_linear_stack
 
     shape, classes = MODELS[name]
     return is_linear_stack(build_model(name, shape, classes))

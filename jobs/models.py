@@ -72,7 +72,7 @@ ARCHITECTURES: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
 
 
 #: Not a network: a mechanism with exactly known privacy that releases a noisy copy of each
-#: record's membership bit (`jobs.mechanisms`), the "model" of the bound's self-check.
+#: record's membership bit (`jobs.audits.mechanisms`), the "model" of the bound's self-check.
 MEMBERSHIP_MECHANISM = "membership_mechanism"
 
 MODEL_NAMES = (*ARCHITECTURES, MEMBERSHIP_MECHANISM)

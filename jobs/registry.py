@@ -9,8 +9,8 @@ replacing the first.
 
 A `Registry` is a read-only mapping from name to entry, so it reads as the dict it replaces:
 ``name in REGISTRY``, ``REGISTRY[name]``, ``list(REGISTRY)``, ``REGISTRY.items()``.  What an
-entry is belongs to its family (an `jobs.attacks.Attack`, a `jobs.policies.Policy`, a
-`jobs.queries.QueryKind`, a `sweeper.reports.report_registry.Report`, a `jobs.datasets.DatasetSpec`); the
+entry is belongs to its family (an `jobs.attacks.contract.Attack`, a `jobs.policies.Policy`, a
+`jobs.attacks.queries.QueryKind`, a `sweeper.reports.report_registry.Report`, a `jobs.datasets.DatasetSpec`); the
 registry only names them.  Each family gives a `register_*` decorator that builds its entry around
 the decorated function and calls `add` (`register_attack`, `register_policy`, `register_query`,
 `register_report`, `register_dataset`).

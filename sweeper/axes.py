@@ -103,8 +103,7 @@ class Axis:
 
 
 def _attacks() -> Mapping:
-    from jobs.attacks import ATTACKS
-
+    from jobs.attacks.contract import ATTACKS
     return ATTACKS
 
 

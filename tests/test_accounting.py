@@ -1,4 +1,4 @@
-"""The noise `jobs.accounting.calibrate_noise` picks must spend at most the target ε — checked by an
+"""The noise `jobs.engine.accounting.calibrate_noise` picks must spend at most the target ε — checked by an
 accountant written here, independently of Opacus: the exact privacy loss distribution (PLD) of
 the Poisson-subsampled Gaussian mechanism, discretized and composed by convolution.
 
@@ -30,9 +30,9 @@ import pytest
 from scipy.signal import fftconvolve
 from scipy.stats import norm
 
-from jobs.accounting import (RDP_ORDERS, _search_noise, calibrate_noise, rdp_epsilon_floor,
-                             training_steps)
-from jobs.training import TrainSettings
+from jobs.engine.accounting import (RDP_ORDERS, _search_noise, calibrate_noise, rdp_epsilon_floor,
+                                    training_steps)
+from jobs.engine.training import TrainSettings
 
 DELTA = 1e-5
 GRID = 2e-4  # loss-bin width h; the estimate's error is at most steps·h

@@ -12,12 +12,11 @@ import typing
 import numpy as np
 import pytest
 
-import jobs.attacks
-from jobs.attack_registry import GRADIENT_CANARIES
-from jobs.attack_registry import settings_items
-from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, holdout_scores
+from jobs.attacks.contract import (ATTACKS, GRADIENT_CANARIES, AttackInputs, holdout_scores,
+                                   settings_items)
+from jobs.attacks.queries import QUERIES
+from jobs.attacks.section import AttackSettings
 from jobs.policies import QUANTILE_MAX
-from jobs.queries import QUERIES
 from jobs.registry import Registry
 from sweeper.config import SweepConfig
 from sweeper.grid.plan import AttackSpec, ask_models, build_plan
@@ -74,7 +73,7 @@ def test_an_attack_is_handed_its_own_frozen_settings_and_nothing_else(attack):
     registered = ATTACKS[attack]
     assert registered.settings_type.__dataclass_params__.frozen
     # The scoring function (and the query it asks) is declared to take exactly that type.
-    hints = typing.get_type_hints(registered.score, localns=vars(jobs.attacks))
+    hints = typing.get_type_hints(registered.score)
     assert hints["settings"] is registered.settings_type
     # Its key's items give the same settings back, as `sweeper.cluster.tasks.attack_task` rebuilds them.
     settings = registered.settings_from(AttackSettings())

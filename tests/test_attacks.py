@@ -7,10 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from jobs.attack_registry import NoSettings
-from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, always_member, loss_threshold
-from jobs.lira import lira_offline, lira_online
-from jobs.signals import logit_confidence
+from jobs.attacks.basic import always_member, loss_threshold
+from jobs.attacks.contract import ATTACKS, AttackInputs, NoSettings
+from jobs.attacks.lira import lira_offline, lira_online
+from jobs.attacks.section import AttackSettings
+from jobs.attacks.signals import logit_confidence
 
 
 def own(attack: str, **changes):
@@ -166,8 +167,7 @@ def test_always_member_scores_everyone_alike():
 
 
 def test_holdout_scores_on_disjoint_shadow_data_use_the_shadows_own_labels():
-    from jobs.attacks import ATTACKS, holdout_scores
-
+    from jobs.attacks.contract import ATTACKS, holdout_scores
     # Two shadows answer on two records of their own, labelled 1 and 0; the target on one record
     # labelled 0.  Logits (ln 3, 0): p = 3/4 for label 0, 1/4 for label 1.  The loss attack's
     # holdout score is log p of each shadow record's own label: [log 1/4, log 3/4] per shadow.

@@ -19,7 +19,7 @@ from scipy.optimize import brentq
 from scipy.special import expit, logit
 from scipy.stats import beta, binom, norm
 
-from jobs.mechanisms import GaussianMechanism, RandomizedResponse
+from jobs.audits.mechanisms import GaussianMechanism, RandomizedResponse
 from jobs.metrics import OperatingPoint
 from sweeper.bounds import (bound_profile, best_one_run_epsilon, dpsgd_privacy_profile,
                             epsilon_clopper_pearson, epsilon_gaussian_dp, epsilon_of_gaussian_dp,
@@ -347,10 +347,10 @@ SLOW = pytest.mark.slow  # Opacus's noise search takes 2–8 s here on a busy 2-
     pytest.param("prv", 4.0, 0.25, marks=SLOW)])
 def test_bound_profile_is_below_the_bound_the_noise_was_calibrated_to(accountant, epsilon,
                                                                       sample_rate):
-    """σ from the training's own calibration (`jobs.accounting.calibrate_noise`), over steps that
+    """σ from the training's own calibration (`jobs.engine.accounting.calibrate_noise`), over steps that
     are exactly epochs/q: the whole profile's least bound is at most U at the calibrated (ε, δ)."""
-    from jobs.accounting import calibrate_noise
-    from jobs.training import TrainSettings
+    from jobs.engine.accounting import calibrate_noise
+    from jobs.engine.training import TrainSettings
 
     delta, epochs = 1e-5, 2
     settings = TrainSettings(model="m", epochs=epochs, batch_size=1, lr=0.1, momentum=0.0,
@@ -528,7 +528,7 @@ def test_one_run_fdp_proves_more_than_steinke_from_the_same_guesses_and_says_whe
 def subsampled_gaussian_llr(included, q, sigma, steps, rng, noise=None):
     """White-box canary statistics of the exact mechanism: per step z = B + N(0, σ²) with
     B ~ Bernoulli(q) for a canary in D (0 out of it), then the subsampled Gaussian's likelihood
-    ratio Σ_t log(1 − q + q·e^{(2z − 1)/(2σ²)}) (`jobs.canaries`), the noise of `noise`·σ."""
+    ratio Σ_t log(1 − q + q·e^{(2z − 1)/(2σ²)}) (`jobs.engine.canaries`), the noise of `noise`·σ."""
     noise = sigma if noise is None else noise
     drawn = (rng.random((len(included), steps)) < q) & included[:, None]
     z = drawn + rng.normal(0.0, noise, (len(included), steps))

@@ -297,7 +297,7 @@ def test_command_refuses_an_unbindable_dashboard_host_before_ray(tmp_path):
 
 def test_pdtp_records_beyond_a_targets_members(tmp_path):
     # The quickstart's target at p = 0.5 (trial 0; the quickstart runs four) draws from a pool of 500/0.5 = 1000 records, each a
-    # member when its uniform draw from the target's seed is below p (jobs.training.draw_mask):
+    # member when its uniform draw from the target's seed is below p (jobs.engine.training.draw_mask):
     # the seed is sha256 of the JSON ["0", "target", 0]'s first 8 hex digits, as the planner
     # derives it, so the member count is known here without the project's code.
     import hashlib

@@ -38,7 +38,7 @@ def test_the_grid_benchmark_trains_with_the_sweeps_options_as_overridden():
     """`bench.grid` measures what a sweep would run: its overrides reach the training options
     (`sweeper.grid.plan.train_options_of`), and the defaults are the sweep's."""
     from bench.grid import grid_shape
-    from jobs.training import TrainOptions
+    from jobs.engine.training import TrainOptions
 
     shipped = grid_shape("mnist_lira", []).options
     assert (shipped.tf32, shipped.channels_last) == (True, False)

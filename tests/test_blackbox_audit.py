@@ -1,4 +1,4 @@
-"""The black-box final-model audit (`jobs.blackbox`, attack `canary_crafted_final`): crafted
+"""The black-box final-model audit (`jobs.audits.blackbox`, attack `canary_crafted_final`): crafted
 weights make the canary's gradient dominate, the paper's estimate follows their rule, and a
 planted engine bug makes the audit prove more than the claimed ε."""
 
@@ -12,14 +12,14 @@ import torch
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from jobs import training
-from jobs.attack_registry import AttackInputs
-from jobs.attacks import CanaryFinalSettings, canary_crafted_final
-from jobs.blackbox import blank_canary, crafted_initial_state, final_model_runs
-from jobs.canaries import CanaryDesign
+from jobs.attacks.basic import CanaryFinalSettings, canary_crafted_final
+from jobs.attacks.contract import AttackInputs
+from jobs.audits.blackbox import blank_canary, crafted_initial_state, final_model_runs
 from jobs.datasets import load_dataset
+from jobs.engine import training
+from jobs.engine.canaries import CanaryDesign
+from jobs.engine.training import TrainSettings
 from jobs.models import build_model
-from jobs.training import TrainSettings
 from sweeper.bounds.audit_columns import (Training, audit_epsilons, best_valid,
                                           gdp_estimate_uncorrected, valid_audits)
 
@@ -98,7 +98,7 @@ def test_a_planted_bug_in_the_engine_makes_the_audit_prove_more_than_epsilon(dig
 def test_the_runs_are_independent_trials_and_the_estimate_never_a_proof():
     import pandas as pd
 
-    from jobs.attacks import ATTACKS
+    from jobs.attacks.contract import ATTACKS
     from sweeper.reports.engine_audit import threat_model_table
 
     attack = ATTACKS["canary_crafted_final"]

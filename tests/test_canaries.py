@@ -1,4 +1,4 @@
-"""Canaries in the DP engine (jobs/canaries.py) on real MNIST: what is planted, what the white-box
+"""Canaries in the DP engine (jobs/engine/canaries.py) on real MNIST: what is planted, what the white-box
 observer recovers, and that its statistics follow the distributions DP-SGD's mechanism implies.
 
 Expected distributions are derived by hand: at q = 1 a canary's per-step recovered gradient is
@@ -16,15 +16,15 @@ import pytest
 import torch
 from scipy import stats
 
-import jobs.training as training
-from jobs import clipping
-from jobs.attack_registry import FINAL, ITERATE_LIKELIHOOD_RATIO, ITERATE_SUM
-from jobs.canaries import (CanaryDesign, canary_masks, canary_set, first_linear, input_canaries,
-                           untouched_features)
 from jobs.datasets import load_dataset
+from jobs.engine import clipping
+from jobs.engine.canaries import (CanaryDesign, canary_masks, canary_set, first_linear,
+                                  input_canaries, untouched_features)
+from jobs.engine.canary_columns import FINAL, ITERATE_LIKELIHOOD_RATIO, ITERATE_SUM
+from jobs.engine.stacked import Member, train_models
+import jobs.engine.training as training
+from jobs.engine.training import TrainSettings, draw_mask, train_model
 from jobs.models import build_model
-from jobs.stacked import Member, train_models
-from jobs.training import TrainSettings, draw_mask, train_model
 
 CPU = torch.device("cpu")
 POOL = 400  # each model's pool; mislabeled canaries are taken past it

@@ -18,14 +18,14 @@ import torch
 from scipy.stats import chi2
 from torch import nn
 
-import jobs.randomness as randomness
-import jobs.steps as steps
-import jobs.training as training
-from jobs.clipping import PerSampleClipper, check_supported
 from jobs.datasets import load_dataset
+from jobs.engine.accounting import PoissonSchedule
+from jobs.engine.clipping import PerSampleClipper, check_supported
+import jobs.engine.randomness as randomness
+import jobs.engine.steps as steps
+import jobs.engine.training as training
+from jobs.engine.training import TrainSettings, train_model
 from jobs.models import ARCHITECTURES, build_model
-from jobs.accounting import PoissonSchedule
-from jobs.training import TrainSettings, train_model
 from testkit.opacus_reference import opacus_clipped_sum
 
 CPU = torch.device("cpu")
@@ -96,7 +96,7 @@ LINEAR_STACKS = {
 @pytest.mark.parametrize("name", ["logistic_regression", "relu_mlp256x2", "tanh_mlp64",
                                   *LINEAR_STACKS])
 def test_closed_form_of_linear_stacks_equals_opacus(name):
-    """A linear stack's DP step takes no autograd at all (`jobs.linear_stack`): its norms and
+    """A linear stack's DP step takes no autograd at all (`jobs.engine.linear_stack`): its norms and
     clipped sum in closed form are Opacus's per-sample reference, and the hooks' path's."""
     torch.manual_seed(0)
     if name in LINEAR_STACKS:
@@ -193,8 +193,8 @@ PATHS = {
 def test_each_per_layer_path_equals_opacus(path):
     """Each way a layer's clipped sum is taken, alone in front of a linear head, against
     Opacus's per-sample reference — and it is the path the sizes above say it is."""
-    from jobs.layer_rules import RULES
-    from jobs.layer_rules.base import Seen
+    from jobs.engine.layer_rules import RULES
+    from jobs.engine.layer_rules.base import Seen
 
     make, shape, features, keeps = PATHS[path]
     torch.manual_seed(1)
@@ -210,10 +210,10 @@ def test_a_book_keeping_convolution_without_gram_norms_equals_opacus(monkeypatch
     """A GPU's path past `GPU_CHUNK_FLOATS` for a layer whose norms are not of Gram form: each
     record's weight gradient for its norm, slice by slice, then one weighted weight gradient
     for the sum (a CPU keeps such a layer's per-record gradients instead)."""
-    from jobs.layer_rules.conv2d import _Conv2dRule
+    from jobs.engine.layer_rules.conv2d import _Conv2dRule
 
     monkeypatch.setattr(_Conv2dRule, "keeps_samples", lambda self, seen, grad, parameters: False)
-    monkeypatch.setattr("jobs.layer_rules.conv2d.CHUNK_FLOATS", 40_000)  # a few records a slice
+    monkeypatch.setattr("jobs.engine.layer_rules.conv2d.CHUNK_FLOATS", 40_000)  # a few records a slice
     torch.manual_seed(1)
     x = torch.randn(9, 64, 8, 8)
     _assert_matches_opacus(_Head(nn.Conv2d(64, 64, 3, padding=1), 64 * 64), x,
@@ -229,7 +229,7 @@ def test_each_per_record_route_equals_opacus_in_either_layout(monkeypatch, metho
     per-sample reference, computed on a contiguous copy of the same model."""
     import copy
 
-    from jobs.layer_rules.conv2d import METHODS, _Conv2dRule
+    from jobs.engine.layer_rules.conv2d import METHODS, _Conv2dRule
 
     monkeypatch.setattr(_Conv2dRule, "keeps_samples", lambda self, seen, grad, parameters: True)
     taken = []
@@ -269,7 +269,7 @@ def test_every_per_record_route_is_each_records_own_gradient(kernel, stride, pad
     have, against torch's own convolution backward run on one record at a time; a route
     refuses a geometry it cannot take (shifted products a stride, rows a dilation) rather than
     answer wrongly, and a CPU never picks one that refuses."""
-    from jobs.layer_rules.conv2d import METHODS, _cpu_method, takes
+    from jobs.engine.layer_rules.conv2d import METHODS, _cpu_method, takes
 
     torch.manual_seed(3)
     conv = nn.Conv2d(4, 6, kernel, stride=stride, padding=padding, dilation=dilation).double()
@@ -292,10 +292,10 @@ def test_every_per_record_route_is_each_records_own_gradient(kernel, stride, pad
 @pytest.mark.parametrize("kernel, stride, padding, dilation, size", GEOMETRIES)
 def test_gram_norms_are_each_records_own_squared_norm(kernel, stride, padding, dilation, size,
                                                       layout):
-    """The Gram form of the norms (`jobs.layer_rules.conv2d.field_grams`: the input pixels'
+    """The Gram form of the norms (`jobs.engine.layer_rules.conv2d.field_grams`: the input pixels'
     Gram phase by phase, summed over the kernel's offsets; the unfolded fields' when dilated) on
     the same geometries, against the squared norm of torch's own per-record weight gradient."""
-    from jobs.layer_rules.conv2d import _Conv2dRule
+    from jobs.engine.layer_rules.conv2d import _Conv2dRule
 
     torch.manual_seed(4)
     conv = nn.Conv2d(4, 6, kernel, stride=stride, padding=padding, dilation=dilation).double()
@@ -362,7 +362,7 @@ def test_layer_outputs_are_not_held_after_the_forward_pass():
 @pytest.mark.parametrize("kernel, stride, padding", [(3, 1, 1), (4, 2, 0), (8, 2, 2), ((3, 2), (1, 2), (2, 0))])
 def test_fast_unfold_is_torch_unfold(kernel, stride, padding):
     """The Gram form's strided-view unfold against torch's own im2col (`F.unfold`)."""
-    from jobs.layer_rules.conv2d import _Conv2dRule
+    from jobs.engine.layer_rules.conv2d import _Conv2dRule
 
     conv = nn.Conv2d(3, 4, kernel, stride=stride, padding=padding)
     x = torch.randn(5, 3, 11, 9)

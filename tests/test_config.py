@@ -71,8 +71,7 @@ def test_each_attack_setting_lives_in_exactly_one_attack_config_file(compose_con
 
     from omegaconf import OmegaConf
 
-    from jobs.attacks import AttackSettings
-
+    from jobs.attacks.section import AttackSettings
     homes: dict[str, list[str]] = {}
     for path in sorted((CONF_DIR / "attack").glob("*.yaml")):
         for key in OmegaConf.load(path):

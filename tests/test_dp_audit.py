@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-import jobs.clipping as clipping
-import jobs.steps as steps
-import jobs.training as training
+import jobs.engine.clipping as clipping
+import jobs.engine.steps as steps
+import jobs.engine.training as training
 from sweeper.bounds import last_iterate_epsilon
 from sweeper.grid.plan import build_plan
 from sweeper.grid.sweep_data import sweep_data

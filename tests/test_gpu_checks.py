@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-import jobs.clipping as clipping
-from jobs.clipping import PerSampleClipper
 from jobs.datasets import load_dataset
+import jobs.engine.clipping as clipping
+from jobs.engine.clipping import PerSampleClipper
+from jobs.engine.steps import PaddedSteps
 from jobs.models import build_model
-from jobs.steps import PaddedSteps
 from testkit.gpu_checks import (clean_sum, clipped_contributions, contribution_problems,
                                 drawn_noise, noise_problems, noise_run)
 
@@ -69,8 +69,8 @@ def test_noise_replayed_from_one_generator_state_fails_the_check(digits):
 def contributions(route: str, monkeypatch) -> tuple[torch.Tensor, float]:
     """Every record's clipped contribution through `mnist_cnn` on the CPU, each layer keeping
     per-record gradients ("keep") or book-keeping ("book-keep"), C small enough to clip all."""
-    from jobs.layer_rules.base import _Rule
-    from jobs.layer_rules.conv2d import _Conv2dRule
+    from jobs.engine.layer_rules.base import _Rule
+    from jobs.engine.layer_rules.conv2d import _Conv2dRule
 
     keep = route == "keep"
     for rule in (_Rule, _Conv2dRule):

@@ -1,4 +1,4 @@
-"""A training process keeps the host memory it frees (`jobs.host_memory`): a step's large
+"""A training process keeps the host memory it frees (`jobs.engine.host_memory`): a step's large
 tensors are reused from one step to the next, not page-faulted back in from the kernel."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from jobs.host_memory import glibc
+from jobs.engine.host_memory import glibc
 
 #: Three "steps" that each allocate and write a 48 MB tensor (above glibc's largest dynamic
 #: mmap threshold, 32 MB), after ten others (torch asks for its blocks 64-byte aligned, a little
@@ -17,7 +17,7 @@ from jobs.host_memory import glibc
 #: minor page faults they took.
 STEPS = """
 import resource, sys, torch
-from jobs.host_memory import keep_freed_memory
+from jobs.engine.host_memory import keep_freed_memory
 if sys.argv[1] == "keep":
     assert keep_freed_memory()
 def step():

@@ -140,6 +140,23 @@ def test_jobs_never_imports_sweeper():
                         + "\n".join(upward))
 
 
+def engine_reaches_outside(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from `jobs.engine` into `jobs.attacks` or `jobs.audits`, as "module -> target"."""
+    return sorted(f"{name} -> {target}" for name, targets in graph.items()
+                  if name.startswith("jobs.engine") for target in targets
+                  if target.split(".")[:2] in (["jobs", "attacks"], ["jobs", "audits"]))
+
+
+def test_the_engine_imports_no_attack_and_no_audit():
+    """Issue 53: `jobs.engine` is the part that must equal Opacus, audited alone; the attacks and
+    audits read what it produces (canary columns: `jobs.engine.canary_columns`), never the
+    reverse, so a change to an attack cannot change how a model is trained."""
+    planted = {"jobs.engine.canaries": {"jobs.attacks.contract"}, "jobs.attacks.contract": set()}
+    assert engine_reaches_outside(planted) == ["jobs.engine.canaries -> jobs.attacks.contract"]
+    found = engine_reaches_outside(import_graph())
+    assert not found, "the DP engine imports attacks or audits:\n" + "\n".join(found)
+
+
 def test_no_import_cycle():
     found = cycles(import_graph())
     assert not found, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in found)
@@ -169,7 +186,7 @@ def test_how_it_works_names_every_module_where_it_lives():
 
 def room(name: str) -> str:
     """The unit a reader sees in `sweeper/`: a subpackage whole (`sweeper.tracking`), else the
-    top-level module itself; `jobs/` likewise (`jobs.datasets`, `jobs.training`)."""
+    top-level module itself; `jobs/` likewise (`jobs.engine`, `jobs.datasets`, `jobs.models`)."""
     parts = name.split(".")
     subpackage = ".".join(parts[:2])
     return subpackage if (ROOT / subpackage.replace(".", "/")).is_dir() else name

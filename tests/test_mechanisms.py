@@ -14,8 +14,9 @@ import math
 import numpy as np
 import pytest
 
-from jobs.mechanisms import (GaussianMechanism, RandomizedResponse, describe, from_description,
-                             mechanism_for, precision_at, release_membership)
+from jobs.audits.mechanisms import (GaussianMechanism, RandomizedResponse, describe,
+                                    from_description, mechanism_for, precision_at,
+                                    release_membership)
 from sweeper.bounds import BOUND_FORMS, precision_bound, tightest_bound
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")

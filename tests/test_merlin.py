@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from jobs.merlin import ACCEPT_NOBODY, MorganThresholds, merlin_ratio, morgan_decisions, \
-    morgan_thresholds
+from jobs.attacks.merlin import (ACCEPT_NOBODY, MorganThresholds, merlin_ratio, morgan_decisions,
+                                 morgan_thresholds)
 
 
 class Bowl(torch.nn.Module):

@@ -1,5 +1,5 @@
 """PDTP (Long et al.): binning and the metric on hand values, leave-one-out end to end on real
-training (logistic regression through jobs.training, with and without Opacus), and the
+training (logistic regression through jobs.engine.training, with and without Opacus), and the
 parameter counts of the architectures added for Long et al. and Jayaraman et al."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-import jobs.pdtp as pdtp_module
+import jobs.attacks.pdtp as pdtp_module
+from jobs.attacks.pdtp import DTP_THRESHOLD, PdtpResult, binned, leave_one_out, pdtp
 from jobs.datasets import ArrayDataset
+from jobs.engine.training import TrainSettings
 from jobs.models import build_model
-from jobs.pdtp import DTP_THRESHOLD, PdtpResult, binned, leave_one_out, pdtp
-from jobs.training import TrainSettings
 
 CPU = torch.device("cpu")
 
@@ -134,7 +134,7 @@ def non_private():
 
 
 #: The target's public size, which every retrain must keep: one record fewer must not change
-#: DP-SGD's rate or divisor (`jobs.accounting.rate_size`).
+#: DP-SGD's rate or divisor (`jobs.engine.accounting.rate_size`).
 PUBLIC_SIZE = 77
 
 

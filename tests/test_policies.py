@@ -82,7 +82,7 @@ def test_min_tpr_guard_skips_pure_cuts_that_find_too_few_members():
     assert pick(0.3) == 8.0
     assert pick(0.9) == 2.0  # only "score ≥ 2" finds all 5 members (TPR 1 ≥ 0.9)
     # The guard is the one Morgan's search uses.
-    from jobs.merlin import morgan_thresholds
+    from jobs.attacks.merlin import morgan_thresholds
     from jobs.metrics import reaches_min_tpr
 
     assert list(reaches_min_tpr(np.array([0.0, 0.2, 0.3]), 0.0)) == [False, True, True]

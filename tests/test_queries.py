@@ -7,9 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, loss_randomized
-from jobs.lira import lira_online
-from jobs.queries import image_augmentations
+from jobs.attacks.basic import loss_randomized
+
+from jobs.attacks.contract import ATTACKS, AttackInputs
+
+from jobs.attacks.lira import lira_online
+from jobs.attacks.queries import image_augmentations
+from jobs.attacks.section import AttackSettings
 
 
 def own(attack: str, **changes):

@@ -336,8 +336,7 @@ def test_generalization_finds_its_adversaries_by_what_they_declare(tmp_path, mon
     they are still found; a second attack declaring −loss scores is refused, not guessed."""
     import dataclasses
 
-    from jobs.attacks import ATTACKS
-
+    from jobs.attacks.contract import ATTACKS
     frame, scores = generalization_inputs()
     entries = dict(ATTACKS._entries)
     renamed = {"loss": "threshold_loss", "loss_randomized": "adversary_one"}
@@ -458,9 +457,8 @@ def test_thudi_figure4_says_what_its_bars_are_and_compares_panels(lira_frame):
 
 
 def declared(rule) -> list[str]:
-    """The registered attacks whose declaration (`jobs.attack_registry.Attack`) satisfies `rule`."""
-    from jobs.attacks import ATTACKS
-
+    """The registered attacks whose declaration (`jobs.attacks.contract.Attack`) satisfies `rule`."""
+    from jobs.attacks.contract import ATTACKS
     return [name for name, attack in ATTACKS.items() if rule(attack)]
 
 
@@ -472,7 +470,7 @@ def test_the_reports_baselines_and_measures_are_what_the_attacks_declare():
     """Issue 31: no report names an attack.  A baseline is declared (`baseline=True`): it
     says "member" for everyone and its precision is the share of members; a per-record measure
     (PDTP) is no test.  Both read from the declarations."""
-    from jobs.attacks import ATTACKS, AttackInputs
+    from jobs.attacks.contract import ATTACKS, AttackInputs
     from sweeper.reports import baseline_attacks, measure_attacks, not_tests
 
     assert BASELINES and MEASURES  # else every check below checks nothing
@@ -509,8 +507,7 @@ def test_an_attack_that_reads_no_model_is_a_test_unless_declared_a_baseline(lira
     """Issue 42: a random guess reads nothing of the model, as the always-member baseline does,
     but its precision is its own: it is drawn in a panel of its own, and the grey baseline
     squares stay the always-member rows' mean (on main it was pooled into them)."""
-    from jobs.attack_registry import NoSettings, register_attack
-    from jobs.attacks import ATTACKS
+    from jobs.attacks.contract import NoSettings, register_attack, ATTACKS
     from sweeper.reports import baseline_attacks, frontier_figure
 
     monkeypatch.setattr(ATTACKS, "_entries", dict(ATTACKS._entries))  # registered for this test

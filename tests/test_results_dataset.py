@@ -240,7 +240,7 @@ def test_the_docs_attack_table_is_the_attack_registry(capsys):
     as docs/results.md does the columns: regenerate it with `python -m sweeper.store.columns --attacks`."""
     from pathlib import Path
 
-    from jobs.attacks import ATTACKS
+    from jobs.attacks.contract import ATTACKS
     from sweeper.store.columns import (ATTACKS_BEGIN, ATTACKS_END, attack_markdown, main,
                                        marked_section)
 

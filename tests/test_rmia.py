@@ -18,11 +18,13 @@ import pytest
 from scipy.special import softmax
 from scipy.stats import spearmanr, trim_mean
 
-from jobs.attacks import ATTACKS, AttackInputs, AttackSettings, holdout_scores
+from jobs.attacks.contract import ATTACKS, AttackInputs, holdout_scores
+
+import jobs.attacks.rmia
+from jobs.attacks.rmia import (OFFLINE_A_GRID, search_offline_a, taylor_soft_margin, trimmed_mean,
+                               true_class_probability, voted_scores)
+from jobs.attacks.section import AttackSettings
 from jobs.metrics import roc_auc
-import jobs.rmia
-from jobs.rmia import (OFFLINE_A_GRID, search_offline_a, taylor_soft_margin, trimmed_mean,
-                       true_class_probability, voted_scores)
 from sweeper.config import SweepConfig
 from sweeper.checks.validation import find_problems
 
@@ -287,7 +289,7 @@ def authors_vote(ratio_x, ratio_z, gamma):
 def test_voted_scores_equal_the_authors_rule_in_blocks(views, monkeypatch):
     rng = np.random.default_rng(views)
     ratio_x, ratio_z = rng.lognormal(0, 1, (views, 300)), rng.lognormal(0, 1, (views, 70))
-    monkeypatch.setattr(jobs.rmia, "VOTE_BLOCK", 70 * views * 7)  # blocks of 7 records
+    monkeypatch.setattr(jobs.attacks.rmia, "VOTE_BLOCK", 70 * views * 7)  # blocks of 7 records
     np.testing.assert_allclose(voted_scores(ratio_x, ratio_z, 1.5),
                                authors_vote(ratio_x, ratio_z, 1.5), atol=1e-12)
 
@@ -323,8 +325,8 @@ def test_rmia_in_a_sweep_takes_its_population_from_the_held_out_split(ray_local,
     import torch
 
     from jobs.datasets import load_dataset
+    from jobs.engine.training import predict_logits
     from jobs.models import build_model
-    from jobs.training import predict_logits
     from sweeper.grid.plan import build_plan
     from sweeper.runner import run_sweep
     from sweeper.store.artifacts import ArtifactStore

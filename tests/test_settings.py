@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from jobs.attack_registry import register_attack
-from jobs.attacks import ATTACKS, AttackSettings
+from jobs.attacks.contract import ATTACKS, register_attack
+from jobs.attacks.section import AttackSettings
 from jobs.settings import AtLeast, Between, OneOf, Setting, config_dataclass, problems
 from sweeper.config import SweepConfig
 from sweeper.checks.validation import find_problems
@@ -117,7 +117,7 @@ def test_an_attack_reading_an_undeclared_setting_is_refused_at_registration():
 def test_an_attack_declaring_a_fact_attack_does_not_have_is_refused_at_registration():
     """What an attack declares is `Attack`'s fields by name: a misspelt or unknown fact, or a
     threat model not in `THREAT_MODELS`, is refused before anything is registered."""
-    from jobs.attack_registry import NoSettings
+    from jobs.attacks.contract import NoSettings
 
     with pytest.raises(TypeError, match=r"\['reads_modle'\] are not facts an attack declares"):
         register_attack("not_registered", NoSettings, needs_shadows=False, reads_modle=False)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jobs.attack_registry import AttackInputs, NoSettings
-from jobs.shokri import shokri
+from jobs.attacks.contract import AttackInputs, NoSettings
+from jobs.attacks.shokri import shokri
 
 
 def auc(scores: np.ndarray, member: np.ndarray) -> float:

@@ -1,4 +1,4 @@
-"""K models per task (`jobs.stacked`): each model of a group is the model trained alone, the
+"""K models per task (`jobs.engine.stacked`): each model of a group is the model trained alone, the
 stacked clipped sums are Opacus's, a killed group resumes each model from its own checkpoint,
 and the planner groups only models that share every training setting."""
 
@@ -15,15 +15,15 @@ import pytest
 import torch
 from torch import nn
 
-import jobs.steps as steps
-import jobs.training as training
+import jobs.engine.steps as steps
+import jobs.engine.training as training
 import sweeper.cluster.tasks as tasks
 from jobs.datasets import load_dataset
+from jobs.engine.clipping import clipped_sums
+from jobs.engine.linear_stack import is_linear_stack
+from jobs.engine.stacked import Member, _Stack, train_models
+from jobs.engine.training import TrainSettings, draw_mask, start_run, train_model
 from jobs.models import build_model
-from jobs.linear_stack import is_linear_stack
-from jobs.clipping import clipped_sums
-from jobs.stacked import Member, _Stack, train_models
-from jobs.training import TrainSettings, draw_mask, start_run, train_model
 from sweeper.config import ConfigError, SweepConfig
 from sweeper.checks.validation import validate
 from sweeper.grid.plan import DataSpec, ModelSpec, build_plan, group_resources, training_groups
@@ -285,7 +285,7 @@ def test_bf16_forward_keeps_norms_and_clipped_sums_in_fp32():
     """Under bf16 autocast the clipper still returns fp32 norms and fp32 sums, which match the
     fp32 engine's to bf16's precision: an 8-bit mantissa, ~0.4 % a rounding, compounded over
     three layers' forward and backward (measured: norms within 2 %, sums within 9 %)."""
-    from jobs.clipping import PerSampleClipper
+    from jobs.engine.clipping import PerSampleClipper
 
     torch.manual_seed(0)
     model = build_model("relu_mlp256x2", (60,), 10)

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-import jobs.randomness as randomness
-import jobs.training as training
-from jobs.accounting import RDP_ORDERS
 from jobs.datasets import load_dataset
-from jobs.training import TrainSettings, draw_mask, train_model
+from jobs.engine.accounting import RDP_ORDERS
+import jobs.engine.randomness as randomness
+import jobs.engine.training as training
+from jobs.engine.training import TrainSettings, draw_mask, train_model
 
 CPU = torch.device("cpu")
 
@@ -105,11 +105,11 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(digits, tmp_path, monk
 
 @pytest.mark.parametrize("epsilon", [2.0, math.inf])
 def test_padded_batches_train_the_model_unpadded_batches_train(digits, monkeypatch, epsilon):
-    """What a GPU replays as CUDA graphs (`jobs.steps.PaddedSteps`: each batch padded with
+    """What a GPU replays as CUDA graphs (`jobs.engine.steps.PaddedSteps`: each batch padded with
     rows of weight 0 to a multiple of 32, fixed buffers) run eagerly on the CPU: the same
     model as exactly the drawn batches, to float summation order — for DP-SGD and for
     non-private training (the mean over the batch's real records)."""
-    from jobs.steps import BUCKET, PaddedSteps
+    from jobs.engine.steps import BUCKET, PaddedSteps
 
     mask = draw_mask(len(digits.pool_y), 0.5, seed=1, complement=False)
     plain = train_model(settings(epsilon), digits, mask, seed=3, device=CPU)
@@ -211,7 +211,7 @@ def test_channels_last_trains_the_contiguous_model(digits, monkeypatch, routes, 
     unfold and one batched matmul in NHWC order), where the layout matters most.  One epoch:
     later, max-pooling's near ties turn rounding into a different winner now and then, as any
     change of summation order does (measured: 1e-8 relative after 4 steps, 4e-6 after 8)."""
-    from jobs.layer_rules.conv2d import _Conv2dRule
+    from jobs.engine.layer_rules.conv2d import _Conv2dRule
 
     mask = draw_mask(len(digits.pool_y), 0.5, seed=1, complement=False)
     nhwc_products = []
@@ -240,10 +240,10 @@ def test_tf32_is_asked_for_per_record_products_only(digits, monkeypatch, tf32):
     """`train.tf32` (`TrainOptions.tf32`) sets TF32 for per-record gradients' matrix products
     (whose norm and clipped sum read one tensor) and for cuDNN's convolutions, the forward pass
     included; false means fp32 everywhere.  Book-keeping layers' norms and sums, which come
-    from different products, are fp32 either way (`jobs.clipping.full_precision`).  The flags
+    from different products, are fp32 either way (`jobs.engine.clipping.full_precision`).  The flags
     are what a GPU reads: seen here as each call finds them (as (matmul, cuDNN))."""
-    from jobs.layer_rules.conv2d import _Conv2dRule
-    from jobs.layer_rules.linear import _LinearRule
+    from jobs.engine.layer_rules.conv2d import _Conv2dRule
+    from jobs.engine.layer_rules.linear import _LinearRule
 
     def flags() -> tuple[bool, bool]:
         return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32

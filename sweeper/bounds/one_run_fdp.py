@@ -32,7 +32,7 @@ def _mu_of(eps: float, delta: float) -> float:
     """The μ whose Gaussian curve is (ε, δ)-DP exactly: δ_μ(ε) = δ, increasing in μ."""
     from scipy.optimize import brentq
 
-    from jobs.mechanisms import GaussianMechanism
+    from jobs.audits.mechanisms import GaussianMechanism
 
     gap = lambda mu: float(GaussianMechanism(mu).delta_at(eps)) - delta  # noqa: E731
     high = 1.0

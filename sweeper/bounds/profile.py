@@ -5,7 +5,7 @@ Why.  A training is (ε′, δ(ε′))-DP for every ε′ at once, not only at t
 calibrated to; every U(ε′, p, δ(ε′), s) holds, so the least of them is the tightest bound the
 training's own accounting supports.  At q = 1 DP-SGD is exactly a Gaussian mechanism; below,
 Opacus's PRV accountant gives δ(ε′), read as an upper bound so the bound stays valid.  Opacus
-and jobs.mechanisms are imported inside the functions: the package stays NumPy-only.
+and jobs.audits.mechanisms are imported inside the functions: the package stays NumPy-only.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class _PrvProfile:
 def _dpsgd_profile(noise_multiplier: float, sample_rate: float, steps: int, eps_error: float,
                    delta_error: float) -> PrivacyProfile:
     if sample_rate == 1.0:
-        from jobs.mechanisms import GaussianMechanism
+        from jobs.audits.mechanisms import GaussianMechanism
 
         return GaussianMechanism(math.sqrt(steps) / noise_multiplier)
     return _PrvProfile(noise_multiplier, sample_rate, steps, eps_error, delta_error)
@@ -89,7 +89,7 @@ def dpsgd_privacy_profile(noise_multiplier: float, sample_rate: float, steps: in
     """DP-SGD's whole privacy profile δ(ε'), as `tightest_bound` reads it (`PrivacyProfile`).
 
     q = 1 is exactly the Gaussian mechanism with μ = √steps/σ (full batches: `steps` Gaussian
-    releases of sensitivity 1 compose to μ-GDP), jobs.mechanisms' closed form.  q < 1: Opacus's
+    releases of sensitivity 1 compose to μ-GDP), jobs.audits.mechanisms' closed form.  q < 1: Opacus's
     PRV accountant, made an upper bound on δ (`_PrvProfile`; `eps_error`, `delta_error` are its
     accuracy).  Cached per (σ, q, steps).
     """

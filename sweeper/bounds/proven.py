@@ -3,7 +3,7 @@ mechanisms whose privacy is known exactly.
 
 Why.  A measured precision or (TPR, FPR) pair above what (ε, δ)-DP allows rules that ε out; the
 sweep's violation test reads these.  `tightest_bound` is the same comparison made exact: for a
-mechanism whose whole privacy profile δ(ε') is known in closed form (jobs/mechanisms.py), the
+mechanism whose whole privacy profile δ(ε') is known in closed form (jobs/audits/mechanisms.py), the
 least bound over every (ε', δ(ε')) pair it meets, which its likelihood-ratio tests must touch and
 never exceed if the bound is right.
 
@@ -19,7 +19,7 @@ DP-SGD's whole privacy profile and the least bound over it (`bound_profile`) are
 `sweeper.bounds.profile`.
 
 Counts are non-negative integers (floats holding integers are accepted); SciPy, Opacus and
-jobs.mechanisms are imported inside the functions, so importing the package stays NumPy-only.
+jobs.audits.mechanisms are imported inside the functions, so importing the package stays NumPy-only.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def epsilon_from_rates(tpr: ArrayLike, fpr: ArrayLike, delta: ArrayLike = 0.0) -
 
 
 class PrivacyProfile(Protocol):
-    """What `tightest_bound` needs of a mechanism (jobs.mechanisms' are two): its exact privacy
+    """What `tightest_bound` needs of a mechanism (jobs.audits.mechanisms' are two): its exact privacy
     profile, and the ε' at which its likelihood-ratio test has a given TPR."""
 
     def delta_at(self, epsilon_prime): ...
@@ -97,7 +97,7 @@ def tightest_bound(mechanism: PrivacyProfile, p: ArrayLike, tpr: ArrayLike,
 
     U is `precision_bound` in the given `form`: "derived" (default), which the mechanisms touch,
     or "printed", whose minimum falls *below* the mechanism's exact precision
-    (`jobs.mechanisms.precision_at`) for δ > 0, p < 1 (`sweeper.bounds.thudi`).
+    (`jobs.audits.mechanisms.precision_at`) for δ > 0, p < 1 (`sweeper.bounds.thudi`).
     Exact when `epsilons` is None: minimizing the derived U means maximizing
     h(ε') = e^-ε'·(s − δ(ε')); since dδ/dε' = −e^ε'·FPR_LR(ε'), h'(ε') = e^-ε'·(TPR_LR(ε') − s),
     and the LR test's TPR falls as ε' grows, so the optimum is where the LR test has TPR s:
@@ -230,7 +230,7 @@ def _gaussian_dp_epsilon(mu: float, delta: float) -> float:
     from scipy.optimize import brentq
     from scipy.special import ndtri
 
-    from jobs.mechanisms import GaussianMechanism
+    from jobs.audits.mechanisms import GaussianMechanism
 
     curve = GaussianMechanism(mu)
     gap = lambda eps: float(curve.delta_at(eps)) - delta  # noqa: E731
@@ -245,7 +245,7 @@ def epsilon_of_gaussian_dp(mu: ArrayLike, delta: ArrayLike) -> Result:
     """The least ε with δ_μ(ε) ≤ δ, δ_μ(ε) = Φ(−ε/μ + μ/2) − e^ε·Φ(−ε/μ − μ/2).
 
     μ-GDP is (ε, δ_μ(ε))-DP for every ε and no better (Dong, Roth & Su 2022, Cor. 2.13); the
-    profile is `jobs.mechanisms.GaussianMechanism`'s.  0 when μ = 0 or δ ≥ δ_μ(0) = 2Φ(μ/2) − 1;
+    profile is `jobs.audits.mechanisms.GaussianMechanism`'s.  0 when μ = 0 or δ ≥ δ_μ(0) = 2Φ(μ/2) − 1;
     ∞ when μ = ∞; NaN at δ = 0 with μ > 0, since μ-GDP is ε-DP for no finite ε; NaN μ gives NaN.
     """
     scalar = is_scalar(mu, delta)

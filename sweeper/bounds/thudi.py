@@ -22,7 +22,7 @@ the bound is still p, never below it).
   the δ-term; keeping p·s, with P(S | x* ∉ D) ≥ e^-ε·(s − δ), Bayes gives this form: the δ = 0
   bound at ε − ln(1 − δ/s), vacuous (1.0) once δ ≥ s, equal to the printed form when δ = 0 or
   p = 1 and never below it otherwise; touched by randomized response and the Gaussian
-  mechanism's likelihood-ratio tests (jobs/mechanisms.py, `sweeper.bounds.proven.tightest_bound`).
+  mechanism's likelihood-ratio tests (jobs/audits/mechanisms.py, `sweeper.bounds.proven.tightest_bound`).
 * **``form="printed"``**: the formulas exactly as the papers print them (2022, Theorem 2; 2024,
   Theorem 3.3), U = 1/(1 + e^-ε·(1−p)/p − δ·e^-ε·(1−p)/s), not a valid bound for δ > 0 and
   p < 1; kept to reproduce the papers' numbers (``BOUND_FORMS``).  The counter-example

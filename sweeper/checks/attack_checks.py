@@ -1,13 +1,13 @@
 """Checks of the attacks' side of a configuration: shadows, each attack's settings, what the
 grid's attacks need of the shadows, the data and the model, the threshold policies and the
 metrics.  A setting's own rule is declared beside its attack (`jobs.settings`); attacks are asked
-what they need (`jobs.attack_registry.Attack`), never told apart by name.  Part of
+what they need (`jobs.attacks.contract.Attack`), never told apart by name.  Part of
 `sweeper.checks.sections`.
 """
 
 from __future__ import annotations
 
-from jobs.attacks import ATTACKS
+from jobs.attacks.contract import ATTACKS
 from jobs.datasets import DATASETS
 from jobs.policies import CALIBRATED
 from jobs.settings import problems as setting_problems
@@ -42,7 +42,7 @@ def check_shadows_and_attacks(cfg: SweepConfig, check: Check) -> None:
 def _check_attack_needs(cfg: SweepConfig, check: Check) -> None:
     """What each of the grid's attacks needs with its settings: enough shadows, image records
     for a query that transforms images."""
-    from jobs.queries import QUERIES
+    from jobs.attacks.queries import QUERIES
 
     for name in cfg.grid.attack:
         if name not in ATTACKS:
@@ -61,9 +61,9 @@ def _check_attack_needs(cfg: SweepConfig, check: Check) -> None:
 
 
 def _check_canaries(cfg: SweepConfig, check: Check) -> None:
-    """The canary attacks' settings, and what planting their canaries needs (`jobs.canaries`)."""
-    from jobs.attack_registry import GRADIENT_CANARIES, INPUT_CANARIES, TRAINING_RUNS
-    from jobs.canaries import first_linear
+    """The canary attacks' settings, and what planting their canaries needs (`jobs.engine.canaries`)."""
+    from jobs.attacks.contract import GRADIENT_CANARIES, INPUT_CANARIES, TRAINING_RUNS
+    from jobs.engine.canaries import first_linear
     from jobs.models import build_model
 
     attack = cfg.attack

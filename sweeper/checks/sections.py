@@ -22,9 +22,9 @@ import typing
 from collections.abc import Callable
 from typing import Any, Optional
 
-from jobs.accounting import CALIBRATING_ACCOUNTANTS
-from jobs.attacks import ATTACKS
+from jobs.attacks.contract import ATTACKS
 from jobs.datasets import DATASETS
+from jobs.engine.accounting import CALIBRATING_ACCOUNTANTS
 from jobs.settings import problems as setting_problems
 from sweeper.axes import GRID_AXES, INT64_MAX, RECIPE_AXES
 from sweeper.checks.attack_checks import check_policies_and_metrics, check_shadows_and_attacks
@@ -211,7 +211,7 @@ def check_grid(cfg: SweepConfig, check: Check) -> None:
 
 def check_train(cfg: SweepConfig, check: Check) -> None:
     """`train`: the DP-SGD recipe, accountant, K models per task, precision and device."""
-    from jobs.steps import PRECISIONS
+    from jobs.engine.steps import PRECISIONS
 
     train = cfg.train
     for axis in RECIPE_AXES:  # the settings the grid may sweep, by their axes' rules

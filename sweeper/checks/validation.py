@@ -9,7 +9,7 @@ This module sits above both, so the configuration's checks never import the plan
 
 from __future__ import annotations
 
-from jobs.attacks import ATTACKS
+from jobs.attacks.contract import ATTACKS
 from jobs.datasets import DATASETS, pool_records
 from sweeper.bounds import epsilon_for_precision
 from sweeper.checks.sections import section_problems, shape_problems
@@ -87,7 +87,7 @@ def _check_retrained_members(cfg: SweepConfig, check: Check) -> None:
     """An attack that retrains each target without some of its members (PDTP) needs every target
     to hold that many.  The target's membership mask is drawn from a seed the plan fixes, so the
     count is known exactly here, before anything trains."""
-    from jobs.training import draw_mask
+    from jobs.engine.training import draw_mask
     from sweeper.grid.plan import pool_size_for, target_mask_seed
 
     for name in cfg.grid.attack:

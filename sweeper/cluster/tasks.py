@@ -18,21 +18,21 @@ import numpy as np
 import pandas as pd
 import torch
 
-from jobs.attack_registry import GRADIENT_CANARIES, INPUT_CANARIES, RECORDS, TRAINING_RUNS
-from jobs.attacks import ATTACKS, AttackInputs, holdout_scores
-from jobs.blackbox import final_model_runs
-from jobs.canaries import CanarySet, canary_set
+from jobs.attacks.contract import (ATTACKS, GRADIENT_CANARIES, INPUT_CANARIES, RECORDS,
+                                   TRAINING_RUNS, AttackInputs, holdout_scores)
+from jobs.attacks.pdtp import pdtp_table
+from jobs.attacks.queries import PDTP_QUERY, QUERIES, answer
+from jobs.audits.blackbox import final_model_runs
+from jobs.audits.mechanisms import (Mechanism, MembershipRelease, describe, mechanism_for,
+                                    release_membership)
 from jobs.datasets import ArrayDataset
-from jobs.host_memory import keep_freed_memory
-from jobs.mechanisms import (Mechanism, MembershipRelease, describe, mechanism_for,
-                             release_membership)
+from jobs.engine.canaries import CanarySet, canary_set
+from jobs.engine.host_memory import keep_freed_memory
+from jobs.engine.stacked import Member, train_models
+from jobs.engine.training import TrainedModel, TrainOptions, draw_mask, resolve_device, train_model
 from jobs.metrics import operating_point
 from jobs.models import MEMBERSHIP_MECHANISM, build_model
-from jobs.pdtp import pdtp_table
 from jobs.policies import POLICIES, CalibrationSettings, apply_policy, calibrated_thresholds
-from jobs.queries import PDTP_QUERY, QUERIES, answer
-from jobs.stacked import Member, train_models
-from jobs.training import TrainedModel, TrainOptions, draw_mask, resolve_device, train_model
 from sweeper.grid.cells import cell_row, pdtp_row
 from sweeper.grid.plan import AttackSpec, Cell, ModelSpec, QuerySpec
 from sweeper.store.artifacts import ArtifactStore
@@ -40,7 +40,7 @@ from sweeper.store.artifacts import ArtifactStore
 
 def _set_up_process(num_threads: int) -> None:
     """This task's torch CPU threads, and its process keeping freed memory for the next step's
-    tensors (`jobs.host_memory`)."""
+    tensors (`jobs.engine.host_memory`)."""
     torch.set_num_threads(max(1, num_threads))
     keep_freed_memory()
 
@@ -76,7 +76,7 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
 def with_final_runs(spec: ModelSpec, pool: ArrayDataset, data: ArrayDataset,
                     trained: TrainedModel, mask: np.ndarray, device,
                     store: ArtifactStore) -> TrainedModel:
-    """`trained` with the black-box audit's runs beside its canaries (`jobs.blackbox`) when its
+    """`trained` with the black-box audit's runs beside its canaries (`jobs.audits.blackbox`) when its
     design asks for them: on its own records `mask` of its `pool`, the crafted weights
     pre-trained on public records of the sweep's `data`."""
     design = spec.canaries
@@ -102,7 +102,7 @@ def train_group_task(specs: list[ModelSpec], data: ArrayDataset, store_root: str
                      num_threads: int, options: TrainOptions = TrainOptions()
                      ) -> tuple[dict[str, Any], ...]:
     """Train several models of one group (`sweeper.grid.plan.training_groups`: one architecture,
-    recipe and pool) in this one task (`jobs.stacked.train_models`), storing each the moment
+    recipe and pool) in this one task (`jobs.engine.stacked.train_models`), storing each the moment
     it is done; returns each model's metadata, in the order of `specs`.
 
     Models already in the store are not trained again; the others each resume from their own

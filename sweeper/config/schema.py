@@ -14,7 +14,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Optional, TypeAlias
 
-from jobs.attacks import ATTACKS, AttackSettings
+from jobs.attacks.contract import ATTACKS
+
+from jobs.attacks.section import AttackSettings
 from jobs.datasets import DATASETS
 from jobs.policies import POLICIES, CalibrationSettings
 from jobs.settings import Between, OneOf, Rule, Setting
@@ -67,7 +69,7 @@ class DatasetConfig:
             self.num_classes = spec.num_classes
 
 
-#: The optimizers `train.optimizer` names (`jobs.training`).
+#: The optimizers `train.optimizer` names (`jobs.engine.training`).
 OPTIMIZERS = ("sgd", "adam")
 #: Where DP-SGD's sampling rate comes from (`train.rate_from`, `sweeper.grid.recipes`).
 RATE_SOURCES = ("expected", "declared", "actual")
@@ -107,7 +109,7 @@ class TrainConfig:
                               "Test accuracy after every k-th epoch and after the last (0: the "
                               "last only, cheapest); best_test_accuracy is the best of those, so "
                               "the fixed-bound reports keep 1.").field()
-    # K: models trained together in one Ray task (`jobs.stacked`), which asks for K times
+    # K: models trained together in one Ray task (`jobs.engine.stacked`), which asks for K times
     # resources.train.  An integer ≥ 1, or auto: 1 on a CPU (measured: docs/how-it-works.md,
     # "K models per task"), 16 for linear stacks (tanh_mlp64, logistic_regression, relu_mlp256x2) trained on
     # a GPU.  Only models of one architecture, recipe, ε and pool share a task; a model's key

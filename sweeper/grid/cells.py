@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from jobs.attacks import ATTACKS
-from jobs.mechanisms import from_description, precision_at
+from jobs.attacks.contract import ATTACKS
+from jobs.attacks.pdtp import DTP_THRESHOLD
+from jobs.audits.mechanisms import from_description, precision_at
 from jobs.metrics import (OperatingPoint, clopper_pearson_lower, clopper_pearson_upper,
                           max_advantage, ppv, roc_auc, tpr_at_fpr)
-from jobs.pdtp import DTP_THRESHOLD
 from jobs.policies import POLICIES
 from sweeper.bounds.audit_columns import (Training, audit_epsilons, claimed_noise_ruled_out,
                                           best_valid, last_iterate, law_rules_out_claimed_noise,
@@ -161,7 +161,7 @@ def pdtp_row(cell: Cell, table: np.ndarray, target_meta: dict[str, Any]) -> dict
     training algorithm's output distribution and so relates to ε; and the paper's own, the mean
     over seeds of per-seed PDTP values (`*_seed_mean`), which keeps the seed noise in and is the
     one to compare with Long et al.'s figures.  `pdtp_query_key` names the stored per-record
-    table (`jobs.pdtp.pdtp_table`) the PDTP report reads the paper's per-record values from.
+    table (`jobs.attacks.pdtp.pdtp_table`) the PDTP report reads the paper's per-record values from.
     """
     single, averaged, seed_mean = table[:, 1], table[:, 2], table[:, 3]
     return {

@@ -15,15 +15,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from jobs.attack_registry import GRADIENT_CANARIES, INPUT_CANARIES, RECORDS, TRAINING_RUNS
-from jobs.attack_registry import settings_items
-from jobs.attacks import ATTACKS
-from jobs.canaries import CanaryDesign
+from jobs.attacks.contract import (ATTACKS, GRADIENT_CANARIES, INPUT_CANARIES, RECORDS,
+                                   TRAINING_RUNS, settings_items)
+from jobs.attacks.queries import QUERIES
 from jobs.datasets import ArrayDataset
+from jobs.engine.canaries import CanaryDesign
+from jobs.engine.training import TrainOptions, TrainSettings
 from jobs.models import MEMBERSHIP_MECHANISM
 from jobs.policies import POLICIES
-from jobs.queries import QUERIES
-from jobs.training import TrainOptions, TrainSettings
 from sweeper.bounds import epsilon_for_precision
 from sweeper.config.schema import STAND_IN_POOL, SweepConfig, sampling_rates
 from sweeper.formats import format_epsilon
@@ -115,7 +114,7 @@ class ModelSpec:
     mask_seed: int
     mask_complement: bool
     index: int  # trial for targets, shadow index for shadows
-    # The canaries it holds (`jobs.canaries`), each in D with probability `sample_rate`.
+    # The canaries it holds (`jobs.engine.canaries`), each in D with probability `sample_rate`.
     canaries: Optional[CanaryDesign] = None
     # The public size DP-SGD's rate and divisor come from (`public_size_for`); None: its |D|.
     public_size: Optional[int] = None
@@ -149,7 +148,7 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class QuerySpec:
-    """A question put to one stored model about the evaluation records (`jobs.queries`)."""
+    """A question put to one stored model about the evaluation records (`jobs.attacks.queries`)."""
 
     kind: str
     model: str  # model key
@@ -167,7 +166,7 @@ class AttackSpec:
     target: str  # model key
     shadows: tuple[str, ...]  # model keys, in shadow-index order (empty if unused)
     eval_records: int
-    # The attack's own settings (`jobs.attacks.settings_items`): exactly what it reads.
+    # The attack's own settings (`jobs.attacks.contract.settings_items`): exactly what it reads.
     settings: tuple[tuple[str, Any], ...]
     queries: tuple[str, ...] = ()  # query keys for the target, then each shadow (or none)
     # Where the shadows' evaluation records start in the sweep's pool: 0 when they are the
@@ -383,7 +382,7 @@ def canary_design(cfg: SweepConfig, data_for, shadow_offset: int) -> Optional[Ca
 
 
 def train_options_of(cfg: SweepConfig) -> TrainOptions:
-    """How the sweep's training tasks train (`jobs.training.TrainOptions`): nothing of it is in
+    """How the sweep's training tasks train (`jobs.engine.training.TrainOptions`): nothing of it is in
     a model's key."""
     train = cfg.train
     return TrainOptions(compile=train.compile, checkpoint_seconds=train.checkpoint_seconds,
@@ -393,10 +392,10 @@ def train_options_of(cfg: SweepConfig) -> TrainOptions:
 def models_per_task(cfg: SweepConfig, model: Optional[str] = None) -> int:
     """K, the models of architecture `model` (default `model.name`) one training task trains
     (`train.models_per_task`; "auto": by architecture and by whether training asks for a GPU,
-    `jobs.stacked.auto_models_per_task`)."""
+    `jobs.engine.stacked.auto_models_per_task`)."""
     if cfg.train.models_per_task != "auto":
         return int(cfg.train.models_per_task)
-    from jobs.stacked import auto_models_per_task
+    from jobs.engine.stacked import auto_models_per_task
 
     model = model or cfg.model.name
     if model == MEMBERSHIP_MECHANISM:

@@ -9,8 +9,8 @@ import itertools
 import math
 from typing import Any, Optional
 
+from jobs.engine.training import TrainSettings
 from jobs.models import MEMBERSHIP_MECHANISM
-from jobs.training import TrainSettings
 from sweeper.axes import BY_NAME, RECIPE_AXES, swept_in
 from sweeper.config.problems import whole_pool
 from sweeper.config.schema import SweepConfig

@@ -41,8 +41,8 @@ def sweep_data(plan: SweepPlan, data_dir: Path):
 
 def check_canary_room(plan: SweepPlan, data) -> None:
     """Refuse (ConfigError) gradient canaries the data leave no room for: each needs a
-    first-layer weight whose input feature is zero in every record (`jobs.canaries`)."""
-    from jobs.canaries import canary_set
+    first-layer weight whose input feature is zero in every record (`jobs.engine.canaries`)."""
+    from jobs.engine.canaries import canary_set
     from jobs.models import build_model
 
     spec = next((s for s in plan.models.values()

@@ -26,8 +26,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from jobs.attacks import ATTACKS
-from jobs.attack_registry import TRAINING_RUNS
+from jobs.attacks.contract import ATTACKS, TRAINING_RUNS
 from sweeper.bounds.audit_columns import (Training, audit_epsilons, best_valid,
                                           gdp_estimate_uncorrected, last_iterate, profile_bound,
                                           valid_audits)

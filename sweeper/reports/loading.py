@@ -66,11 +66,11 @@ def load_pdtp_values(frame: pd.DataFrame, store_root: str | Path) -> pd.DataFram
     """Long et al.'s per-record PDTP (the mean over seeds of per-seed PDTP values), per target.
 
     The pdtp attack's per-record score is our seed-averaged PDTP; the paper's estimator is only
-    in the stored query answer (`jobs.pdtp.pdtp_table`), which each pdtp row names in
+    in the stored query answer (`jobs.attacks.pdtp.pdtp_table`), which each pdtp row names in
     `pdtp_query_key`.  Returns model_key, record_id, pdtp_seed_mean.
     """
-    # Here, not with the module: jobs.pdtp loads torch, which no other report needs.
-    from jobs.pdtp import TABLE_COLUMNS as PDTP_TABLE_COLUMNS
+    # Here, not with the module: jobs.attacks.pdtp loads torch, which no other report needs.
+    from jobs.attacks.pdtp import TABLE_COLUMNS as PDTP_TABLE_COLUMNS
 
     require(frame, ["attack", "model_key", "pdtp_query_key"], "pdtp")
     store = ArtifactStore(store_root)

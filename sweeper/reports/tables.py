@@ -14,12 +14,12 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from jobs.attacks import ATTACKS
+from jobs.attacks.contract import ATTACKS
 from jobs.policies import POLICIES
 from sweeper.formats import format_epsilon
 
 # Which attacks are baselines or measures is read from each attack's declaration
-# (`jobs.attack_registry.Attack`), never from a list of names here: a new one is handled by
+# (`jobs.attacks.contract.Attack`), never from a list of names here: a new one is handled by
 # what it declares.  Functions, not constants: the registry is read when a report runs.
 def baseline_attacks() -> tuple[str, ...]:
     """The registered baselines (`Attack.baseline`), in registration order."""

@@ -19,7 +19,7 @@ from sweeper.figures import colours, panel_grid, save_figure
 from sweeper.formats import format_epsilon
 from sweeper.reports.loading import SCORES_COLUMNS, load_target_scores
 from sweeper.reports.report_registry import register_report
-from jobs.attacks import ATTACKS
+from jobs.attacks.contract import ATTACKS
 from sweeper.reports.tables import groups, panel_columns, require, write_csv
 
 GENERALIZATION_COLUMNS = ["attack", "epsilon", "model_key", "scores_key", "train_accuracy",
@@ -108,7 +108,7 @@ def yeom_threshold(scores: np.ndarray, member: np.ndarray) -> tuple[float, float
 def expected_loss_gap(scores: np.ndarray, member: np.ndarray, bound: float) -> float:
     """Yeom et al.'s Theorem 2 line for Adversary 1: (E_non-member[ℓ] − E_member[ℓ]) / B.
 
-    ℓ = min(loss, B), the loss Adversary 1 reads (`jobs.attacks.loss_randomized`), from the loss
+    ℓ = min(loss, B), the loss Adversary 1 reads (`jobs.attacks.basic.loss_randomized`), from the loss
     attack's scores (−loss) of the same target over the same evaluated records, so Adversary 1's
     expected advantage on these records is exactly this value.
     """
@@ -122,8 +122,8 @@ def expected_loss_gap(scores: np.ndarray, member: np.ndarray, bound: float) -> f
 
 def default_loss_bound() -> float:
     """B of rows that do not carry it (`loss_bound`): the attack's default, −ln(loss_clamp)."""
-    from jobs.attacks import AttackSettings, yeom_loss_bound
-
+    from jobs.attacks.basic import yeom_loss_bound
+    from jobs.attacks.section import AttackSettings
     return yeom_loss_bound(AttackSettings())
 
 

@@ -259,7 +259,7 @@ class ArtifactStore:
         return logits, mask
 
     def read_canaries(self, key: str) -> dict[str, np.ndarray]:
-        """The model's canary outputs by name (`jobs.training.canary_outputs`), checked."""
+        """The model's canary outputs by name (`jobs.engine.training.canary_outputs`), checked."""
         return {name[len(CANARY_PREFIX):-len(".npy")]: np.load(io.BytesIO(data), allow_pickle=False)
                 for name, data in self._verified_model_files(key).items()
                 if name.startswith(CANARY_PREFIX)}

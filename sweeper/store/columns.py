@@ -304,11 +304,10 @@ ATTACKS_END = "<!-- attacks: end -->"
 
 
 def attack_markdown() -> str:
-    """docs/attacks.md's attack table: every registered attack (`jobs.attack_registry.markdown_table`),
+    """docs/attacks.md's attack table: every registered attack (`jobs.attacks.contract.markdown_table`),
     what each is, needs and reads, as its registration says."""
-    from jobs.attack_registry import markdown_table
-    from jobs.attacks import ATTACKS
-    from jobs.queries import QUERIES
+    from jobs.attacks.contract import markdown_table, ATTACKS
+    from jobs.attacks.queries import QUERIES
 
     return markdown_table(ATTACKS, [name for name, kind in QUERIES.items() if kind.held_out])
 

@@ -294,7 +294,7 @@ def quarantine(files, rels: list[str]) -> str:
 
 class StoredNoiseCache:
     """Calibrated noise multipliers, shared by every training task of a store
-    (`jobs.accounting.NoiseCache`): a sweep searches each (ε, δ, q, steps, accountant) once."""
+    (`jobs.engine.accounting.NoiseCache`): a sweep searches each (ε, δ, q, steps, accountant) once."""
 
     def __init__(self, files):
         self._files = files

@@ -238,8 +238,7 @@ def frontier_series(summary: pd.DataFrame) -> dict[str, list[tuple[int, float]]]
 
 def _is_baseline(attack: str) -> bool:
     """Whether `attack` is a baseline (`Attack.baseline`): its chart last."""
-    from jobs.attacks import ATTACKS
-
+    from jobs.attacks.contract import ATTACKS
     return attack in ATTACKS and ATTACKS[attack].baseline
 
 

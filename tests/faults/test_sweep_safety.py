@@ -122,7 +122,7 @@ def test_weights_that_fail_weights_only_are_quarantined(landed, tmp_path):
     # rerun, and torch's message suggested weights_only=False.
     import torch
 
-    from jobs.training import ModelRun, _resume
+    from jobs.engine.training import ModelRun, _resume
 
     cfg, _ = landed
     source = Path(cfg.store.root) / "models"

@@ -1,5 +1,5 @@
 """No clipped contribution exceeds C on any GPU route: each per-record route of a convolution
-(`jobs.layer_rules.conv2d.METHODS`) and book-keeping, TF32 on and off, NCHW and channels-last,
+(`jobs.engine.layer_rules.conv2d.METHODS`) and book-keeping, TF32 on and off, NCHW and channels-last,
 for both shipped CNNs (`testkit.gpu_checks.clipped_contributions`)."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-import jobs.clipping as clipping
-import jobs.layer_rules.conv2d as conv2d
-from jobs.clipping import PerSampleClipper, tf32_convolutions
-from jobs.layer_rules.base import _Rule
+import jobs.engine.clipping as clipping
+from jobs.engine.clipping import PerSampleClipper, tf32_convolutions
+from jobs.engine.layer_rules.base import _Rule
+import jobs.engine.layer_rules.conv2d as conv2d
 from jobs.models import build_model
 from testkit.gpu_checks import GPU_ONLY, clipped_contributions, contribution_problems
 

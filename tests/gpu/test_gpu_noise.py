@@ -1,4 +1,4 @@
-"""A DP step captured as a CUDA graph draws fresh noise at every replay (`jobs.steps`: the
+"""A DP step captured as a CUDA graph draws fresh noise at every replay (`jobs.engine.steps`: the
 noise generator is registered with the graph), and without the registration it would not."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from jobs.steps import CapturedSteps
+from jobs.engine.steps import CapturedSteps
 from testkit.gpu_checks import GPU_ONLY, clean_sum, drawn_noise, noise_problems, noise_run
 
 pytestmark = GPU_ONLY

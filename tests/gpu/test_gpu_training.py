@@ -11,12 +11,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import jobs.training as training
-from jobs.clipping import PerSampleClipper, tf32_convolutions
+from jobs.engine.clipping import PerSampleClipper, tf32_convolutions
+from jobs.engine.stacked import train_models
+from jobs.engine.steps import CapturedSteps, clipped_sum
+import jobs.engine.training as training
+from jobs.engine.training import Member, TrainOptions, TrainSettings, draw_mask, train_model
 from jobs.models import build_model
-from jobs.stacked import train_models
-from jobs.steps import CapturedSteps, clipped_sum
-from jobs.training import Member, TrainOptions, TrainSettings, draw_mask, train_model
 from testkit.gpu_checks import GPU_ONLY
 
 pytestmark = GPU_ONLY

@@ -60,7 +60,7 @@ def gradient_vector(model: nn.Module) -> torch.Tensor:
 
 def drawn_noise(run, stepper, position: int, clean: torch.Tensor) -> np.ndarray:
     """The noise the DP step at `position` added: after the step `.grad` holds (clipped sum +
-    noise) / expected batch (`jobs.steps.noisy_step`), and `clean` is that clipped sum, from a
+    noise) / expected batch (`jobs.engine.steps.noisy_step`), and `clean` is that clipped sum, from a
     twin run without noise on the same batch.  With lr = 0 the weights never move, so every
     step of the run has the same clipped sum."""
     stream = stepper.stream
@@ -100,11 +100,11 @@ def contribution_problems(norms: torch.Tensor, max_grad_norm: float,
 def noise_run(data, device: torch.device, noise_multiplier: float, steps_class, batch: int = 64,
               seed: int = 5):
     """A DP run of `mnist_cnn` on `data` that never moves its weights (lr 0, no momentum), with
-    `noise_multiplier` set, and its `steps_class` stepper (`jobs.steps`) on an epoch of one
+    `noise_multiplier` set, and its `steps_class` stepper (`jobs.engine.steps`) on an epoch of one
     batch (the pool's first `batch` records) repeated, so that every padded step is the same
     step: (run, stepper)."""
-    from jobs.clipping import PerSampleClipper
-    from jobs.training import TrainSettings, on_device, start_run
+    from jobs.engine.clipping import PerSampleClipper
+    from jobs.engine.training import TrainSettings, on_device, start_run
 
     settings = TrainSettings(model="mnist_cnn", epochs=1, batch_size=batch, lr=0.0, momentum=0.0,
                              max_grad_norm=1.0, accountant="rdp", epsilon=2.0, delta=1e-5)
@@ -122,7 +122,7 @@ def noise_run(data, device: torch.device, noise_multiplier: float, steps_class, 
 
 def clean_sum(data, device: torch.device) -> torch.Tensor:
     """The clipped sum (no noise) of `noise_run`'s padded step, from a twin run without noise."""
-    from jobs.steps import PaddedSteps
+    from jobs.engine.steps import PaddedSteps
 
     run, stepper = noise_run(data, device, 0.0, PaddedSteps)
     stepper.step(0)  # the first step runs on exactly the drawn records; the next one padded

@@ -211,7 +211,7 @@ def pdtp_table(store: ArtifactStore, variant: int) -> pd.DataFrame:
     scores.loc[scores["attack"] == "pdtp", "score"] *= 1 + variant
     store_scores(store, scores)
     for key, part in values.groupby("model_key"):
-        ids = part["record_id"].to_numpy(float)  # the query answer's layout (`jobs.pdtp`)
+        ids = part["record_id"].to_numpy(float)  # the query answer's layout (`jobs.attacks.pdtp`)
         store.write_query(f"{prefix}query{key.removeprefix('target')}", np.column_stack(
             [ids, np.zeros_like(ids), np.zeros_like(ids),
              part["pdtp_seed_mean"].to_numpy() * (1 + variant)]))

@@ -2,7 +2,7 @@
 the steps taken, and the ε a history of steps has spent — Opacus's accountants, used so that
 the answer errs on the private side.
 
-Kept apart from `jobs.training` (the steps themselves): what an accountant is told, and how the
+Kept apart from `jobs.engine.training` (the steps themselves): what an accountant is told, and how the
 noise is searched, is what an audit of the engine checks (`tests/test_accounting.py`,
 `tests/test_dp_audit.py`).
 """
@@ -16,7 +16,7 @@ from typing import Optional, Protocol
 
 
 class Recipe(Protocol):
-    """What calibration reads of a training recipe (`jobs.training.TrainSettings` is one)."""
+    """What calibration reads of a training recipe (`jobs.engine.training.TrainSettings` is one)."""
 
     @property
     def epsilon(self) -> float: ...

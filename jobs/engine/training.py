@@ -8,8 +8,8 @@ The DP mechanism is Opacus's, step for step: each step takes every record of D i
 with probability q (Poisson sampling), clips each record's gradient to C, adds N(0, σ²C²) to
 the sum and divides by the expected batch int(|D|·q); 1/q steps an epoch; Opacus's accountant
 counts them.  What differs is the cost: the pool lives on the training device, batches are drawn
-on the host an epoch at a time, `jobs.clipping` clips per sample in one backward pass, and on a
-GPU each step is replayed as a CUDA graph (`jobs.steps`).  `train_runs` trains several models
+on the host an epoch at a time, `jobs.engine.clipping` clips per sample in one backward pass, and on a
+GPU each step is replayed as a CUDA graph (`jobs.engine.steps`).  `train_runs` trains several models
 of one task step by step, each on its own CUDA stream, so that their kernels overlap.
 
 Training resumes from a checkpoint taken at an epoch's end (model, optimizer, accountant, RNG
@@ -32,14 +32,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from jobs.accounting import NoiseCache, PoissonSchedule, calibrate_noise, epsilon_of_history, rate_size
-from jobs.canaries import CanarySet, GradientCanaries, first_linear
-from jobs import clipping
-from jobs.clipping import PerSampleClipper, tf32_convolutions
 from jobs.datasets import ArrayDataset
+from jobs.engine import clipping
+from jobs.engine.accounting import (NoiseCache, PoissonSchedule, calibrate_noise,
+                                    epsilon_of_history, rate_size)
+from jobs.engine.canaries import CanarySet, GradientCanaries, first_linear
+from jobs.engine.clipping import PerSampleClipper, tf32_convolutions
+from jobs.engine.randomness import CANARIES, WEIGHTS, TrainingRng, epoch_batches, stream_seed
+from jobs.engine.steps import CapturedSteps, EagerSteps, captures
 from jobs.models import build_model
-from jobs.randomness import CANARIES, WEIGHTS, TrainingRng, epoch_batches, stream_seed
-from jobs.steps import CapturedSteps, EagerSteps, captures
 
 logger = logging.getLogger(__name__)
 
@@ -85,12 +86,12 @@ class TrainedModel:
     best_test_accuracy: float = math.nan
     # The epoch each resumed attempt started from: one entry per interruption survived.
     resumed_from: list[int] = field(default_factory=list)
-    # With canaries (`jobs.canaries`): which are in D, the input canaries' logits and the
+    # With canaries (`jobs.engine.canaries`): which are in D, the input canaries' logits and the
     # gradient canaries' white-box statistics, by name (`canary_outputs`).
     canary_outputs: dict[str, np.ndarray] = field(default_factory=dict)
     sample_rate: float = math.nan  # DP-SGD's q (NaN without DP): the audits' privacy profile
     # Wall seconds its training took here (since it resumed, when it did); its share when K
-    # models were trained at once (`jobs.stacked`).
+    # models were trained at once (`jobs.engine.stacked`).
     train_seconds: float = math.nan
 
 
@@ -107,8 +108,8 @@ class TrainOptions:
             passed since the last save (0: every epoch).
         channels_last: convolutional models' weights and activations stored NHWC, per-record
             gradients taken in that layout (saved weights are contiguous either way).
-        tf32: per-record gradients' products in TF32 on a GPU (`jobs.clipping.tf32_products`),
-            and cuDNN's convolutions in TF32 (`jobs.clipping.tf32_convolutions`); false: fp32
+        tf32: per-record gradients' products in TF32 on a GPU (`jobs.engine.clipping.tf32_products`),
+            and cuDNN's convolutions in TF32 (`jobs.engine.clipping.tf32_convolutions`); false: fp32
             everywhere, cuDNN included.  Book-keeping layers are fp32 either way.
     """
 
@@ -179,7 +180,7 @@ def device_accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
 @dataclass
 class ModelRun:
     """One model's training state between steps: what `train_model` holds for one model and
-    `jobs.stacked` holds for each of K.  `best` is −∞ until an epoch is evaluated."""
+    `jobs.engine.stacked` holds for each of K.  `best` is −∞ until an epoch is evaluated."""
 
     settings: TrainSettings
     model: nn.Module
@@ -223,11 +224,11 @@ def start_run(settings: TrainSettings, mask: np.ndarray, input_shape: tuple[int,
               channels_last: bool = False,
               initial_state: Optional[dict[str, torch.Tensor]] = None) -> ModelRun:
     """A model's initial weights (from `seed`, or `initial_state` where an auditor crafted
-    them, `jobs.blackbox`), optimizer, random streams, noise, accountant and canaries,
+    them, `jobs.audits.blackbox`), optimizer, random streams, noise, accountant and canaries,
     restored from `checkpoint` when it holds a readable one.
 
     DP-SGD's rate q and divisor come from `public_size` when one is declared, else from the
-    records in `mask` (`jobs.accounting.rate_size`); planting canaries leaves both as they are.
+    records in `mask` (`jobs.engine.accounting.rate_size`); planting canaries leaves both as they are.
     """
     torch.manual_seed(stream_seed(seed, WEIGHTS))  # the initial weights
     model = build_model(settings.model, input_shape, num_classes).to(device)
@@ -268,7 +269,7 @@ def _gradient_canaries(run: ModelRun, canaries: CanarySet, seed: int) -> Gradien
     contribution = clip
     if run.private:
         norm = torch.tensor([canaries.design.gradient_norm * clip], dtype=torch.float64)
-        # The engine's own clip factor (`jobs.clipping`, which the records' clipping calls), so a
+        # The engine's own clip factor (`jobs.engine.clipping`, which the records' clipping calls), so a
         # clipping bug reaches the canaries too; the canary is not a row of the per-sample pass.
         contribution = float(clipping.clip_factors(norm, clip)[0] * norm[0])
     layer = first_linear(run.model)
@@ -370,7 +371,7 @@ class Member:
     canaries: Optional[CanarySet] = None
     # The public size DP-SGD's rate and divisor come from (None: the records in `mask`).
     public_size: Optional[int] = None
-    # Initial weights an auditor crafted (`jobs.blackbox`); None: drawn from `seed`.
+    # Initial weights an auditor crafted (`jobs.audits.blackbox`); None: drawn from `seed`.
     initial_state: Optional[dict[str, torch.Tensor]] = None
 
 
@@ -407,7 +408,7 @@ def train_runs(settings: TrainSettings, data: ArrayDataset, members: list[Member
                options: TrainOptions = TrainOptions()) -> Iterator[tuple[int, TrainedModel]]:
     """Train every member, a step of each in turn, yielding (member index, trained model) as
     each one finishes.  Each model is the model trained alone: its own weights, optimizer,
-    streams, accountant and checkpoint; on a GPU its own CUDA stream and graphs (`jobs.steps`),
+    streams, accountant and checkpoint; on a GPU its own CUDA stream and graphs (`jobs.engine.steps`),
     so the members' kernels overlap.  The pool is on the device once for all of them."""
     with tf32_convolutions(options.tf32):  # cuDNN as `train.tf32` says, for the whole training
         yield from _train_runs(settings, data, members, device, noise_cache, options)
@@ -455,7 +456,7 @@ def _train_runs(settings: TrainSettings, data: ArrayDataset, members: list[Membe
 
 def _stepper(run: ModelRun, pool_x: torch.Tensor, pool_y: torch.Tensor, index: torch.Tensor,
              device: torch.device, options: TrainOptions) -> EagerSteps:
-    """How `run` takes its steps: replayed as CUDA graphs where it can (`jobs.steps.captures`),
+    """How `run` takes its steps: replayed as CUDA graphs where it can (`jobs.engine.steps.captures`),
     else eagerly (with the compiled forward pass, for non-private training that asks for it)."""
     clipper = (PerSampleClipper(run.model, run.settings.max_grad_norm, options.tf32)
                if run.private else None)

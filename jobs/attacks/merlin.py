@@ -6,8 +6,8 @@ overfitted model tend to, so most small perturbations raise their loss, while fo
 the loss goes up or down about equally often.  Morgan adds a band on the loss itself, because
 an extremely low loss is a near-global minimum, which says little about membership.
 
-Unlike the attacks in `jobs.attacks`, Merlin needs the model itself (it queries new inputs), so
-it runs where the model is loaded; Morgan's thresholds come from holdout models only.
+Unlike the attacks scored from stored logits alone, Merlin needs the model itself (it queries
+new inputs), so it runs where the model is loaded; Morgan's thresholds come from holdout models only.
 """
 
 from __future__ import annotations

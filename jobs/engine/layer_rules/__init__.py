@@ -1,10 +1,10 @@
 """Each layer type's per-sample rule: its records' squared gradient norms and its clipped
-gradient sum, by book-keeping or from per-record gradients (`jobs.clipping` says which and why).
+gradient sum, by book-keeping or from per-record gradients (`jobs.engine.clipping` says which and why).
 
 `RULES` maps a layer class to its rule; `check_supported` names the layers no rule covers.
 
 Modules: `base` (`Seen`, the `_Rule` contract, the per-record gradient arithmetic every rule and
-`jobs.clipping` share), one per layer type (`linear`, `conv2d` with its routes to per-record
+`jobs.engine.clipping` share), one per layer type (`linear`, `conv2d` with its routes to per-record
 weight gradients and the receptive fields' Grams, `norm`); this one is the registry.
 """
 
@@ -14,10 +14,10 @@ from typing import Optional
 
 from torch import nn
 
-from jobs.layer_rules.base import _Rule
-from jobs.layer_rules.conv2d import _Conv2dRule
-from jobs.layer_rules.linear import _LinearRule
-from jobs.layer_rules.norm import _NormRule
+from jobs.engine.layer_rules.base import _Rule
+from jobs.engine.layer_rules.conv2d import _Conv2dRule
+from jobs.engine.layer_rules.linear import _LinearRule
+from jobs.engine.layer_rules.norm import _NormRule
 
 
 #: The layer types the engine can clip, by class.  A model with trainable parameters anywhere

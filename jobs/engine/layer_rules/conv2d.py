@@ -19,7 +19,7 @@ import torch.nn.functional as F
 import torch.nn.grad
 from torch import nn
 
-from jobs.layer_rules.base import Samples, Seen, _Rule, _trainable, set_grad
+from jobs.engine.layer_rules.base import Samples, Seen, _Rule, _trainable, set_grad
 
 #: Largest number of floats one chunk of a per-sample computation may hold (≈ 64 MB):
 #: convolutions are processed a slice of the batch at a time below it.
@@ -33,7 +33,7 @@ CPU_GATHER_FLOATS = 1 << 15
 
 def padding_of(module: nn.Conv2d) -> tuple[int, ...]:
     """The convolution's zero padding in numbers: "same" and "valid" are refused before any
-    work (`jobs.layer_rules.check_supported`), so one here is a bug."""
+    work (`jobs.engine.layer_rules.check_supported`), so one here is a bug."""
     if isinstance(module.padding, str):
         raise ValueError(f"padding={module.padding!r}: only padding given as numbers is supported")
     return module.padding
@@ -238,7 +238,7 @@ class _Conv2dRule(_Rule):
         return cls._slice(grad, fan_in * math.prod(grad.shape[2:]) + module.weight.numel())
 
     def keeps_samples(self, seen: Seen, grad: torch.Tensor, parameters: int) -> bool:
-        """On a GPU, whenever they fit in `GPU_CHUNK_FLOATS` (`jobs.clipping` says why).  On a
+        """On a GPU, whenever they fit in `GPU_CHUNK_FLOATS` (`jobs.engine.clipping` says why).  On a
         CPU, by size (`_Rule.keeps_samples`), and besides wherever the norms would not take the
         Gram form, or a record's receptive fields are small enough to gather (`_cpu_method`):
         the per-record gradients are then computed for the norms anyway, or by one batched

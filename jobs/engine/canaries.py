@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from jobs.attack_registry import FINAL, ITERATE_LIKELIHOOD_RATIO, ITERATE_SUM
+from jobs.engine.canary_columns import FINAL, ITERATE_LIKELIHOOD_RATIO, ITERATE_SUM
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class CanaryDesign:
     gradient_count: int
     gradient_norm: float  # a canary's gradient norm, in multiples of C (clipped to C)
     seed: int
-    # The black-box final-model audit (`jobs.blackbox`): training runs from crafted initial
+    # The black-box final-model audit (`jobs.audits.blackbox`): training runs from crafted initial
     # weights per model (0: none), the blank canary's label, and the public pool records
     # [final_public_offset, + final_public_count) the weights are pre-trained on.
     final_runs: int = 0
@@ -210,7 +210,7 @@ class GradientCanaries:
 
 @dataclass(frozen=True)
 class CanarySet:
-    """One model's canaries: what `jobs.training` plants."""
+    """One model's canaries: what `jobs.engine.training` plants."""
 
     design: CanaryDesign
     input_x: np.ndarray  # (input canaries, …) the crafted records

@@ -10,10 +10,10 @@ layer passes g·W back to its input, tanh multiplies by 1 − t², ReLU by 1[t >
 activation's output).  Record i's gradient norm is its ghost norm √Σ_l ‖g_il‖²·(‖a_il‖² + 1[bias])
 (a_il layer l's input, g_il the gradient at its output; exact for one position per record, as
 here), and layer l's clipped sum is (c ⊙ G_l)ᵀ·A_l, one matmul — Bu et al.'s book-keeping.
-The clip factors c_i themselves are `jobs.clipping`'s.
+The clip factors c_i themselves are `jobs.engine.clipping`'s.
 
 Everything is written for (…, B, features): one model's (B, features), or K models' (K, B,
-features) stacked by `jobs.stacked`, with weights (…, out, in).
+features) stacked by `jobs.engine.stacked`, with weights (…, out, in).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def gradients(layers: list[nn.Module], weights: list[torch.Tensor],
               ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Each linear layer's inputs (…, B, in) and the gradient of Σ_i w_i·cross_entropy at its
     outputs (…, B, out), both in fp32: the forward and backward passes run in `context` (bf16
-    autocast, say), the loss's gradient at the logits is taken in fp32 as `jobs.training` takes
+    autocast, say), the loss's gradient at the logits is taken in fp32 as `jobs.engine.training` takes
     the loss."""
     with torch.no_grad(), context:
         logits, inputs, outputs = forward(layers, weights, biases, x)

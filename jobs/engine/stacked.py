@@ -8,11 +8,11 @@ Ray task pays its own start-up, so `train.models_per_task` puts K of them in one
 * **stacked** — a linear stack (`Flatten`, `Linear`, `Tanh`, `ReLU`: `tanh_mlp64`,
   `logistic_regression`, `relu_mlp256x2`): one (K, out, in) weight tensor per layer; each round
   pads every model's own Poisson batch to the longest and runs one batched forward and backward
-  (`bmm`, in closed form: `jobs.linear_stack`, as a model trained alone takes it); each record's
+  (`bmm`, in closed form: `jobs.engine.linear_stack`, as a model trained alone takes it); each record's
   norm is its ghost norm ‖a_i‖²·‖g_i‖² (+ ‖g_i‖² for the bias) within its own model, the clipped
   sums one `bmm` per layer, then each model adds its own noise and takes its own optimizer step;
 * **interleaved** — anything else (the CNNs, where stacking gained nothing on a CPU): a step of
-  each model in turn (`jobs.training.train_runs`), each exactly as `train_model` trains it
+  each model in turn (`jobs.engine.training.train_runs`), each exactly as `train_model` trains it
   alone; on a GPU each model replays its own CUDA graphs on its own stream, so their kernels
   overlap.
 
@@ -33,15 +33,15 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
-from jobs import linear_stack
-from jobs.clipping import clipped_sums
 from jobs.datasets import ArrayDataset
+from jobs.engine import linear_stack
+from jobs.engine.accounting import NoiseCache
+from jobs.engine.clipping import clipped_sums
+from jobs.engine.steps import autocast, plain_update, private_update
+from jobs.engine.training import (Member, ModelRun, TrainedModel, TrainOptions, TrainSettings,
+                                  counted_step, end_epoch, finish_run, group_rows, on_device,
+                                  start_members, train_runs)
 from jobs.models import ARCHITECTURES, build_model
-from jobs.accounting import NoiseCache
-from jobs.steps import autocast, plain_update, private_update
-from jobs.training import (Member, ModelRun, TrainedModel, TrainOptions, TrainSettings,
-                           counted_step, end_epoch, finish_run, group_rows, on_device, start_members,
-                           train_runs)
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def train_models(settings: TrainSettings, data: ArrayDataset, members: list[Memb
 
     Stacked when the architecture allows it and there is more than one member, interleaved
     otherwise, and when `options.compile` compiles non-private training's forward pass (one
-    model's; DP training is never compiled, see `jobs.training.TrainOptions`).
+    model's; DP training is never compiled, see `jobs.engine.training.TrainOptions`).
     """
     compiled = options.compile and not math.isfinite(settings.epsilon)
     stacked = (len(members) > 1 and not compiled
@@ -139,7 +139,7 @@ class _Stack:
                   context) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Each model on its own (K, B, …) inputs and (K, B) labels: each linear layer's inputs
         (K, B, in) and the gradients (K, B, out) of Σ_i record_weights_ki·ℓ_ki at its outputs,
-        in fp32, the passes run in `context` (`jobs.linear_stack.gradients`)."""
+        in fp32, the passes run in `context` (`jobs.engine.linear_stack.gradients`)."""
         return linear_stack.gradients(self.layers, self.weights, self.biases, x, y,
                                       record_weights, context)
 

@@ -8,7 +8,7 @@ from typing import cast
 import torch
 from torch import nn
 
-from jobs.layer_rules.base import Samples, Seen, _Rule, _trainable, set_grad
+from jobs.engine.layer_rules.base import Samples, Seen, _Rule, _trainable, set_grad
 
 
 def _sequence(tensor: torch.Tensor) -> torch.Tensor:

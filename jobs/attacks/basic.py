@@ -8,31 +8,29 @@ so adding an attack to a finished sweep costs only scoring.
 Each attack registers itself in `ATTACKS` where it is defined (`register_attack`), with its own
 frozen settings dataclass: the fields are exactly the `attack.*` settings it reads (its model
 query's included), each declared once with its default, rule and meaning (`jobs.settings`), and
-the attack is handed only that object.  Its scores' content key is
-derived from those fields (`settings_items`), so a setting it reads cannot be left out of the
-key, and a setting it does not read cannot split the store.  (LiRA, RMIA and Shokri et al.'s
-attack register themselves in `jobs.lira`, `jobs.rmia` and `jobs.shokri`, imported here.)  What
-every attack receives and the registry itself are in `jobs.attack_registry`, which both import;
-the `attack.*` config section, `AttackSettings`, is derived here from every registered attack.
+the attack is handed only that object.  Its scores' content key is derived from those fields
+(`settings_items`), so a setting it reads cannot be left out of the key, and a setting it does
+not read cannot split the store.  This module holds the attacks that need no module of their
+own: the loss attacks, the baselines, the scoring of PDTP's and Merlin's query answers, and the
+canary attacks.  LiRA, RMIA and Shokri et al.'s attack are in `jobs.attacks.lira`,
+`jobs.attacks.rmia` and `jobs.attacks.shokri`; the contract they all import is
+`jobs.attacks.contract`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional, TypeAlias
+from typing import Any, Optional
 
 import numpy as np
 from scipy.special import logsumexp
 
-# LiRA, RMIA and Shokri et al.'s attack register themselves where they are defined: importing
-# them here is what puts them in `ATTACKS`, which every reader takes from this module.
-from jobs import lira, rmia, shokri  # noqa: F401
-from jobs.attack_registry import (ATTACKS, FINAL, GRADIENT_CANARIES, INPUT_CANARIES, INPUT_RECIPES,
-                                  ITERATE_LIKELIHOOD_RATIO, TRAINING_RUNS, Attack, AttackInputs,
-                                  NoSettings, register_attack)
-from jobs.lira import LIRA_VARIANCE, online_ratio
-from jobs.merlin import morgan_decisions, morgan_thresholds
-from jobs.settings import AtLeast, Between, OneOf, Setting, config_dataclass
+from jobs.attacks.contract import (GRADIENT_CANARIES, INPUT_CANARIES, TRAINING_RUNS, AttackInputs,
+                                   NoSettings, register_attack)
+from jobs.attacks.lira import LIRA_VARIANCE, online_ratio
+from jobs.attacks.merlin import morgan_decisions, morgan_thresholds
+from jobs.engine.canary_columns import FINAL, INPUT_RECIPES, ITERATE_LIKELIHOOD_RATIO
+from jobs.settings import AtLeast, Between, OneOf, Setting
 
 
 def clamped_log_p(logits: np.ndarray, labels: np.ndarray, clamp: float) -> np.ndarray:
@@ -206,7 +204,7 @@ def morgan(inputs: AttackInputs, settings: MorganSettings) -> np.ndarray:
 
 
 CANARY_INPUT_COUNT = Setting(100, AtLeast(1), "Input canaries every model holds, each in D "
-                             "with the model's p (`jobs.canaries`).", smoke=20)
+                             "with the model's p (`jobs.engine.canaries`).", smoke=20)
 CANARY_INPUT_RECIPE = Setting("mislabeled", OneOf(INPUT_RECIPES, "recipes"),
                               "How input canaries are made: mislabeled pool records past every "
                               "pool, or noise inputs with random labels.")
@@ -227,7 +225,7 @@ class CanaryInputSettings:
 @register_attack("canary_input_loss", CanaryInputSettings, needs_shadows=False,
                  evaluates=INPUT_CANARIES)
 def canary_input_loss(inputs: AttackInputs, settings: CanaryInputSettings) -> np.ndarray:
-    """The loss attack on the input canaries (`jobs.canaries`): the final model's −loss."""
+    """The loss attack on the input canaries (`jobs.engine.canaries`): the final model's −loss."""
     return clamped_log_p(inputs.target_logits, inputs.labels, settings.loss_clamp)
 
 
@@ -288,7 +286,7 @@ class CanaryFinalSettings:
 
     canary_final_runs: int = Setting(200, AtLeast(2), "Training runs from crafted weights per "
                                      "model, each holding the blank canary with the model's p "
-                                     "(`jobs.blackbox`): the audit's observations.",
+                                     "(`jobs.audits.blackbox`): the audit's observations.",
                                      smoke=16).field()
     canary_final_label: int = Setting(9, AtLeast(0), "The blank canary's label (Annamalai & De "
                                       "Cristofaro's 9).").field()
@@ -301,58 +299,8 @@ class CanaryFinalSettings:
                  evaluates=TRAINING_RUNS)
 def canary_crafted_final(inputs: AttackInputs, settings: CanaryFinalSettings) -> np.ndarray:
     """Annamalai & De Cristofaro's black-box audit: each run's final model's −loss on a blank
-    canary, the runs trained from crafted worst-case weights (`jobs.blackbox`); unclamped, as
+    canary, the runs trained from crafted worst-case weights (`jobs.audits.blackbox`); unclamped, as
     the canary's probability starts far below any clamp."""
     logits = np.asarray(inputs.target_logits, dtype=np.float64)
     log_probs = logits - logsumexp(logits, axis=-1, keepdims=True)
     return np.take_along_axis(log_probs, inputs.labels[:, None], axis=-1)[:, 0]
-
-
-def holdout_scores(attack: Attack, inputs: AttackInputs, settings: Any) -> np.ndarray:
-    """The attack's scores with each shadow model in turn in the target's place: (shadows, n).
-
-    These are the labelled scores the `calibrated` policy picks its threshold on.  An attack that
-    uses shadow models gets the *other* shadows, so no model ever scores against itself.  With
-    disjoint shadow data they are scores on the shadows' own records (`holdout_labels`).
-    `settings` are the attack's own (an `Attack.settings_type`).
-    """
-    if inputs.shadow_members is None:
-        raise ValueError("holdout scores need shadow models")
-    if attack.needs_shadows and inputs.shadow_logits is None:
-        raise ValueError("holdout scores for an attack that reads shadow models need their logits")
-    count = len(inputs.shadow_members)
-    rows = []
-    for index in range(count):
-        others = np.arange(count) != index
-        asked, logits = inputs.shadow_query, inputs.shadow_logits
-        population: dict[str, Any] = {}
-        if inputs.shadow_population_logits is not None:
-            z_members = inputs.shadow_population_members
-            population = dict(population_logits=inputs.shadow_population_logits[index],
-                              population_labels=inputs.population_labels,
-                              shadow_population_logits=inputs.shadow_population_logits[others],
-                              shadow_population_members=None if z_members is None else z_members[others])
-        rows.append(attack.score(AttackInputs(
-            logits[index] if logits is not None else inputs.target_logits, inputs.holdout_labels,
-            logits[others] if logits is not None and attack.needs_shadows else None,
-            inputs.shadow_members[others] if attack.needs_shadows else None,
-            target_query=asked[index] if asked is not None else None,
-            shadow_query=asked[others] if asked is not None and attack.needs_shadows else None,
-            observations=(inputs.shadow_observations[index]
-                          if inputs.shadow_observations is not None else None),
-            **population,
-        ), settings))
-    return np.stack(rows)
-
-
-#: The `attack.*` config section: every registered attack's settings, each with its default and
-#: rule, derived from the attacks' own declarations (`jobs.settings.config_dataclass`).  Built
-#: at import from the registry, so a type checker knows no field of it: `Any` to mypy.
-if TYPE_CHECKING:
-    AttackSettings: TypeAlias = Any
-else:
-    AttackSettings = config_dataclass(
-        "AttackSettings", (attack.settings_type for attack in ATTACKS.values()),
-        "Attack knobs of the sweep config (`attack.*`): the union of every attack's settings.  "
-        "An attack never sees it whole, only its own settings type (`Attack.settings_from`).")
-    AttackSettings.__module__ = __name__

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from jobs.layer_rules.base import Samples, Seen, _Rule, _trainable
+from jobs.engine.layer_rules.base import Samples, Seen, _Rule, _trainable
 
 
 class _NormRule(_Rule):

@@ -28,7 +28,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit, logsumexp
 
-from jobs.attack_registry import AttackInputs, NoSettings, register_attack
+from jobs.attacks.contract import AttackInputs, NoSettings, register_attack
 
 ROW_CAP = 20_000
 SEED = 20170522  # fixed: scores must not depend on anything but the inputs

@@ -4,8 +4,8 @@ An attack is a scoring function over `AttackInputs`, registered in `ATTACKS` wit
 settings dataclass, each field a `jobs.settings.Setting` declared beside the attack (its default,
 its rule, its meaning), and with what it needs declared on its `Attack` entry (shadows, a query,
 a population, canaries, retraining, its threat model).  The `attack.*` config section and its
-range checks derive from these (`jobs.attacks.AttackSettings`).  This module holds that contract
-apart from the attacks themselves, so an attack defined in its own module (`jobs.rmia`) can
+range checks derive from these (`jobs.attacks.section.AttackSettings`).  This module holds that contract
+apart from the attacks themselves, so an attack defined in its own module (`jobs.attacks.rmia`) can
 import it without importing every other attack.
 """
 
@@ -23,18 +23,12 @@ from jobs.registry import Registry
 from jobs.settings import declared
 
 #: What an attack scores (`Attack.evaluates`): the pool's evaluation records, canaries, or one
-#: crafted canary's final loss in each of many training runs from crafted weights (`jobs.blackbox`).
+#: crafted canary's final loss in each of many training runs from crafted weights (`jobs.audits.blackbox`).
 RECORDS, INPUT_CANARIES, GRADIENT_CANARIES = "records", "input_canaries", "gradient_canaries"
 TRAINING_RUNS = "training_runs"
 #: Which adversary a cell is (`Attack.threat_model`, the results' `threat_model` column): the
 #: final model's outputs only, its weights, or every iterate of training.
 THREAT_MODELS = ("black_box_final", "white_box_final", "white_box_iterates")
-#: Columns of a model's gradient-canary statistics, one row per canary (`jobs.canaries`): the
-#: final weights' displacement, the iterates' summed gradient and their likelihood ratio.
-FINAL, ITERATE_SUM, ITERATE_LIKELIHOOD_RATIO = 0, 1, 2
-#: How input canaries are made (`jobs.canaries`): pool records past every pool with a moved
-#: label, or noise inputs with random labels.
-INPUT_RECIPES = ("mislabeled", "noise")
 
 
 @dataclass(frozen=True)
@@ -45,7 +39,7 @@ class AttackInputs:
     labels: np.ndarray  # (n,)
     shadow_logits: Optional[np.ndarray] = None  # (shadows, n, classes)
     shadow_members: Optional[np.ndarray] = None  # (shadows, n) bool
-    # The answers of the attack's model query (`jobs.queries`), when it asks one: for the target
+    # The answers of the attack's model query (`jobs.attacks.queries`), when it asks one: for the target
     # (augmented logits: (augmentations, n, classes); Merlin: (n,)) and stacked for the shadows.
     target_query: Optional[np.ndarray] = None
     shadow_query: Optional[np.ndarray] = None
@@ -53,12 +47,12 @@ class AttackInputs:
     # disjoint shadow data (`shadow.disjoint_data`), where shadows answer on their own records.
     # None: the shadows' records are the target's, `labels`.
     shadow_labels: Optional[np.ndarray] = None
-    # Gradient canaries' white-box statistics (`jobs.canaries`): (n, 3) for the target and
+    # Gradient canaries' white-box statistics (`jobs.engine.canaries`): (n, 3) for the target and
     # (shadows, n, 3) for the shadows.
     observations: Optional[np.ndarray] = None
     shadow_observations: Optional[np.ndarray] = None
     # Population records (RMIA's z): held-out records, answered by the attack's held-out query
-    # (`jobs.queries.QueryKind.held_out`).  The target's logits ([views,] m, classes), their
+    # (`jobs.attacks.queries.QueryKind.held_out`).  The target's logits ([views,] m, classes), their
     # labels (m,), the shadows' logits (shadows, [views,] m, classes) and their membership
     # masks (shadows, m; None: no shadow trained on them).
     population_logits: Optional[np.ndarray] = None
@@ -82,7 +76,7 @@ class Attack:
     needs_shadows: bool
     # Scores a mechanism's release rather than a network's logits (its rates are then exact).
     reads_release: bool = False
-    # The model query it needs, as (kind, settings), or None (`jobs.queries`).
+    # The model query it needs, as (kind, settings), or None (`jobs.attacks.queries`).
     asks: Optional[Callable[[Any], Optional[tuple[str, dict]]]] = None
     # A per-record measure (PDTP), reported as its own figures rather than as a precision.
     measures_records: bool = False
@@ -198,7 +192,7 @@ class NoSettings:
 
 def needs(attack: Attack, held_out_kinds: Collection[str]) -> list[str]:
     """What `attack` needs beyond the target's stored logits, in words, from its registration
-    (`held_out_kinds`: the query kinds asked about held-out records, `jobs.queries`)."""
+    (`held_out_kinds`: the query kinds asked about held-out records, `jobs.attacks.queries`)."""
     found = []
     if attack.needs_shadows:
         found.append("shadows on the target's records" if attack.fits_per_record else "shadows")
@@ -236,3 +230,40 @@ def markdown_table(attacks: Registry[Attack], held_out_kinds: Collection[str]) -
                  f"`{attack.threat_model}`", settings or "—"]
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines)
+
+
+def holdout_scores(attack: Attack, inputs: AttackInputs, settings: Any) -> np.ndarray:
+    """The attack's scores with each shadow model in turn in the target's place: (shadows, n).
+
+    These are the labelled scores the `calibrated` policy picks its threshold on.  An attack that
+    uses shadow models gets the *other* shadows, so no model ever scores against itself.  With
+    disjoint shadow data they are scores on the shadows' own records (`holdout_labels`).
+    `settings` are the attack's own (an `Attack.settings_type`).
+    """
+    if inputs.shadow_members is None:
+        raise ValueError("holdout scores need shadow models")
+    if attack.needs_shadows and inputs.shadow_logits is None:
+        raise ValueError("holdout scores for an attack that reads shadow models need their logits")
+    count = len(inputs.shadow_members)
+    rows = []
+    for index in range(count):
+        others = np.arange(count) != index
+        asked, logits = inputs.shadow_query, inputs.shadow_logits
+        population: dict[str, Any] = {}
+        if inputs.shadow_population_logits is not None:
+            z_members = inputs.shadow_population_members
+            population = dict(population_logits=inputs.shadow_population_logits[index],
+                              population_labels=inputs.population_labels,
+                              shadow_population_logits=inputs.shadow_population_logits[others],
+                              shadow_population_members=None if z_members is None else z_members[others])
+        rows.append(attack.score(AttackInputs(
+            logits[index] if logits is not None else inputs.target_logits, inputs.holdout_labels,
+            logits[others] if logits is not None and attack.needs_shadows else None,
+            inputs.shadow_members[others] if attack.needs_shadows else None,
+            target_query=asked[index] if asked is not None else None,
+            shadow_query=asked[others] if asked is not None and attack.needs_shadows else None,
+            observations=(inputs.shadow_observations[index]
+                          if inputs.shadow_observations is not None else None),
+            **population,
+        ), settings))
+    return np.stack(rows)

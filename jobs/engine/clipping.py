@@ -24,7 +24,7 @@ cheaper route exists:
   of autograd by its gradient edge, with no tap (a Python autograd node costs ≈ 0.015 ms a step).
   Layers' outputs are never held and the unclipped weight gradients never computed.
 * **Linear stacks** (`Flatten`, `Linear`, `Tanh`, `ReLU`) take a closed-form step with no
-  autograd at all (`jobs.linear_stack`, `clip_and_sum_cross_entropy`): autograd's bookkeeping was
+  autograd at all (`jobs.engine.linear_stack`, `clip_and_sum_cross_entropy`): autograd's bookkeeping was
   most of their cost.
 * **On a GPU** memory is plentiful and what costs is kernels: every convolution keeps its
   per-record gradients (up to `GPU_CHUNK_FLOATS` of them, never sliced below that), so its
@@ -36,7 +36,7 @@ cheaper route exists:
   and its clipped sum in fp32 whatever is asked (`full_precision`): they are different products.
 
 The mechanism is exactly Opacus's: clip factor min(1, C / (‖∇ℓ_i‖ + 1e-6)) on the gradient of
-each record's own loss, so `jobs.training` can add the same Gaussian noise and the accountant's
+each record's own loss, so `jobs.engine.training` can add the same Gaussian noise and the accountant's
 ε is unchanged.
 """
 
@@ -50,9 +50,9 @@ import torch
 from torch import nn
 from torch.autograd.graph import GradientEdge, get_gradient_edge
 
-from jobs import linear_stack
-from jobs.layer_rules import check_supported, rule_for, watched_rule
-from jobs.layer_rules.base import Samples, Seen, set_grad, squared_norms, weighted_sum
+from jobs.engine import linear_stack
+from jobs.engine.layer_rules import check_supported, rule_for, watched_rule
+from jobs.engine.layer_rules.base import Samples, Seen, set_grad, squared_norms, weighted_sum
 
 #: Added to each norm before dividing, as Opacus does, so the two engines clip identically.
 NORM_EPSILON = 1e-6
@@ -211,7 +211,7 @@ class PerSampleClipper:
     def clip_and_sum_cross_entropy(self, x: torch.Tensor, y: torch.Tensor,
                                    context: AbstractContextManager = nullcontext()) -> torch.Tensor:
         """A linear stack's forward pass and clipped sum for the loss Σ_i cross_entropy(model(x_i),
-        y_i), all in closed form (`jobs.linear_stack`): no autograd graph, no hooks, the same
+        y_i), all in closed form (`jobs.engine.linear_stack`): no autograd graph, no hooks, the same
         norms and factors.  The passes run in `context` (bf16 autocast, say); norms and sums are
         fp32.  Sets each parameter's `.grad` as `clip_and_sum` does; returns the per-sample norms."""
         if self._stack is None:
@@ -257,7 +257,7 @@ def tf32_convolutions(enabled: bool) -> Iterator[None]:
     """cuDNN's convolutions (forward, backward, the grouped per-record route) in TF32 exactly
     when `train.tf32` asks: PyTorch's own default is TF32 on, so `train.tf32=false` would
     otherwise leave every convolution of the step in TF32.  Set for a whole training
-    (`jobs.training.train_runs`): a CUDA graph captured under it replays its kernels."""
+    (`jobs.engine.training.train_runs`): a CUDA graph captured under it replays its kernels."""
     previous = torch.backends.cudnn.allow_tf32
     torch.backends.cudnn.allow_tf32 = enabled
     try:
@@ -292,7 +292,7 @@ def clipped_sums(inputs: list[torch.Tensor], grads: list[torch.Tensor], has_bias
                  max_grad_norm: Optional[float], weights: Optional[torch.Tensor] = None
                  ) -> tuple[list[torch.Tensor], list[Optional[torch.Tensor]], torch.Tensor]:
     """Per model k: Σ_i c_ki·∇ℓ_ki for each linear layer's weight and bias, and the norms (a
-    linear stack's clipped sum in closed form, `jobs.linear_stack`; a lone model is the same
+    linear stack's clipped sum in closed form, `jobs.engine.linear_stack`; a lone model is the same
     without the leading K axis).
 
     `inputs[l]` (K, B, in) and `grads[l]` (K, B, out) are layer l's inputs and the gradients of

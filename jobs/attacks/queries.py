@@ -20,9 +20,9 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 
-from jobs.merlin import merlin_ratio
+from jobs.attacks.merlin import merlin_ratio
+from jobs.engine.training import predict_logits
 from jobs.registry import Registry
-from jobs.training import predict_logits
 
 #: (settings, model, x, y, device) → the answer for records (x, y), from the stored weights.
 Answer = Callable[[dict[str, Any], torch.nn.Module, np.ndarray, np.ndarray, torch.device], np.ndarray]
@@ -33,7 +33,7 @@ class QueryKind:
     """A registered kind of question put to a stored model."""
 
     # How it is answered from the model's weights; None for a kind answered by retraining
-    # (PDTP: `sweeper.cluster.tasks.query_task` answers it with `jobs.pdtp.pdtp_table`).
+    # (PDTP: `sweeper.cluster.tasks.query_task` answers it with `jobs.attacks.pdtp.pdtp_table`).
     answer: Optional[Answer]
     # Asked about the model's whole training pool, not the evaluation records: the number of
     # evaluation records, which it does not read, then stays out of its key.
@@ -45,7 +45,7 @@ class QueryKind:
     held_out: bool = False
 
 
-#: Every query kind, by the name attacks ask it by (`jobs.attacks.Attack.asks`).
+#: Every query kind, by the name attacks ask it by (`jobs.attacks.contract.Attack.asks`).
 QUERIES: Registry[QueryKind] = Registry("query kind")
 
 #: PDTP's leave-one-out table: retrains rather than loads the model, over its whole pool.

@@ -25,7 +25,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from jobs.accounting import PoissonSchedule
+from jobs.engine.accounting import PoissonSchedule
 
 #: The purposes of a model's random streams, each spawned from its seed (`stream_seed`).
 WEIGHTS, BATCHES, NOISE, CANARIES = range(4)

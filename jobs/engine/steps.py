@@ -16,7 +16,7 @@ What a graph cannot hold runs eagerly (`EagerSteps`, the same arithmetic on exac
 records): every step on a CPU, the first step of a run (the optimizer makes its state there),
 an empty batch, gradient canaries (planted and observed from the host), DP-Adam and compiled
 forward passes.  Nothing in either kind of step asks the device for a value: batches are drawn
-on the host (`jobs.randomness`), and accuracy stays on the device until training ends.
+on the host (`jobs.engine.randomness`), and accuracy stays on the device until training ends.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from jobs.clipping import PerSampleClipper
-from jobs.randomness import TrainingRng, gaussian_noise
+from jobs.engine.clipping import PerSampleClipper
+from jobs.engine.randomness import TrainingRng, gaussian_noise
 
 #: Padded batch sizes are multiples of this (a step's extra work is < BUCKET rows; H100,
 #: `cifar10_cnn` at batch 512: ≈ 3 % on average, and 6–8 graphs a model).
@@ -60,7 +60,7 @@ def clipped_sum(model: nn.Module, clipper: PerSampleClipper, x: torch.Tensor, y:
 def noisy_step(model: nn.Module, optimizer: torch.optim.Optimizer, noise_std: float,
                expected_batch_size: int, rng: TrainingRng) -> None:
     """Add N(0, noise_std²) to each parameter's clipped-sum `.grad`, divide by the expected
-    batch and step: the part of a DP step after clipping, shared with `jobs.stacked`."""
+    batch and step: the part of a DP step after clipping, shared with `jobs.engine.stacked`."""
     # The optimizer's list, not `model.parameters()`: walking the modules every step costs more
     # than a small model's noise.
     parameters = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
@@ -113,7 +113,7 @@ def padded_size(records: int) -> int:
 class EagerSteps:
     """Each step as plain PyTorch calls on exactly the batch drawn.
 
-    `run` is a `jobs.training.ModelRun`; `rows_x`, `rows_y` are the rows its records live in
+    `run` is a `jobs.engine.training.ModelRun`; `rows_x`, `rows_y` are the rows its records live in
     (on its device) and `index` (host) says which row each record of its training set is:
     batch indices are records.  `forward` is the model, or its compiled forward pass; `clipper`
     the private run's per-sample clipper (None: non-private)."""

@@ -26,12 +26,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from jobs.accounting import NoiseCache
-from jobs.canaries import CanaryDesign, CanarySet
 from jobs.datasets import ArrayDataset
+from jobs.engine.accounting import NoiseCache
+from jobs.engine.canaries import CanaryDesign, CanarySet
+from jobs.engine.randomness import stream_seed
+from jobs.engine.training import Member, TrainSettings, train_runs
 from jobs.models import build_model
-from jobs.randomness import stream_seed
-from jobs.training import Member, TrainSettings, train_runs
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def final_model_runs(settings: TrainSettings, pool: ArrayDataset, sweep_pool_x: 
     """The audit's observations for one model: `design.final_runs` trainings of `settings` on
     the model's records (`mask` of its `pool`) from the crafted weights, each with the blank
     canary in D as `run_inclusions` says, through the engine every model trains with
-    (`jobs.training.train_runs`: its clipping, noise and accountant).
+    (`jobs.engine.training.train_runs`: its clipping, noise and accountant).
 
     Returns what the model stores beside its canaries: `final_run_included` (runs,),
     `final_run_logits` (runs, classes: each final model's logits on the canary) and

@@ -16,7 +16,7 @@ import torch
 from scipy.special import softmax
 
 from jobs.datasets import ArrayDataset
-from jobs.training import TrainSettings, train_model
+from jobs.engine.training import TrainSettings, train_model
 
 BINS = 100  # bins of width 0.01 over [0, 1]
 #: The columns of `pdtp_table`, the stored answer of a "pdtp" query, in order.
@@ -70,7 +70,7 @@ def leave_one_out(settings: TrainSettings, data: ArrayDataset, mask: np.ndarray,
     shared by every record; each record costs one retrain per seed, len(seeds)·(records + 1)
     trainings in all. A seed is passed to `train_model` as is, full and leave-one-out alike, and
     so is the target's `public_size`: one record fewer changes neither DP-SGD's rate nor its
-    divisor, as it does not for the target (`jobs.accounting.rate_size`).
+    divisor, as it does not for the target (`jobs.engine.accounting.rate_size`).
 
     `single` follows the paper's measurement on one pair of classifiers (seed seeds[0] for both).
     Under a randomized training algorithm (DP-SGD noise, initialization, batch order) it compares

@@ -1,5 +1,5 @@
 """Per-record signals several attacks share (LiRA, RMIA, Shokri's features): kept apart from the
-attacks so an attack defined in its own module (`jobs.rmia`) reads them without importing every
+attacks so an attack defined in its own module (`jobs.attacks.rmia`) reads them without importing every
 other attack."""
 
 from __future__ import annotations

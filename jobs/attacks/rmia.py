@@ -15,7 +15,7 @@ its mean over the reference models:
   Pr(x) = ½((1 + a)·Pr_OUT(x) + (1 − a)) (`rmia_offline_a`; null searches a on the shadows).
 * Population z: up to `rmia_population` records of the dataset's held-out split, which neither
   the target nor any reference trained on, answered by each model's `held_out_logits` query
-  (`jobs.queries`); their Pr(z) is computed the same way.
+  (`jobs.attacks.queries`); their Pr(z) is computed the same way.
 * Query augmentations (`augment_flip`, `augment_shift`): each view gets its own ratios, and a
   pair (x, z) counts when a strict majority of the views has LR > γ (the authors' vote).
 * The means over references are trimmed (`rmia_trim`, as `scipy.stats.trim_mean`: the lowest
@@ -39,10 +39,10 @@ from typing import Any, Optional
 import numpy as np
 from scipy.special import expit
 
-from jobs.attack_registry import AttackInputs, register_attack
-from jobs.lira import AUGMENT_FLIP, AUGMENT_SHIFT
+from jobs.attacks.contract import AttackInputs, register_attack
+from jobs.attacks.lira import AUGMENT_FLIP, AUGMENT_SHIFT
+from jobs.attacks.signals import logit_confidence
 from jobs.settings import AtLeast, Between, OneOf, Setting
-from jobs.signals import logit_confidence
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ def offline_shadows_needed(settings: RmiaOfflineSettings) -> tuple[int, str]:
 
 
 def held_out_query(settings: RmiaSettings) -> tuple[str, dict]:
-    """RMIA's query (`jobs.queries` answers it): the evaluation records and at most
+    """RMIA's query (`jobs.attacks.queries` answers it): the evaluation records and at most
     `rmia_population` held-out records, in the views `augment_flip` and `augment_shift` ask for."""
     asked: dict[str, Any] = {"held_out": settings.rmia_population}
     if not settings.augment_flip and settings.augment_shift == 0:
@@ -112,7 +112,7 @@ def true_class_probability(logits: np.ndarray, labels: np.ndarray, temperature: 
     """softmax(logits / T) at each record's label, for any leading batch shape: (..., n).
 
     The logistic of LiRA's φ = log p − log(1 − p) at the tempered logits: φ's class-first pass
-    (`jobs.signals.logit_confidence`) is the fast one, and the logistic in float64 keeps p
+    (`jobs.attacks.signals.logit_confidence`) is the fast one, and the logistic in float64 keeps p
     exact down to ~1e-308 (floored at the smallest normal float, so no ratio is 0/0).
     """
 

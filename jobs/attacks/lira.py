@@ -4,9 +4,9 @@ confidence φ under Gaussian fits of the shadows that held it (IN) and did not (
 - `lira_online`, `lira_global`, `lira_offline`: the grid's three LiRA attacks, registered here
   with their settings (each declared once: `jobs.settings`).
 - `online_ratio`: online LiRA's mean log-likelihood ratio, which LiRA on input canaries
-  (`jobs.attacks.canary_input_lira`) shares.
+  (`jobs.attacks.basic.canary_input_lira`) shares.
 - Query augmentations (`augment_flip`, `augment_shift`): the record's mirror and shifted copies,
-  asked of each stored model once (`jobs.queries`), with one fit per augmentation.
+  asked of each stored model once (`jobs.attacks.queries`), with one fit per augmentation.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any, Optional
 import numpy as np
 from scipy.special import log_ndtr
 
-from jobs.attack_registry import AttackInputs, register_attack
+from jobs.attacks.contract import AttackInputs, register_attack
+from jobs.attacks.signals import logit_confidence
 from jobs.settings import AtLeast, OneOf, Setting
-from jobs.signals import logit_confidence
 
 
 #: Below this many shadow models, per-record variances are too noisy (Carlini et al. §4.2).
