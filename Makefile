@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # pytest-xdist workers for the unit tier: the 2 cores CI and a developer's machine have.
 WORKERS ?= 2
 
-.PHONY: install demo lint check test test-slow bench clean
+.PHONY: install system-packages demo lint check test test-slow bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,15 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The Debian packages some tiers need (.ci/apt-packages: redis-server for the cluster tier's GCS
+# fault tolerance), installed when missing and this is root; otherwise those tests say why they
+# skip.
+system-packages:
+	@missing=$$(for p in $$(cat .ci/apt-packages); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then echo "not root: not installing $$missing (their tests skip)"; exit 0; fi; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing
 
 demo: $(STAMP)
 	$(BIN)/python -m sweeper
@@ -36,11 +45,13 @@ check: lint
 # Everything (CI's `.ci/run`): lint and types, then every tier: the unit tier in parallel
 # (in process, nothing shared), the Ray and process tiers in parallel too (each worker its own
 # session Ray; clusters, servers and ports of their own), then the tests marked `serial` one at
-# a time (a signal or a kill timed against a sweep, a wait bounded in seconds, a fixed port).
-test: lint
+# a time (a signal or a kill timed against a sweep, a wait bounded in seconds, a fixed port),
+# then the cluster tier alone (Ray nodes in namespaces of their own: tests/cluster).
+test: lint system-packages
 	$(BIN)/python -m pytest -m 'unit and not slow' -n $(WORKERS)
-	$(BIN)/python -m pytest -m 'not unit and not serial and not slow' -n $(WORKERS)
+	$(BIN)/python -m pytest -m 'not unit and not serial and not cluster and not slow' -n $(WORKERS)
 	$(BIN)/python -m pytest -m 'serial and not slow'
+	$(BIN)/python -m pytest -m 'cluster and not slow'
 
 # The slowest variants only (tests marked slow); `make test` runs everything else.
 test-slow: $(STAMP)

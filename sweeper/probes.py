@@ -57,6 +57,11 @@ def tracking_server_problem(uri: str, field: str,
 MLFLOW_PROBE_PATH = "/api/2.0/mlflow/experiments/get-by-name?experiment_name=sweeper-probe"
 
 
+#: What MLflow 3's security middleware answers (HTTP 403) to a request whose Host header is not
+#: among the server's `--allowed-hosts` (`mlflow.server.security_utils.INVALID_HOST_MSG`).
+REFUSED_HOST = b"Invalid Host header"
+
+
 def not_mlflow_problem(uri: str, field: str, timeout_s: float = PROBE_TIMEOUT_S) -> Optional[str]:
     """Why the server at `uri` (http:// or https://), which answers, is not an MLflow tracking
     server, or None: one GET of an MLflow REST call, which MLflow answers with JSON (the
@@ -74,9 +79,15 @@ def not_mlflow_problem(uri: str, field: str, timeout_s: float = PROBE_TIMEOUT_S)
         with urllib.request.urlopen(probe, timeout=timeout_s) as answer:  # noqa: S310 - http(s)
             status, body = answer.status, answer.read(65536)
     except urllib.error.HTTPError as error:
-        if error.code in (401, 403):
-            return None
         status, body = error.code, error.read(65536)
+        if status == 403 and REFUSED_HOST in body:
+            return (f"{field}={redact(uri)!r}: the MLflow server there refuses requests addressed "
+                    f"to {parts.netloc.rsplit('@', 1)[-1]} (MLflow 3's DNS-rebinding guard: it "
+                    "answers only the host names it was started with); running this again will "
+                    f"not help: start it with --allowed-hosts {parts.hostname}:{parts.port or ''}"
+                    .rstrip(":") + " (and the names other clients use), or use an address it allows")
+        if status in (401, 403):
+            return None
     except (urllib.error.URLError, OSError, ValueError):
         return None  # no answer now: an outage, `tracking_server_problem` says so
     try:

@@ -41,7 +41,8 @@ from sweeper.listeners import (FigureDrawer, Listeners, NotLanded, RowWriter, Sw
                                TrackingListener)
 from sweeper.grid.plan import Cell, ModelSpec, SweepPlan, build_plan
 from sweeper.probes import not_mlflow_problem, store_endpoint_problem, tracking_server_problem
-from sweeper.cluster.start import auth_hint, ray_session
+from sweeper.cluster.start import auth_hint, joins_cluster, ray_session
+from sweeper.cluster.store_reach import require_shared_store
 from sweeper.grid.sweep_data import sweep_data
 from sweeper.store.results import CELLS_DATASET, compact, sort_frontier
 from sweeper.grid.scale import scaled
@@ -294,8 +295,9 @@ def start_up(cfg: SweepConfig, plan: SweepPlan, data_dir: Path,
     the listeners prepare on another (`Listener.on_start_up`: MLflow's import).  The listeners
     hear that the sweep started (`on_sweep_start`: the manifest is written, the tracker's run
     opened in the background) only once the data has loaded and the cluster has the resources
-    asked for: either can still refuse the sweep (ConfigError, exit 2), and a refused sweep writes
-    nothing.  Yields (dashboard URL, data); Ray is shut down on leaving, also on a refusal.
+    asked for and, on a cluster this sweep joins, every node shares a local store's folder
+    (`require_shared_store`): any of these can still refuse the sweep (ConfigError, exit 2), and a
+    refused sweep writes nothing.  Yields (dashboard URL, data); Ray is shut down on leaving, also on a refusal.
     """
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="sweeper-start") as background:
         loading = background.submit(sweep_data, plan, data_dir)
@@ -305,6 +307,9 @@ def start_up(cfg: SweepConfig, plan: SweepPlan, data_dir: Path,
         with ray_session(cfg) as dashboard_url:
             data = loading.result()
             check_cluster_resources(cfg)
+            local_root = ArtifactStore(cfg.store.root).local_root
+            if local_root is not None and joins_cluster(cfg):
+                require_shared_store(local_root, cfg.store.root)
             listeners.on_sweep_start()
             yield dashboard_url, data
 

@@ -22,6 +22,7 @@ from sweeper.bounds import last_iterate_epsilon
 from sweeper.grid.plan import build_plan
 from sweeper.grid.sweep_data import sweep_data
 from sweeper.cluster.tasks import attack_task, train_task
+from sweeper.store.artifacts import ArtifactStore
 
 DETECTOR = ["grid.epsilon=[2]", "grid.p=[0.5]", "grid.trial=[0]",
             "grid.attack=[canary_gradient_iterates]", "attack.canary_gradient_count=2000"]
@@ -39,6 +40,7 @@ def run_in_process(compose_config, root: Path, overrides: list[str]) -> list[dic
     cfg = compose_config("dpsgd_audit", [f"store.root='{root}'", *overrides])
     plan = build_plan(cfg)
     data = sweep_data(plan, Path(cfg.dataset.data_dir))
+    ArtifactStore(root).mark()  # a store, as a sweep's driver makes it before any task
     for spec in plan.models.values():
         train_task(spec, data, str(root), "cpu", 1)
     cells = defaultdict(list)

@@ -132,6 +132,7 @@ def test_a_killed_group_resumes_each_model_from_its_own_checkpoint(digits, tmp_p
     specs = _specs(settings)
     root = str(tmp_path / "store")
     store = ArtifactStore(root)
+    store.mark()  # a store, as a sweep's driver makes it before any task
     # Model 0 finished and stored; model 1 killed after its first epoch; model 2 never started.
     tasks.train_task(specs[0], digits, root, "cpu", 1)
     finished_meta = store.read_model_meta(specs[0].key)

@@ -98,6 +98,28 @@ def submitted_job_address() -> Optional[str]:
     return os.environ.get("RAY_ADDRESS") or "auto"
 
 
+def joins_cluster(cfg: SweepConfig) -> bool:
+    """Whether the sweep runs on a Ray cluster it does not start (`cluster.address`, or a Ray
+    job's), whose nodes may be other machines, rather than on a local Ray of its own."""
+    return cfg.cluster.address is not None or submitted_job_address() is not None
+
+
+#: Ray retries a task its memory monitor killed without end unless its owner (this driver) sets
+#: a bound: `RAY_task_oom_retries`, read once as the driver's Ray starts (default -1: for ever).
+OOM_RETRIES_VARIABLE = "RAY_task_oom_retries"
+
+
+def oom_retries(cfg: SweepConfig) -> dict[str, str]:
+    """The variable that bounds the retries of tasks Ray's memory monitor kills by the sweep's
+    own bound (the larger of `resources.train.max_retries` and `resources.attack.max_retries`),
+    set while Ray starts (`environment`) unless the environment sets one: each is then retried
+    that often, then fails as transient with its reason, instead of again and again."""
+    if OOM_RETRIES_VARIABLE in os.environ:
+        return {}
+    return {OOM_RETRIES_VARIABLE: str(max(cfg.resources.train.max_retries,
+                                          cfg.resources.attack.max_retries))}
+
+
 def require_token_auth(allow_no_auth: bool) -> None:
     """Refuse (ConfigError, before local Ray starts) an environment that turns Ray's token
     authentication off (RAY_AUTH_MODE other than token; unset, Ray turns it on for a cluster it
@@ -467,6 +489,7 @@ def ray_session(cfg: SweepConfig) -> Iterator[Optional[str]]:
     job = JobConfig(metadata={"job_name": f"sweeper {cfg.name}", "sweeper_sweep": cfg.name})
     address = cfg.cluster.address or submitted_job_address()
     with contextlib.ExitStack() as stack:
+        stack.enter_context(environment(oom_retries(cfg)))
         if address is None:
             require_token_auth(cfg.cluster.allow_no_auth)
             local = stack.enter_context(local_ray_confined())

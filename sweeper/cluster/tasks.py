@@ -53,7 +53,7 @@ def train_task(spec: ModelSpec, data: ArrayDataset, store_root: str, device: str
     """
     _set_up_process(num_threads)
     started = time.time()
-    store = ArtifactStore(store_root)
+    store = ArtifactStore(store_root).require_here()
     key = spec.key
     if store.has_model(key):  # a retry after the artifact landed, or a concurrent duplicate
         return store.read_model_meta(key)
@@ -110,7 +110,7 @@ def train_group_task(specs: list[ModelSpec], data: ArrayDataset, store_root: str
     """
     _set_up_process(num_threads)
     started = time.time()
-    store = ArtifactStore(store_root)
+    store = ArtifactStore(store_root).require_here()
     metas: dict[int, dict[str, Any]] = {index: store.read_model_meta(spec.key)
                                         for index, spec in enumerate(specs)
                                         if store.has_model(spec.key)}
@@ -137,11 +137,23 @@ def train_group_task(specs: list[ModelSpec], data: ArrayDataset, store_root: str
 
 def _model_meta(spec: ModelSpec, **figures: Any) -> dict[str, Any]:
     """The metadata stored with a model (or a release): who it is, what it reports, its budget,
-    and the GPUs its task was given (Ray's CUDA_VISIBLE_DEVICES; None without one)."""
+    the GPUs its task was given (Ray's CUDA_VISIBLE_DEVICES; None without one) and the Ray node
+    that trained it (`training_node`)."""
     return {"key": spec.key, "role": spec.role, "label": spec.label, "sample_rate": spec.sample_rate,
             **figures, "epsilon": spec.train.epsilon, "delta": spec.train.delta,
             "public_size": spec.public_size,
-            "visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
+            "visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES"), **training_node()}
+
+
+def training_node() -> dict[str, Optional[str]]:
+    """The Ray node this task runs on, by id and address (None for both outside a Ray task):
+    on a cluster, which machine trained a model, for its logs and its device."""
+    import ray
+
+    if not ray.is_initialized():
+        return {"node_id": None, "node_ip": None}
+    context = ray.get_runtime_context()
+    return {"node_id": context.get_node_id(), "node_ip": ray.util.get_node_ip_address()}
 
 
 def device_description(device: torch.device) -> str:
@@ -191,7 +203,7 @@ def query_task(spec: QuerySpec, model_spec: ModelSpec, data: ArrayDataset, store
     Returns its span in wall-clock seconds (`sweeper.task_times`)."""
     started = time.time()
     _set_up_process(num_threads)
-    store = ArtifactStore(store_root)
+    store = ArtifactStore(store_root).require_here()
     if store.has_query(spec.key):
         return started, time.time()
     settings, n = dict(spec.settings), spec.eval_records
@@ -219,7 +231,8 @@ def attack_task(spec: AttackSpec, cells: list[Cell], labels: np.ndarray, store_r
     each with the task's wall seconds (`attack_seconds`, shared by its cells).  `labels` are
     the pool's, `held_out_labels` the held-out split's (read by a held-out query's attack)."""
     started = time.perf_counter()
-    rows = _attack_rows(spec, cells, labels, held_out_labels, ArtifactStore(store_root))
+    rows = _attack_rows(spec, cells, labels, held_out_labels,
+                       ArtifactStore(store_root).require_here())
     seconds = time.perf_counter() - started
     return [{**row, "attack_seconds": seconds} for row in rows]
 

@@ -140,6 +140,36 @@ class ManifestError(ValueError):
     """A sweep's sweep.json that cannot be read as a manifest (not JSON, or no `cells` list)."""
 
 
+class StoreUnreachable(Exception):
+    """A task found no store at its local `store.root`: the folder is another machine's (the
+    driver's), so whatever it wrote would land where the sweep never reads it.  Not an OSError:
+    a retry on the same node would find the same, so Ray does not retry it
+    (`sweeper.failures.Retryable`)."""
+
+    def __init__(self, root: os.PathLike | str) -> None:
+        import socket
+
+        self.root = str(root)
+        self.host = socket.gethostname()
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return (f"store.root {self.root} is not a store on this machine ({self.host}): its "
+                f"{MARKER} is not there, so the folder is another machine's; nothing was "
+                "written. Use an object store every node reaches (s3://…) or a folder mounted at "
+                "the same path on every node")
+
+    def __reduce__(self):  # raised in a Ray task, it reaches the driver whole
+        return (_store_unreachable, (self.root, self.host))
+
+
+def _store_unreachable(root: str, host: str) -> StoreUnreachable:
+    error = StoreUnreachable.__new__(StoreUnreachable)
+    error.root, error.host = root, host
+    Exception.__init__(error, str(error))
+    return error
+
+
 class ArtifactStore:
     def __init__(self, root: str | Path):
         root = str(root)
@@ -164,6 +194,15 @@ class ArtifactStore:
             return False
         self.files.write(MARKER, MARKER_TEXT.encode(), public=True)
         return True
+
+    def require_here(self) -> "ArtifactStore":
+        """This store, once its local root is one on this machine (its `MARKER`, which the
+        sweep's driver writes before any task starts); StoreUnreachable otherwise, before
+        anything is written: a task on a node that does not share the driver's folder must fail
+        loudly, not write its work to a folder of its own."""
+        if self.local_root is not None and not (self.local_root / MARKER).is_file():
+            raise StoreUnreachable(self.local_root)
+        return self
 
     def unmark(self) -> None:
         """Remove the marker when the local store holds none of its entries (a sweep refused

@@ -53,10 +53,11 @@ class LoopbackServer(abc.ABC):
     #: anyway.
     stop_signal = signal.SIGTERM
 
-    def __init__(self, root: Path, port: Optional[int] = None, log_name: str = "server.log"):
-        self.root = root
+    def __init__(self, root: Path, port: Optional[int] = None, log_name: str = "server.log",
+                 host: str = "127.0.0.1"):
+        self.root, self.host = root, host
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{host}:{self.port}"
         self.log = root / log_name
         self.proc: Optional[subprocess.Popen] = None
 
@@ -78,7 +79,7 @@ class LoopbackServer(abc.ABC):
         """Start (or restart on the same port); returns the server once it is ready."""
         if self.running:
             return self
-        if not port_free(self.port):
+        if not port_free(self.port, self.host):
             raise RuntimeError(f"port {self.port} is taken; cannot (re)start {self.name} on it")
         timeout = self.start_timeout_s if timeout is None else timeout
         with open(self.log, "a") as out:
@@ -112,7 +113,8 @@ class LoopbackServer(abc.ABC):
         if self.proc is None:
             return
         stop_group(self.proc, sig, grace)
-        wait_for(lambda: port_free(self.port), timeout=15, message=f"port {self.port} freed")
+        wait_for(lambda: port_free(self.port, self.host), timeout=15,
+                 message=f"port {self.port} freed")
 
 
 def started_server(make: Callable[[], LoopbackServer]) -> Iterator[LoopbackServer]:
@@ -142,16 +144,20 @@ class MlflowServer(LoopbackServer):
     start_timeout_s = 90.0
     poll_interval_s = 0.25
 
-    def __init__(self, root: Path, port: Optional[int] = None, backend_uri: Optional[str] = None):
-        super().__init__(root, port)
+    def __init__(self, root: Path, port: Optional[int] = None, backend_uri: Optional[str] = None,
+                 host: str = "127.0.0.1"):
+        super().__init__(root, port, host=host)
         self.uri = self.url
         self.backend_uri = backend_uri or f"sqlite:///{root / 'mlflow.db'}"
         self.artifacts = root / "artifacts"
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1",
+        return [sys.executable, "-m", "mlflow", "server", "--host", self.host,
                 "--port", str(self.port), "--workers", "1", "--backend-store-uri", self.backend_uri,
-                "--artifacts-destination", str(self.artifacts)]
+                "--artifacts-destination", str(self.artifacts),
+                # MLflow 3 answers only the Host headers it allows: loopback's by default.
+                *(["--allowed-hosts", f"{self.host}:{self.port},{self.host}"]
+                  if self.host != "127.0.0.1" else [])]
 
     def environment(self) -> dict[str, str]:
         env = base_env()
@@ -173,10 +179,10 @@ class S3Server(LoopbackServer):
     stop_signal = signal.SIGKILL
 
     def __init__(self, root: Path, bucket: str = "sweeper-faults", port: Optional[int] = None,
-                 enforce_auth: bool = True):
-        super().__init__(root, port, log_name="moto.log")
+                 enforce_auth: bool = True, host: str = "127.0.0.1"):
+        super().__init__(root, port, log_name="moto.log", host=host)
         self.bucket = bucket
-        self.endpoint = f"127.0.0.1:{self.port}"
+        self.endpoint = f"{host}:{self.port}"
         self.endpoint_url = self.url
         self.enforce_auth = enforce_auth
         self.seed = int(uuid.uuid4().int % 1_000_000)
@@ -196,7 +202,7 @@ class S3Server(LoopbackServer):
                                endpoint_override=self.endpoint, scheme="http", region=self.region)
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+        return [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)]
 
     def _post(self, path: str, body: bytes = b"") -> None:
         request = urllib.request.Request(self.endpoint_url + path, data=body, method="POST",

@@ -13,11 +13,13 @@ import pytest
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 
-#: Tiers by what a test needs, cheapest first; `make check` runs `unit`, `make test` all three.
+#: Tiers by what a test needs, cheapest first; `make check` runs `unit`, `make test` all four.
 TIERS = {
     "unit": "in process: no Ray, no server, no child process (the default)",
     "ray": "the one session Ray (`ray_local`, `ray_dashboard`) and nothing else it starts",
     "process": "real processes: a command as a subprocess, its own Ray cluster, a server",
+    "cluster": "the cluster in a box: Ray nodes, a driver and servers in namespaces of their own "
+               "(root; tests/testkit/cluster_box.py), run alone after the other tiers",
 }
 #: What `@pytest.mark.serial` says: `make test` runs the other `ray` and `process` tests on two
 #: pytest-xdist workers, these alone, one at a time, after them (tests/README.md).
@@ -30,7 +32,7 @@ TIER_FIXTURES = {
     "s3_server": "process", "procs": "process",
 }
 #: Folders whose every test is of a tier: the fault tests break real processes.
-TIER_FOLDERS = {TESTS_DIR / "faults": "process"}
+TIER_FOLDERS = {TESTS_DIR / "faults": "process", TESTS_DIR / "cluster": "cluster"}
 #: What starts a process, in a test's own code, its fixtures' or the module helpers it calls.
 STARTS_A_PROCESS = re.compile(r"\bsubprocess\.|\bPopen\(|\bsys\.executable\b|\bos\.fork\(")
 #: What a library runs once to learn about the machine, no process of the test's, so no reason
@@ -41,7 +43,7 @@ LIBRARY_PROBES = {("ldconfig",), ("gcc",), ("cc",), ("ld",), ("objdump",), ("una
 #: about three times its tier's slowest test at load 15-20 on 2 cores (the unit tier's: 101 s,
 #: the DP audit; process tests ran 46 s quiet, refusals 11 times slower at load 20), so only a
 #: hang reaches it, with its traceback.
-TIER_TIMEOUT_S = {"unit": 300, "ray": 600, "process": 900}
+TIER_TIMEOUT_S = {"unit": 300, "ray": 600, "process": 900, "cluster": 900}
 
 
 def _rank(tier: str) -> int:
