@@ -31,7 +31,9 @@ def test_a_tests_tier_is_what_it_uses(request):
         "test_marked_process": "process",
     }
     # The fault tests' folder, whatever each one asks for.
-    assert set(tiers(request, "faults/test_node_lost.py").values()) == {"process"}
+    assert set(tiers(request, "faults/test_worker_killed.py").values()) == {"process"}
+    # The cluster tier's folder likewise.
+    assert set(tiers(request, "cluster/test_cluster_box.py").values()) == {"cluster"}
 
 
 def test_every_tier_has_its_timeout(request):

@@ -15,8 +15,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from testkit.cluster_box import BUCKET, Box, RayHost
 
 SWEEP_TIMEOUT_S = 600
@@ -95,23 +93,6 @@ sys.exit("no checkpoint appeared")
     return box.driver_python(code, timeout=timeout + 60).strip().splitlines()[-1]
 
 
-def training_hosts(box: Box) -> list[RayHost]:
-    """The worker hosts with a training task running."""
-    import psutil
-
-    found = []
-    for host in box.workers():
-        for pid in host.pids():
-            try:
-                if psutil.Process(pid).cmdline()[:1] and "ray::train" in " ".join(
-                        psutil.Process(pid).cmdline()):
-                    found.append(host)
-                    break
-            except psutil.Error:
-                continue
-    return found
-
-
 def test_a_sweep_across_nodes_that_share_nothing_lands_everything_in_s3_and_mlflow(box):
     args = box.sweep_args("across", "across")
     code, out, err = run_sweep(box, args, "across")
@@ -156,3 +137,174 @@ def test_a_local_store_the_nodes_cannot_see_is_refused_before_training(box):
     driver_store = box.hosts["driver"].tmp / "driver-store"
     assert not (driver_store / "models").exists()
     assert not list(driver_store.glob(".sweeper-reach-*"))
+
+
+def plan_of(box: Box, compose_config, overrides: dict):
+    """The plan `python -m sweeper` makes of the box's sweep with `overrides`, composed here:
+    where it runs (cluster, store, tracking) keys no model."""
+    from sweeper.grid.plan import build_plan
+    from sweeper.grid.scale import scaled
+
+    values = box.sweep_overrides("unused", "plan", **overrides)
+    return build_plan(scaled(compose_config("quickstart", [
+        f"{key}={value}" for key, value in values.items()
+        if not key.startswith(("cluster", "store", "tracking"))])))
+
+
+def host_training(box: Box, label: str, timeout: float = 60) -> RayHost:
+    """The worker host running the training task named `label` (Ray titles it `ray::LABEL`)."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for host in box.workers():
+            for pid in host.pids():
+                try:
+                    if f"ray::{label}" in " ".join(psutil.Process(pid).cmdline()):
+                        return host
+                except psutil.Error:
+                    continue
+        time.sleep(0.1)
+    raise AssertionError(f"no worker runs {label!r}")
+
+
+#: One model a task, a few epochs of ~1 s: long enough to act while a model trains.
+SLOW = {"train.models_per_task": 1, "train.epochs": 4, "dataset.pool_size": 600,
+        "grid.epsilon": "[4]", "grid.p": "[0.5]", "grid.attack": "[loss]", "grid.trial": "[0,1]"}
+
+
+def test_a_worker_node_killed_mid_training_the_sweep_completes_and_resumed_models_are_exact(
+        box, compose_config, tmp_path):
+    from sweeper.cluster.tasks import train_task
+    from sweeper.grid.sweep_data import sweep_data
+    from sweeper.store.artifacts import ArtifactStore
+
+    plan = plan_of(box, compose_config, SLOW)
+    sweep = box.sweep(box.sweep_args("killed", "killed", **SLOW), "killed")
+    key = wait_for_training(box, "killed")
+    victim = host_training(box, plan.models[key].label)
+    victim.kill()  # every process of the node, raylet and workers, at once
+    code, out, err = finish(sweep)
+    assert code == 0, err[-4000:]
+    trained, models, computed, cells = summary(out)
+    assert trained == models and computed == cells
+
+    metas = {meta["key"]: meta for meta in listing(box, "killed")["metas"]}
+    resumed = metas[key]
+    assert resumed["resumed_from"] and resumed["node_ip"] != victim.ip
+    # The model resumed on another node equals the same model trained without a fault.
+    root = tmp_path / "uninterrupted"
+    root.mkdir()
+    ArtifactStore(root).mark()
+    data = sweep_data(plan, Path(plan.config.dataset.data_dir))
+    train_task(plan.models[key], data, str(root), "cpu", 1)
+    calm = ArtifactStore(root).read_model_meta(key)
+    assert calm["resumed_from"] == []
+    for figure in ("checksums", "epsilon_spent", "steps", "test_accuracy"):
+        assert resumed[figure] == calm[figure], figure
+
+
+def test_a_worker_that_joins_mid_sweep_receives_tasks(box):
+    """Ten models of one task each wait on the workers there are; a worker that joins once
+    the first has started training takes some of them."""
+    overrides = {**SLOW, "train.epochs": 3, "grid.p": "[0.3,0.7]", "grid.trial": "[0,1,2,3,4]"}
+    sweep = box.sweep(box.sweep_args("joined", "joined", **overrides), "joined")
+    host_training(box, "train", timeout=300)
+    newcomer = box.add_worker()
+    code, out, err = finish(sweep)
+    assert code == 0, err[-4000:]
+    assert newcomer.ip in {meta["node_ip"] for meta in listing(box, "joined")["metas"]}
+
+
+def test_an_object_store_too_small_for_the_data_spills_to_the_nodes_disk(box):
+    """The pool (≈ 94 MiB of synthetic 28 × 28 images) is larger than every node's object store
+    (`OBJECT_STORE_MB`): Ray keeps it on the node's own disk, in its temp folder, and the sweep
+    completes."""
+    overrides = {"dataset.synthetic": "true", "dataset.pool_size": 30000,
+                 "model.name": "logistic_regression", "grid.epsilon": "[.inf]",
+                 "grid.p": "[0.5]", "grid.attack": "[loss]", "grid.trial": "[0]"}
+    code, out, err = run_sweep(box, box.sweep_args("spilled", "spilled", **overrides), "spilled")
+    assert code == 0, err[-4000:]
+    trained, models, computed, cells = summary(out)
+    assert trained == models and computed == cells
+    spilled = [host.name for host in [box.hosts["driver"], *box.workers()]
+               if any("Spilled" in path.read_text(errors="replace") or "fallback" in
+                      path.read_text(errors="replace").lower()
+                      for path in host.tmp.glob("ray/session_*/logs/raylet.out"))]
+    assert spilled, "no node's raylet spilled or fell back to its disk"
+
+
+def test_the_s3_endpoint_cut_off_for_30_s_fails_transiently_and_a_rerun_completes(box):
+    overrides = {**SLOW, "train.epochs": 2, "grid.trial": "[0,1,2]",
+                 "resources.train.max_retries": 1}
+    args = box.sweep_args("outage", "outage", **overrides)
+    sweep = box.sweep(args, "outage")
+    wait_for_training(box, "outage")
+    box.hosts["s3"].unplug()
+    try:
+        time.sleep(30)
+    finally:
+        box.hosts["s3"].replug()
+    code, out, err = finish(sweep)  # in bounded time, whatever it met
+    assert "Traceback" not in err, err[-4000:]
+    if code != 0:
+        assert code == 1 and "OSError" in out + err, (out[-3000:], err[-3000:])
+    code, out, err = run_sweep(box, args, "outage-again")
+    assert code == 0, err[-4000:]
+    trained, models, computed, cells = summary(out)
+    stored = listing(box, "outage")
+    assert len(stored["metas"]) == models
+    assert sum(p.startswith("sweeps/outage/cells/") and p.endswith(".parquet")
+               for p in stored["paths"]) == cells
+
+
+def test_a_task_the_memory_monitor_kills_is_retried_to_its_bound_then_fails_as_transient(box):
+    """A worker whose Ray memory threshold is below what the machine uses: its memory monitor
+    kills every task it starts.  The grown sweep's new models fail as transient after
+    `resources.train.max_retries`, in bounded time; the cells the first test landed stay."""
+    normal = box.workers()
+    for host in normal:
+        host.kill()
+    starved = box.add_worker(env={"RAY_memory_usage_threshold": "0.01",
+                                  "RAY_memory_monitor_refresh_ms": "100"})
+    try:
+        args = box.sweep_args("across", "across", **{
+            "grid.p": "[0.3,0.5,0.7]", "resources.train.max_retries": 1,
+            "resources.attack.max_retries": 1})
+        code, out, err = finish(box.sweep(args, "starved"), timeout=420)
+        assert code == 1, (out[-3000:], err[-3000:])
+        assert "OutOfMemoryError" in out + err and "still failing after 1 retries" in out + err
+        trained, models, computed, cells = summary(out)
+        assert trained == 0
+        stored = listing(box, "across")
+        assert sum(p.startswith("sweeps/across/cells/") and p.endswith(".parquet")
+                   for p in stored["paths"]) == 16
+    finally:
+        starved.kill()
+        for _ in normal:
+            box.add_worker(wait=False)
+        for host in box.workers():
+            host.wait_started()
+
+
+def test_the_heads_gcs_restarted_with_fault_tolerance_loses_no_finished_model(box):
+    overrides = {**SLOW, "train.epochs": 3, "grid.trial": "[0,1,2]"}
+    args = box.sweep_args("gcs", "gcs", **overrides)
+    sweep = box.sweep(args, "gcs")
+    wait_for_training(box, "gcs")
+    workers = box.workers()
+    box.hosts["head"].kill()  # the GCS, the head's raylet and all of its processes
+    box.start_head()  # the same address; the cluster's tables come back from Redis
+    code, out, err = finish(sweep)
+    assert all(host.running for host in workers)  # the worker nodes kept their raylets
+    print(f"GCS restarted: the driver {'completed the sweep' if code == 0 else 'ended'} "
+          f"(exit {code})")
+    if code != 0:  # Ray could not keep the driver: a rerun resumes, nothing retrained
+        before = len(listing(box, "gcs")["metas"])
+        code, out, err = run_sweep(box, args, "gcs-again")
+        assert code == 0, err[-4000:]
+        trained, models, computed, cells = summary(out)
+        assert trained == models - before
+    else:
+        trained, models, computed, cells = summary(out)
+        assert trained == models and computed == cells

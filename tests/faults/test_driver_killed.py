@@ -36,8 +36,8 @@ def checkpoints(root: Path) -> dict[str, int]:
 
 @pytest.mark.parametrize("with_its_ray", [
     pytest.param(False, id="driver"),
-    # The same resume with the driver's Ray killed too: `make test-slow` (34 s).
-    pytest.param(True, id="driver and its Ray", marks=pytest.mark.slow)])
+    # The same resume with the driver's Ray killed too (34 s).
+    pytest.param(True, id="driver and its Ray")])
 def test_rerun_after_driver_sigkill_finishes_without_duplicates_or_retraining(
         procs, make_tiny_overrides, tmp_path, with_its_ray):
     root = tmp_path / "runs"

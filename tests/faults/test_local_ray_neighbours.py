@@ -109,8 +109,8 @@ with ray_start.ray_session(cfg) as url:
 
 @pytest.mark.parametrize("dashboard", [
     "true",
-    # Ray's dashboard agent binds the default port with or without the dashboard (7 s):
-    pytest.param("false", marks=pytest.mark.slow)])
+    # Ray's dashboard agent binds the default port with or without the dashboard (7 s).
+    "false"])
 @pytest.mark.serial  # holds Ray's default dashboard port 8265: no other test's Ray may take it
 def test_a_sweep_whose_default_dashboard_port_is_taken_as_it_starts_still_starts(dashboard):
     """Issue 30.2: two sweeps starting Ray at the same moment both found 8265 free; the loser's

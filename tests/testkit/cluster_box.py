@@ -49,6 +49,7 @@ from testkit.processes import REPO_ROOT, SESSION_TAG, SESSION_VAR
 #: The box's subnet (/24): RFC 2544's benchmarking range, routed nowhere on this machine.
 SUBNET = "198.18.0"
 GCS_PORT = 6379
+DASHBOARD_PORT = 8265
 MLFLOW_PORT = 5000
 S3_PORT = 9000
 REDIS_PORT = 6380
@@ -292,7 +293,7 @@ class Box:
         self.hosts: dict[str, Host] = {}
         self.token = secrets.token_hex(32)
         self.services: dict[str, str] = {}
-        self.object_store_mb = OBJECT_STORE_MB
+        self.object_store_mb, self.dashboard = OBJECT_STORE_MB, False
         self._next = 1
         _ip("netns", "add", self.bridge_ns)
         _ip("-n", self.bridge_ns, "link", "add", "br0", "type", "bridge")
@@ -353,9 +354,10 @@ class Box:
                               "RAY_external_storage_namespace": self.tag})
 
     def start_ray(self, workers: int = 2, worker_cpus: int = 1,
-                  object_store_mb: int = OBJECT_STORE_MB) -> None:
-        """The head, `workers` worker nodes and the driver's host, each a node of one cluster."""
-        self.object_store_mb = object_store_mb
+                  object_store_mb: int = OBJECT_STORE_MB, dashboard: bool = False) -> None:
+        """The head (with Ray's dashboard on its address when `dashboard`), `workers` worker
+        nodes and the driver's host, each a node of one cluster."""
+        self.object_store_mb, self.dashboard = object_store_mb, dashboard
         self.start_head()
         started = [self.add_worker(cpus=worker_cpus, wait=False) for _ in range(workers)]
         driver = self.add("driver", RayHost)
@@ -368,8 +370,9 @@ class Box:
         """Start the head (again, after `kill`: the same host, address and Redis state)."""
         head = self.hosts.get("head") or self.add("head", RayHost)
         assert isinstance(head, RayHost)
-        head.start_node(["--head", f"--port={GCS_PORT}", "--num-cpus=0",
-                         "--include-dashboard=false",
+        dashboard = ([f"--dashboard-host={head.ip}", f"--dashboard-port={DASHBOARD_PORT}"]
+                     if self.dashboard else ["--include-dashboard=false"])
+        head.start_node(["--head", f"--port={GCS_PORT}", "--num-cpus=0", *dashboard,
                          f"--object-store-memory={self.object_store_mb * 2**20}"],
                         self.head_env(), hide=(str(REPO_ROOT),))
         head.wait_started()
@@ -400,18 +403,26 @@ class Box:
 
     def sweep_args(self, prefix: str, name: str, **overrides) -> list[str]:
         """`python -m sweeper` overrides for a tiny sweep across the box, stored under `prefix`."""
-        values = {
-            "cluster": "remote", "cluster.address": self.gcs_address,
-            "cluster.connect_timeout_s": 60, "name": name, "dataset.members": "null",
+        values = self.sweep_overrides(prefix, name, **overrides)
+        return [f"{key}={value}" for key, value in values.items()]
+
+    def cluster_overrides(self, prefix: str) -> dict[str, object]:
+        """Where a sweep runs in the box: its cluster, its store (under `prefix` in the bucket)
+        and its MLflow server."""
+        return {"cluster": "remote", "cluster.address": self.gcs_address,
+                "cluster.connect_timeout_s": 60, "store.root": f"'{self.store_uri(prefix)}'",
+                "tracking.uri": f"http://{self.services['mlflow']}"}
+
+    def sweep_overrides(self, prefix: str, name: str, **overrides) -> dict[str, object]:
+        """`sweep_args` as a mapping."""
+        return {
+            **self.cluster_overrides(prefix), "name": name, "dataset.members": "null",
             "dataset.pool_size": 240, "dataset.test_size": 200, "dataset.eval_records": 120,
             "train.epochs": 1, "train.batch_size": 64, "train.checkpoint_seconds": 0,
             "shadow.count": 2, "grid.epsilon": "[4,.inf]", "grid.delta": "[1e-5]",
             "grid.p": "[0.3,0.7]", "grid.attack": "[lira_online,loss]", "grid.trial": "[0,1]",
-            "store.root": f"'{self.store_uri(prefix)}'",
-            "tracking.uri": f"http://{self.services['mlflow']}",
             **overrides,
         }
-        return [f"{key}={value}" for key, value in values.items()]
 
     def sweep(self, args: list[str], name: str = "sweep",
               env: Optional[dict[str, str]] = None) -> subprocess.Popen:
