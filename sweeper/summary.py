@@ -35,6 +35,8 @@ def print_summary(result) -> None:
     if result.plot_path is not None:
         print(f"frontier plot:     {result.plot_path}")
         print(f"frontier table:    {result.csv_path}")
+    if result.html_report is not None:
+        print(f"report (HTML):     {result.html_report}  (one file: figures and data inside)")
     from sweeper.frontier import violation_warning  # pandas and pyarrow: not for `--help`
 
     warning = violation_warning(result.results)
