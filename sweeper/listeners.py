@@ -16,6 +16,7 @@ import hashlib
 import importlib
 import json
 import logging
+import tempfile
 import time
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from sweeper.failures import Failure, cell_label, storing_failure
 from sweeper.grid.plan import Cell
 from sweeper.html_report import REPORT_FILE, write_report
 from sweeper.provenance import record_run, run_record
-from sweeper.reports import draw, plot_frontier
+from sweeper.reports import draw, plot_frontier, plot_frontier_card
 from sweeper.store.files import atomic_write_bytes
 from sweeper.store.artifacts import ArtifactStore
 from sweeper.task_times import KindTime
@@ -303,8 +304,10 @@ class TrackingListener(Listener):
             tracker.log_cell(row)
         for path in end.figures:
             tracker.log_artifact(path)
-        if end.figures:  # the frontier figure: the first card of the sweep's view
-            tracker.log_frontier_image(end.figures[0])
+        if end.figures:  # the frontier figure: the first card of the sweep's view, its
+            with tempfile.TemporaryDirectory() as folder:  # thumbnail legible at a card's width
+                card = plot_frontier_card(end.results, Path(folder) / "card.png", cfg.name)
+                tracker.log_frontier_image(end.figures[0], card)
         # Before the frontier's series: MLflow's run page lists metrics in the order first logged.
         tracker.log_summary(summary_metrics(end.results, end.models_trained,
                                             time.perf_counter() - end.started))

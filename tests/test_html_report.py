@@ -195,6 +195,17 @@ def test_a_violation_and_a_control_that_fails_are_said_on_the_page():
     assert "agrees" in text  # always_member's precision is the share of members
 
 
+def test_the_command_refuses_a_sweep_that_is_not_there_in_one_line(tmp_path, capsys):
+    from sweeper.html_report import EXIT_REFUSED, main
+
+    assert main(["--store-root", str(tmp_path), "--experiment", "absent"]) == EXIT_REFUSED
+    assert main(["--store-root", str(tmp_path), "--experiment", "../up"]) == EXIT_REFUSED
+    assert main(["--store-root", str(tmp_path), "--out", str(tmp_path)]) == EXIT_REFUSED
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 3 and all(line.startswith("error: ") for line in said)
+    assert "absent" in said[0] and "is a folder" in said[2]
+
+
 @pytest.mark.skipif(shutil.which("chromium") is None,
                     reason="chromium is not installed (apt-get install chromium; .ci/apt-packages)")
 def test_a_report_in_headless_chromium_renders_its_text_and_sends_no_request(tmp_path):

@@ -378,7 +378,8 @@ def pooled_audit_rows(audits: pd.DataFrame) -> list[dict[str, str]]:
     rows = []
     for row in audits.to_dict("records"):
         valid = {f"epsilon_audit_{name}" for name in str(row.get("valid", "")).split("+") if name}
-        proofs, estimates = [], []
+        proofs: list[str] = []
+        estimates: list[str] = []
         for column, name in ESTIMATOR_NAMES.items():
             value = row.get(column, math.nan)
             if value is None or not math.isfinite(float(value)):
