@@ -45,6 +45,8 @@ THREAT_MODEL_TEXT = {
     "white_box_iterates": "sees every iterate of training (the threat model DP-SGD's accounting "
                           "assumes: the strongest adversary)",
 }
+#: Panels (attacks) to one frontier figure: more would be drawn too small to read at a page's width.
+PANELS_PER_FIGURE = 3
 HOW_TO_READ = (
     "A point is what an attack achieved: its precision, the share of members among the records "
     "it flagged, pooled over trials, with the exact 95 % Clopper–Pearson interval of that pooled "
@@ -88,8 +90,8 @@ h1{font-size:1.6rem;margin:.4rem 0}h2{font-size:1.3rem;margin-top:2.2rem;border-
 h3{font-size:1.05rem;margin-top:1.4rem}
 nav a{margin-right:1rem;color:#0b57d0;text-decoration:none}
 table{border-collapse:collapse;font-size:.86rem;margin:.6rem 0;font-variant-numeric:tabular-nums}
-th,td{border:1px solid #ddd;padding:.2rem .5rem;text-align:right;vertical-align:top}
-th{background:#f4f4f6}td.text,th.text{text-align:left}
+th,td{border:1px solid #ddd;padding:.2rem .5rem;text-align:right;vertical-align:top;white-space:nowrap}
+th{background:#f4f4f6}td.text,th.text{text-align:left;white-space:normal}
 .verdict{font-weight:600}.bad{color:#b00020}.good{color:#1b6e20}.note{color:#555}
 figure{margin:1rem 0}figure svg,figure img{max-width:100%;height:auto;display:block}
 figcaption{color:#555;font-size:.9rem}
@@ -268,10 +270,16 @@ def frontier_section(cells: pd.DataFrame, pooled: pd.DataFrame, inputs: PageInpu
     drawn = cells[cells["precision"].notna()] if "precision" in cells else cells.iloc[:0]
     if drawn.empty:
         return "".join(parts) + "<p>No cell has a precision to draw.</p>"
-    parts.append(f"<figure>{frontier_svg(cells, inputs.title_note)}<figcaption>The frontier: "
-                 "attack precision against p, one panel per attack, one colour per ε; U dashed. "
+    tests = [a for a in dict.fromkeys(drawn["attack"]) if a not in baseline_attacks()]
+    chunks = [tests[i:i + PANELS_PER_FIGURE] for i in range(0, len(tests), PANELS_PER_FIGURE)]
+    for number, chunk in enumerate(chunks or [[]]):
+        shown = cells[cells["attack"].isin([*chunk, *baseline_attacks()])]
+        parts.append(f"<figure>{frontier_svg(shown, inputs.title_note if not number else '')}"
+                     "</figure>")
+    parts.append("<p class=\"note\">The frontier: attack precision against p, one panel per "
+                 f"attack (at most {PANELS_PER_FIGURE} to a figure), one colour per ε; U dashed. "
                  "Its numbers: <code>frontier_pooled.csv</code> under "
-                 '<a href="#data">The data</a>.</figcaption></figure>')
+                 '<a href="#data">The data</a>.</p>')
     parts.append(f"<h3>How to read it</h3><p>{_e(HOW_TO_READ)}</p>")
     parts.append("<h3>The pooled table</h3>" + _table(_pooled_display(pooled),
                                                          text_columns=("attack", "policy", "flag")))
