@@ -206,6 +206,20 @@ def test_the_command_refuses_a_sweep_that_is_not_there_in_one_line(tmp_path, cap
     assert "absent" in said[0] and "is a folder" in said[2]
 
 
+def test_a_sweep_missing_cells_gets_its_report_saying_so_and_exit_3(tmp_path, capsys):
+    from sweeper.html_report import EXIT_INCOMPLETE, EXIT_OK, main
+    from sweeper.store.artifacts import ArtifactStore
+
+    ArtifactStore(str(tmp_path)).write_manifest("half", {"name": "half", "cells": ["absent"],
+                                                         "config": {"report": "frontier"}})
+    argv = ["--store-root", str(tmp_path), "--experiment", "half"]
+    assert main(argv) == EXIT_INCOMPLETE
+    assert "INCOMPLETE" in capsys.readouterr().err
+    page = (tmp_path / "sweeps" / "half" / "report.html").read_text()
+    assert "1 missing" in page and "the sweep is incomplete" in page
+    assert main([*argv, "--allow-partial"]) == EXIT_OK
+
+
 @pytest.mark.skipif(shutil.which("chromium") is None,
                     reason="chromium is not installed (apt-get install chromium; .ci/apt-packages)")
 def test_a_report_in_headless_chromium_renders_its_text_and_sends_no_request(tmp_path):
