@@ -296,7 +296,8 @@ def _pooled_display(pooled: pd.DataFrame) -> list[dict[str, str]]:
     recipe = [axis for axis in swept(pooled)] if not pooled.empty else []
     for row in pooled.to_dict("records"):
         rows.append({"attack": str(row["attack"]),
-                     **({"policy": str(row["policy"])} if pooled["policy"].nunique() > 1 else {}),
+                     **({"policy": str(row["policy"])} if "policy" in pooled
+                        and pooled["policy"].nunique() > 1 else {}),
                      "ε": format_epsilon(row["epsilon"]), "δ": f"{row['delta']:g}",
                      "p": f"{row['p']:.2f}",
                      **{axis.label: axis.text(row[axis.name]) for axis in recipe},
