@@ -31,7 +31,7 @@ from sweeper.credentials import redact
 from sweeper.failures import Failure, cell_label, storing_failure
 from sweeper.grid.plan import Cell
 from sweeper.html_report import REPORT_FILE, write_report
-from sweeper.provenance import record_run, run_record
+from sweeper.provenance import code_state, record_run, run_record
 from sweeper.reports import draw, plot_frontier, plot_frontier_card
 from sweeper.store.files import atomic_write_bytes
 from sweeper.store.artifacts import ArtifactStore
@@ -230,10 +230,12 @@ class FigureDrawer(Listener):
     def __init__(self, cfg: SweepConfig, store: ArtifactStore, config: dict[str, Any]) -> None:
         self.cfg, self.store = cfg, store
         self.config = config  # the manifest's: credentials masked
+        self.code = code_state()  # now, as the sweep starts: the code it imported
 
     def on_sweep_end(self, end: SweepEnd) -> SweepEnd:
         if end.models_trained or any(kind.tasks for kind in end.task_times.values()):
-            run = run_record(end.models_trained, time.perf_counter() - end.started, end.task_times)
+            run = run_record(end.models_trained, time.perf_counter() - end.started,
+                             end.task_times, self.code)
             self.store.write_provenance(self.cfg.name, record_run(
                 self.store.read_provenance(self.cfg.name), run, self.config))
         figures, key = publish_figures(self.cfg, self.store, end.results)

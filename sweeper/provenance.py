@@ -72,11 +72,12 @@ def dataset_record(config: dict[str, Any]) -> dict[str, Any]:
                                        "downloaded; its version is under the packages)"}
 
 
-def run_record(models_trained: int, wall_seconds: float,
-               task_times: dict[str, KindTime]) -> dict[str, Any]:
-    """One run's record: when it finished, its code, environment, models trained, wall, and
-    each task kind's wall (`sweeper.task_times`)."""
-    commit, clean = code_state()
+def run_record(models_trained: int, wall_seconds: float, task_times: dict[str, KindTime],
+               code: tuple[Optional[str], Optional[bool]]) -> dict[str, Any]:
+    """One run's record: when it finished, its code (`code_state` when the run started: the
+    code it imported, whatever the checkout became since), environment, models trained, wall,
+    and each task kind's wall (`sweeper.task_times`)."""
+    commit, clean = code
     return {"finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "commit": commit, "clean": clean, "models_trained": models_trained,
             "wall_seconds": round(wall_seconds, 1),

@@ -377,7 +377,10 @@ def audits_section(cells: pd.DataFrame, audits: Optional[pd.DataFrame],
             parts.append(_table(pooled_audit_rows(pooled), text_columns=("attack", "proofs",
                                                                         "estimates (not proofs)")))
         else:
-            parts.append(_table(cell_audit_rows(at), text_columns=("attack", "estimator")))
+            parts.append("<p>Estimator: the exact Clopper–Pearson ends of one cell's precision "
+                         "(at δ = 0) and of its (TPR, FPR) (at δ), the largest over the cells of "
+                         "each row; trials not pooled.</p>"
+                         + _table(cell_audit_rows(at), text_columns=("attack",)))
     return "".join(parts)
 
 
@@ -413,8 +416,6 @@ def cell_audit_rows(tests: pd.DataFrame) -> list[dict[str, str]]:
     for (attack, eps), at in tests.groupby(["attack", "epsilon"], sort=True):
         records = _first(at, "eval_records")
         rows.append({"attack": str(attack), "ε claimed": format_epsilon(eps),
-                     "estimator": "Clopper–Pearson ends of one cell's precision (δ = 0) and of "
-                                  "its (TPR, FPR) (at δ); trials not pooled",
                      "records × runs": f"{_num(records, 0)} × {at['trial'].nunique() if 'trial' in at else 1} "
                                        f"trials × {at['p'].nunique()} p",
                      "ε proven (precision)": _num(_max(at, "epsilon_audit"), 2),
