@@ -3,14 +3,19 @@ browser, for the docs.
 
     python docs/screenshots.py --store-root /tmp/demo_store [--sweep quickstart]
     python docs/screenshots.py --docs-site
+    python docs/screenshots.py --report runs/sweeps/quickstart/report.html
 
 Serves the store's `mlflow.db` with the light `mlflow ui` a sweep prints (`ui_command`) on a free
 loopback port, opens it in Chromium (Debian's `chromium`) driven by Playwright (`pip install
 -e '.[screenshots]'`), and writes `docs/mlflow_*.png`: the experiments list after one click on
 the experiment (once the browser is in model-training mode: MLflow 3.17 starts a new browser in
 GenAI mode, and only its own switch or a URL changes that), the sweep's URL as printed (the
-chart view on the frontier), its first card alone (the frontier figure), and the runs table of
-the same view.
+chart view on the frontier), the runs table of the same view, and the printed URL as a first
+visit sees it in a 1400-px window (a new browser: MLflow's Assistant panel opens by itself
+beside the frontier's card).
+
+`--report` writes the top of a sweep's `report.html`, rendered by Chromium from file://, to
+`docs/figures/report_<sweep>.png`.
 
 `--docs-site` builds this checkout's docs site (`mkdocs build --strict`), serves it on a free
 loopback port and writes `docs/docs_site_api.png` (the API reference) with Chromium's own
@@ -37,6 +42,8 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 VIEWPORT = {"width": 1500, "height": 900}
+#: A first visit's window (`mlflow_frontier_card.png`): the width the card must be read at.
+ARRIVAL_VIEWPORT = {"width": 1400, "height": 900}
 
 
 def free_port() -> int:
@@ -68,6 +75,9 @@ def main() -> int:
     where.add_argument("--store-root", help="a store.root a sweep ran into")
     where.add_argument("--docs-site", action="store_true",
                        help="screenshot the docs site's API page instead")
+    where.add_argument("--report", metavar="REPORT_HTML",
+                       help="screenshot a sweep's report.html (its top, 1400 px wide) into "
+                            "docs/figures/report_<sweep>.png instead")
     parser.add_argument("--sweep", default="quickstart", help="the sweep's name (default: quickstart)")
     parser.add_argument("--out", default=str(DOCS), help="where the PNGs go (default: docs/)")
     parser.add_argument("--experiment", default="sweeper",
@@ -76,6 +86,9 @@ def main() -> int:
     if args.docs_site:
         for path in docs_site_screenshots(Path(args.out)):
             print(path)
+        return 0
+    if args.report:
+        print(report_screenshot(Path(args.report), DOCS / "figures"))
         return 0
     from mlflow import MlflowClient
     from playwright.sync_api import sync_playwright
@@ -109,9 +122,6 @@ def main() -> int:
             page.goto(printed)
             page.wait_for_timeout(8000)
             page.screenshot(path=str(out / "mlflow_frontier_charts.png"))
-            card = page.get_by_text("frontier figure", exact=True).first.locator(
-                "xpath=ancestor::*[.//img][1]")  # the section of the image card
-            card.screenshot(path=str(out / "mlflow_frontier_card.png"))
             page.goto(printed.replace("compareRunsMode=CHART", "compareRunsMode=TABLE"))
             page.wait_for_timeout(5000)
             name_cell = page.locator("[role=row]", has_text=args.sweep).first.locator(
@@ -119,6 +129,12 @@ def main() -> int:
             name_cell.first.click()  # expands the sweep's run: its cell runs
             page.wait_for_timeout(2000)
             page.screenshot(path=str(out / "mlflow_runs_table.png"))
+            # As a user arrives: a new browser, the printed URL, MLflow's Assistant panel
+            # opening by itself beside the card (MLflow 3.17, a UI on 127.0.0.1), 1400 px wide.
+            arrival = browser.new_context(viewport=ARRIVAL_VIEWPORT).new_page()
+            arrival.goto(printed)
+            arrival.wait_for_timeout(10000)
+            arrival.screenshot(path=str(out / "mlflow_frontier_card.png"))
             browser.close()
     finally:
         os.killpg(server.pid, signal.SIGTERM)  # the CLI and its uvicorn
@@ -127,6 +143,19 @@ def main() -> int:
                  "mlflow_frontier_card.png", "mlflow_runs_table.png"):
         print(out / name)
     return 0
+
+
+def report_screenshot(report: Path, out: Path) -> Path:
+    """The top of a sweep's report.html as Chromium renders it from file://, in a fresh
+    profile: `report_<sweep>.png` (the sweep: the report's folder's name)."""
+    import tempfile
+
+    path = out / f"report_{report.resolve().parent.name}.png"
+    with tempfile.TemporaryDirectory(prefix="sweeper-report-") as profile:
+        subprocess.run([CHROMIUM, "--headless", *CHROMIUM_ARGS, f"--user-data-dir={profile}",
+                        "--hide-scrollbars", f"--screenshot={path}", "--window-size=1400,1800",
+                        report.resolve().as_uri()], check=True, timeout=120, capture_output=True)
+    return path
 
 
 #: The docs site's pages to screenshot: file name → path and query on the site.

@@ -2,6 +2,7 @@
 
     sweeper [+experiment=NAME] [key=value ...]   run a sweep (exactly `python -m sweeper`)
     sweeper frontier [...]                        the frontier table and plots (`python -m sweeper.frontier`)
+    sweeper report [...]                          the sweep's self-contained HTML report (`python -m sweeper.html_report`)
     sweeper bounds COMMAND [...]                  the bounds (`python -m sweeper.bounds`)
     sweeper sync [...]                            log a sweep to MLflow again (`python -m sweeper.tracking.sync`)
     sweeper --version
@@ -26,6 +27,7 @@ from typing import Optional, Sequence
 #: Subcommand → the module whose `main(argv) -> int` runs it.
 SUBCOMMANDS = {
     "frontier": "sweeper.frontier",
+    "report": "sweeper.html_report",
     "bounds": "sweeper.bounds.__main__",
     "sync": "sweeper.tracking.sync",
 }

@@ -16,6 +16,7 @@ import hashlib
 import importlib
 import json
 import logging
+import tempfile
 import time
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
@@ -29,9 +30,12 @@ from sweeper.config import SweepConfig
 from sweeper.credentials import redact
 from sweeper.failures import Failure, cell_label, storing_failure
 from sweeper.grid.plan import Cell
-from sweeper.reports import draw, plot_frontier
+from sweeper.html_report import REPORT_FILE, write_report
+from sweeper.provenance import code_state, record_run, run_record
+from sweeper.reports import draw, plot_frontier, plot_frontier_card
 from sweeper.store.files import atomic_write_bytes
 from sweeper.store.artifacts import ArtifactStore
+from sweeper.task_times import KindTime
 from sweeper.tracking.run_records import config_params, summary_metrics
 from sweeper.tracking.recorder import (SweepTracker, import_mlflow, mlflow_artifact_location,
                                        open_tracker, tracking_stamp)
@@ -58,7 +62,10 @@ class SweepEnd:
     failures: list[tuple[str, str]]  # (cell label, reason) of this run's failed cells
     models_trained: int
     started: float  # `time.perf_counter()` when the sweep began
+    # Training, queries and attacks: each kind's wall and task seconds (`sweeper.task_times`).
+    task_times: dict[str, KindTime] = field(default_factory=dict)
     figures: list[Path] = field(default_factory=list)  # frontier.png, frontier.csv, the report's
+    html_report: Optional[Path] = None  # report.html (`sweeper.html_report`), among `figures`
     figures_key: Optional[str] = None  # what they were drawn from (`figures_key`)
     tracking_warning: Optional[str] = None  # what MLflow missed, when it was down
     tracking_page: Optional[str] = None  # the experiment's page in MLflow's UI, when known
@@ -152,7 +159,7 @@ class RowWriter(Listener):
 
 
 #: The code that draws the figures: a change to it redraws them even when the table is the same.
-DRAWING_MODULES = ("sweeper.reports", "sweeper.figures", "sweeper.formats")
+DRAWING_MODULES = ("sweeper.reports", "sweeper.figures", "sweeper.formats", "sweeper.html_report")
 FIGURES_STAMP = ".figures.json"
 
 
@@ -174,9 +181,9 @@ def figures_key(cfg: SweepConfig, table_csv: bytes) -> str:
 
 def publish_figures(cfg: SweepConfig, store: ArtifactStore,
                     results: pd.DataFrame) -> tuple[list[Path], Optional[str]]:
-    """frontier.png, frontier.csv and the experiment's report, drawn on this machine and copied
-    into the store when it is remote; none for a sweep without results.  Returns the paths and
-    the figures' key.
+    """frontier.png, frontier.csv, the experiment's report and, last, the sweep's HTML report
+    (`sweeper.html_report`), drawn on this machine and copied into the store when it is remote;
+    none for a sweep without results.  Returns the paths and the figures' key.
 
     Figures whose inputs are unchanged (`figures_key`, kept in the figures folder) are not drawn
     again: a rerun that computed nothing never loads matplotlib.  Notes the report logged
@@ -208,6 +215,7 @@ def publish_figures(cfg: SweepConfig, store: ArtifactStore,
     paths = [plot_path, csv_path, *report_paths]
     for path in paths:
         store.publish(f"sweeps/{cfg.name}/{path.relative_to(folder).as_posix()}", path)
+    paths.append(write_report(store, cfg.name))  # last: it embeds the figures drawn above
     atomic_write_bytes(folder / FIGURES_STAMP, json.dumps({
         "key": key, "paths": [path.relative_to(folder).as_posix() for path in paths],
         "notes": notes}).encode())
@@ -215,14 +223,24 @@ def publish_figures(cfg: SweepConfig, store: ArtifactStore,
 
 
 class FigureDrawer(Listener):
-    """The frontier and the experiment's report, drawn once the results are read back."""
+    """The frontier, the experiment's report and the HTML report, drawn once the results are
+    read back; before them, a run that computed something is added to the sweep's provenance
+    (`sweeper.provenance`), which the HTML report lists."""
 
-    def __init__(self, cfg: SweepConfig, store: ArtifactStore) -> None:
+    def __init__(self, cfg: SweepConfig, store: ArtifactStore, config: dict[str, Any]) -> None:
         self.cfg, self.store = cfg, store
+        self.config = config  # the manifest's: credentials masked
+        self.code = code_state()  # now, as the sweep starts: the code it imported
 
     def on_sweep_end(self, end: SweepEnd) -> SweepEnd:
+        if end.models_trained or any(kind.tasks for kind in end.task_times.values()):
+            run = run_record(end.models_trained, time.perf_counter() - end.started,
+                             end.task_times, self.code)
+            self.store.write_provenance(self.cfg.name, record_run(
+                self.store.read_provenance(self.cfg.name), run, self.config))
         figures, key = publish_figures(self.cfg, self.store, end.results)
-        return dataclasses.replace(end, figures=figures, figures_key=key)
+        html = next((path for path in figures if path.name == REPORT_FILE), None)
+        return dataclasses.replace(end, figures=figures, figures_key=key, html_report=html)
 
 
 #: The tracking stamp's entry that keeps the sweep's page in MLflow's UI (`experiment_page`),
@@ -288,8 +306,10 @@ class TrackingListener(Listener):
             tracker.log_cell(row)
         for path in end.figures:
             tracker.log_artifact(path)
-        if end.figures:  # the frontier figure: the first card of the sweep's view
-            tracker.log_frontier_image(end.figures[0])
+        if end.figures:  # the frontier figure: the first card of the sweep's view, its
+            with tempfile.TemporaryDirectory() as folder:  # thumbnail legible at a card's width
+                card = plot_frontier_card(end.results, Path(folder) / "card.png", cfg.name)
+                tracker.log_frontier_image(end.figures[0], card)
         # Before the frontier's series: MLflow's run page lists metrics in the order first logged.
         tracker.log_summary(summary_metrics(end.results, end.models_trained,
                                             time.perf_counter() - end.started))

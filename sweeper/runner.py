@@ -73,6 +73,7 @@ class SweepResult:
     plot_path: Optional[Path] = None  # frontier.png, also attached to the sweep's MLflow run
     csv_path: Optional[Path] = None
     report_paths: list[Path] = field(default_factory=list)  # the experiment's own figures
+    html_report: Optional[Path] = None  # the sweep's self-contained page (`sweeper.html_report`)
     # Training, queries and attacks: each kind's wall and task seconds (`sweeper.task_times`).
     task_times: dict[str, KindTime] = field(default_factory=dict)
     tracking_warning: Optional[str] = None  # what MLflow missed, when it went down mid-sweep
@@ -123,12 +124,13 @@ def run_sweep(cfg: SweepConfig, progress: bool = True,
         listeners = sinks(sweep)
         try:
             failures, trained, dashboard_url, spans = execute(sweep, listeners, progress)
-            end = listeners.on_sweep_end(SweepEnd(collect(sweep), failures, trained, started))
+            end = listeners.on_sweep_end(SweepEnd(collect(sweep), failures, trained, started,
+                                                  task_times=kind_times(spans)))
         # Ctrl-C, SIGTERM (`sweeper.interrupts`), a task that found the disk full: the sinks close
         except (KeyboardInterrupt, DiskFull):
             listeners.on_sweep_interrupted()
             raise
-        return summarize(sweep, end, dashboard_url, spans)
+        return summarize(sweep, end, dashboard_url)
 
 
 def prepare(cfg: SweepConfig, validated: bool = False,
@@ -218,7 +220,7 @@ def sinks(sweep: Sweep) -> Listeners:
         figures).
     """
     return Listeners([RowWriter(sweep.store, sweep.cfg.name, sweep.manifest),
-                      FigureDrawer(sweep.cfg, sweep.store),
+                      FigureDrawer(sweep.cfg, sweep.store, sweep.manifest["config"]),
                       TrackingListener(sweep.cfg, sweep.plan.key, sweep.manifest["earlier_keys"],
                                        sweep.store, sweep.tracking_uri, sweep.config)])
 
@@ -266,10 +268,8 @@ def collect(sweep: Sweep) -> pd.DataFrame:
     return results
 
 
-def summarize(sweep: Sweep, end: SweepEnd, dashboard_url: Optional[str],
-              spans: dict[str, list[tuple[float, float]]]) -> SweepResult:
-    """The `SweepResult` the command reports, from the sweep, what its end gave and its tasks'
-    spans."""
+def summarize(sweep: Sweep, end: SweepEnd, dashboard_url: Optional[str]) -> SweepResult:
+    """The `SweepResult` the command reports, from the sweep and what its end gave."""
     cfg, plan, store, figures = sweep.cfg, sweep.plan, sweep.store, end.figures
     return SweepResult(
         name=cfg.name, results=end.results, sweep_dir=store.sweep_uri(cfg.name),
@@ -279,9 +279,10 @@ def summarize(sweep: Sweep, end: SweepEnd, dashboard_url: Optional[str],
         cells_computed=len(sweep.todo_cells) - len(end.failures),
         seconds=time.perf_counter() - end.started, dashboard_url=dashboard_url,
         failures=end.failures, plot_path=figures[0] if figures else None,
-        csv_path=figures[1] if figures else None, report_paths=figures[2:],
-        tracking_warning=end.tracking_warning,
-        tracking_page=end.tracking_page, task_times=kind_times(spans),
+        csv_path=figures[1] if figures else None,
+        report_paths=[path for path in figures[2:] if path != end.html_report],
+        html_report=end.html_report, tracking_warning=end.tracking_warning,
+        tracking_page=end.tracking_page, task_times=end.task_times,
     )
 
 

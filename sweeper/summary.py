@@ -35,6 +35,8 @@ def print_summary(result) -> None:
     if result.plot_path is not None:
         print(f"frontier plot:     {result.plot_path}")
         print(f"frontier table:    {result.csv_path}")
+    if result.html_report is not None:
+        print(f"report (HTML):     {result.html_report}  (one file: figures and data inside)")
     from sweeper.frontier import violation_warning  # pandas and pyarrow: not for `--help`
 
     warning = violation_warning(result.results)
@@ -56,8 +58,9 @@ def sweeper_command(tool: str) -> list[str]:
 def mlflow_lines(result) -> list[str]:
     """How to open the sweep's runs, each thing to paste on a line of its own (a shell runs a
     line's first `&` in the background): for a local store the `mlflow ui` command, then the
-    URL of the sweep's page at the port the command names (`open_lines`); for a server, the
-    URL.  Never an `mlflow ui` at a store that missed runs, or is gone: the backfill command."""
+    URL of the sweep's page at the port the command names (`open_lines`), or the URL alone when
+    an MLflow UI already serves the store; for a server, the URL.  Never an `mlflow ui` at a
+    store that missed runs, or is gone: the backfill command."""
     from sweeper.store.artifacts import split_sweep_location
     from sweeper.tracking.ui import open_lines, tracking_server
 
@@ -70,6 +73,8 @@ def mlflow_lines(result) -> list[str]:
     lines = open_lines(result.tracking_uri, result.tracking_page)
     if tracking_server(result.tracking_uri):
         return ["MLflow: open", *lines]
+    if lines[0].startswith("http"):  # an MLflow UI already serves the store (`serving_port`)
+        return ["MLflow: its UI is already running on this store; open", *lines]
     said = ("MLflow: start its UI with the command below, then open the URL under it "
             "(Ctrl-C stops the UI):" if len(lines) > 1 else "MLflow: start its UI with:")
     return [said, *lines]

@@ -42,12 +42,14 @@ def test_the_console_script_is_declared_and_dispatches(capsys):
     assert done.value.code == 0
     # U = p·e²/(p·e² + 1 − p) at p = 0.01: 0.0694532 (the 2022 paper's 6.9 %)
     assert json.loads(capsys.readouterr().out)["rows"][0]["upper"] == pytest.approx(0.0694532, abs=1e-7)
-    with pytest.raises(SystemExit) as done:
-        main(["frontier", "--help"])
-    assert done.value.code == 0 and "usage: sweeper frontier" in capsys.readouterr().out
+    for tool in ("frontier", "report"):
+        with pytest.raises(SystemExit) as done:
+            main([tool, "--help"])
+        assert done.value.code == 0 and f"usage: sweeper {tool}" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("module", ["sweeper.frontier", "sweeper.bounds.__main__", "sweeper.tracking.sync"])
+@pytest.mark.parametrize("module", ["sweeper.frontier", "sweeper.bounds.__main__",
+                                    "sweeper.tracking.sync", "sweeper.html_report"])
 def test_every_tool_prints_sweepers_version(module, capsys):
     tool = __import__(module, fromlist=["main"])
     try:  # argparse's version action exits 0; `bounds` turns its exits into return codes

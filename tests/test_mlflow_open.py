@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.tracking.ui import DEFAULT_UI_PORT, experiment_page
+from sweeper.tracking.ui import DEFAULT_UI_PORT, experiment_page, open_lines
 from sweeper.cluster.start import auth_hint
 from sweeper.runner import SweepResult
 from sweeper.summary import where_to_look
@@ -103,6 +103,18 @@ def test_the_printed_lines_start_the_ui_and_open_the_sweep_when_pasted(logged):
         tags = {tag["key"]: tag["value"] for tag in experiment.get("tags", [])}
         assert "mlflow.sharedViewState.pasted" in tags  # the view the URL opens
         assert server.poll() is None
+        # Issue 51: a rerun while this UI serves the store points at it, not at a second UI;
+        # a UI there that serves another store (its experiment 1 elsewhere) is not this one.
+        page = result.tracking_page
+        assert open_lines(result.tracking_uri, page, ui_ports=(int(port),)) == [url]
+        other = result.sweep_dir.replace("a store", "another store")
+        Path(other).parent.parent.mkdir(parents=True)
+        elsewhere = f"sqlite:///{Path(other).parent.parent / 'mlflow.db'}"
+        again = SweepTracker(elsewhere, "sweeper", "pasted", "key", {},
+                             (Path(other).parent.parent / "mlartifacts").as_uri())
+        again.terminate(failed=False)
+        assert again.experiment_id == experiment_id  # the same id, in another store
+        assert "mlflow ui" in open_lines(elsewhere, page, ui_ports=(int(port),))[0]
     finally:
         os.killpg(server.pid, signal.SIGTERM)  # bash, the CLI and its uvicorn
         try:

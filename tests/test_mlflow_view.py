@@ -122,12 +122,13 @@ def test_the_sweep_run_holds_its_summary_first_and_its_figure_as_a_logged_image(
     cells = summary().assign(dataset="digits", model="mlp", trial=0, tp=3, fp=2,
                              violation=False)
     cells.loc[(cells.attack == "loss") & (cells.epsilon == 4.0) & (cells.p == 0.2), "precision"] = 0.9
-    png = tmp_path / "frontier.png"
+    png, card = tmp_path / "frontier.png", tmp_path / "card.png"
     Image.new("RGB", (900, 500), "navy").save(png)
+    Image.new("RGB", (820, 700), "orange").save(card)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = SweepTracker(uri, "sweeper", "summed", "key", {}, (tmp_path / "mlartifacts").as_uri())
     for _ in range(2):  # a rerun logs the figure again
-        tracker.log_frontier_image(png)
+        tracker.log_frontier_image(png, card)
         tracker.log_summary(summary_metrics(cells))
         tracker.log_frontier_table(cells)
     assert tracker.failure is None
@@ -155,7 +156,8 @@ def test_the_sweep_run_holds_its_summary_first_and_its_figure_as_a_logged_image(
     with Image.open(thumbnail) as small, Image.open(figure) as whole:
         assert small.size == (IMAGE_CARD_WIDTH, IMAGE_CARD_WIDTH) and IMAGE_CARD_WIDTH > 256
         assert small.getpixel((IMAGE_CARD_WIDTH // 2, IMAGE_CARD_WIDTH - 1)) == (255, 255, 255)
-        assert whole.size == (900, 500)
+        assert small.getpixel((10, 10)) == (255, 165, 0)  # drawn from the card figure
+        assert whole.size == (900, 500) and whole.getpixel((10, 10)) == (0, 0, 128)
     tag = client.get_experiment(tracker.experiment_id).tags["mlflow.sharedViewState.summed"]
     state = json.loads(zlib.decompress(base64.b64decode(json.loads(tag)["state"].split(";", 1)[1])))
     assert state["compareRunSections"][0]["name"] == "frontier figure"
@@ -165,3 +167,28 @@ def test_the_sweep_run_holds_its_summary_first_and_its_figure_as_a_logged_image(
 def shape(path: str) -> str:
     """A logged image's artifact path with its time and uuid blanked."""
     return re.sub(r"\+timestamp\+\d+\+[0-9a-f-]{36}", "+timestamp+T+U", path)
+
+
+def test_the_card_figure_is_legible_at_the_width_mlflow_gives_its_card():
+    """Issue 51: beside MLflow 3.17's Assistant panel, a 1400-px browser gives the frontier's
+    card about 417 px, where the thumbnail (`IMAGE_CARD_WIDTH` square, the card figure scaled
+    to fit) is shown; every word of the card figure must then be at least 10 px high, where
+    the full figure's smallest are under 8 (one panel; more panels, smaller)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from sweeper.reports.frontier_chart import frontier_card_figure, frontier_figure
+    from sweeper.tracking.recorder import IMAGE_CARD_WIDTH
+    from testkit.report_frames import lira_frame
+
+    def smallest_word_on_card(figure, dpi: float) -> float:
+        FigureCanvasAgg(figure)
+        renderer = figure.canvas.get_renderer()
+        width = figure.get_tightbbox(renderer).width * dpi  # px, as saved tight
+        on_card = 417 / IMAGE_CARD_WIDTH * min(1.0, IMAGE_CARD_WIDTH / width)
+        sizes = [text.get_fontsize() for text in figure.findobj(lambda a: hasattr(a, "get_fontsize"))
+                 if getattr(text, "get_text", lambda: "")() and text.get_visible()]
+        return min(sizes) * dpi / 72 * on_card
+
+    assert smallest_word_on_card(frontier_card_figure(lira_frame(), "lira"), 100) >= 10
+    assert smallest_word_on_card(frontier_figure(lira_frame(), "lira"), 120) < 8
+

@@ -113,7 +113,30 @@ def test_mlflow_has_one_nested_run_per_cell(finished_sweep):
         assert run.data.metrics["precision"] == pytest.approx(row["precision"])
     assert parents[0].data.params["grid.p"] == str(cfg.grid.p)
     attached = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
-    assert {"frontier.png", "frontier.csv"} <= attached
+    assert {"frontier.png", "frontier.csv", "report.html"} <= attached
+
+
+def test_the_sweep_writes_its_report_beside_its_frontier_with_its_run_recorded(finished_sweep,
+                                                                              tmp_path, capsys):
+    """Issue 51: report.html beside frontier.png, small, every section there; the run that
+    computed the cells is in the sweep's provenance, the rerun that computed nothing is not;
+    `sweeper report` writes the same page again from the store."""
+    from sweeper.html_report import main as report_main
+    from sweeper.reports.sweep_page import SECTIONS
+    from sweeper.store.artifacts import ArtifactStore
+
+    cfg, first, second = finished_sweep
+    assert first.html_report == Path(first.sweep_dir) / "report.html" == second.html_report
+    page = first.html_report.read_text()
+    assert len(page.encode()) <= 5_000_000
+    assert all(f'<section id="{key}">' in page for key in SECTIONS)
+    runs = ArtifactStore(cfg.store.root).read_provenance(cfg.name)["runs"]
+    assert len(runs) == 1 and runs[0]["models_trained"] == first.models_trained
+    assert runs[0]["environment"]["packages"]["opacus"]
+    out = tmp_path / "again.html"
+    assert report_main(["--run-dir", first.sweep_dir, "--out", str(out)]) == 0
+    assert f"report: {out}" in capsys.readouterr().out
+    assert out.read_text() == page
 
 
 def test_frontier_files_are_written_next_to_the_results(finished_sweep):

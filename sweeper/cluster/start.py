@@ -304,10 +304,27 @@ def dashboard_port(host: str, port: int, include_dashboard: bool) -> Optional[in
     for any port without a dashboard, whose API server Ray starts all the same), so that the
     dashboard tries 8265 and the next 50 ports itself (two sweeps starting at once both saw 8265
     free; given explicitly, the loser's dashboard could not bind it and no raylet started);
-    another port is the user's choice, taken when free (`free_dashboard_port`)."""
-    if not include_dashboard or port == DEFAULT_DASHBOARD_PORT:
+    another port is the user's choice, taken when free (`free_dashboard_port`).  Either way a
+    port that is taken is said: the URL printed below is then another."""
+    if not include_dashboard:
+        return None
+    if port == DEFAULT_DASHBOARD_PORT:
+        if port_taken(host, port):
+            logger.warning("The Ray dashboard's port %s:%d is taken (another sweep's Ray?): Ray "
+                           "tries the ports after it, and the one it takes is printed below; "
+                           "set cluster.dashboard_port to choose one.", host, port)
         return None
     return free_dashboard_port(host, port)
+
+
+def port_taken(host: str, port: int) -> bool:
+    """Whether `port` on `host` is in use (binding it fails with EADDRINUSE)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            return error.errno == errno.EADDRINUSE
+    return False
 
 
 def free_dashboard_port(host: str, port: int) -> int:
@@ -316,16 +333,11 @@ def free_dashboard_port(host: str, port: int) -> int:
     "Failed to bind ... already occupied" traceback."""
     if port == 0:
         return 0
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
-        try:
-            probe.bind((host, port))
-        except OSError as error:
-            if error.errno != errno.EADDRINUSE:  # not ours to judge: Ray says what is wrong
-                return port
-            logger.warning("The Ray dashboard's port %s:%d is taken (another sweep's Ray?): this "
-                           "sweep's dashboard gets a free port, printed below; set "
-                           "cluster.dashboard_port to choose one.", host, port)
-            return 0
+    if port_taken(host, port):  # any other failure is not ours to judge: Ray says what is wrong
+        logger.warning("The Ray dashboard's port %s:%d is taken (another sweep's Ray?): this "
+                       "sweep's dashboard gets a free port, printed below; set "
+                       "cluster.dashboard_port to choose one.", host, port)
+        return 0
     return port
 
 

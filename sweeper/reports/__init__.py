@@ -26,8 +26,9 @@ The registry (`REPORTS`, `draw`) is in `registry`; this module only re-exports.
 """
 
 from sweeper.reports.engine_audit import audit_report, pooled_audits
-from sweeper.reports.frontier_chart import (frontier_figure, frontier_report, frontier_title,
-                                             plot_frontier)
+from sweeper.reports.frontier_chart import (frontier_card_figure, frontier_figure,
+                                             frontier_report, frontier_title, plot_frontier,
+                                             plot_frontier_card)
 from sweeper.reports.jayaraman import ppv_report
 from sweeper.reports.loading import load_pdtp_values, load_scores, load_target_scores
 from sweeper.reports.long import pdtp_report
@@ -45,6 +46,7 @@ __all__ = [
     "best_advantage",
     "draw",
     "fixed_bound_report",
+    "frontier_card_figure",
     "frontier_figure",
     "frontier_report",
     "frontier_title",
@@ -58,6 +60,7 @@ __all__ = [
     "pdtp_report",
     "per_record_accuracy",
     "plot_frontier",
+    "plot_frontier_card",
     "pooled_audits",
     "ppv_report",
     "register_report",

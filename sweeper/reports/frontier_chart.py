@@ -196,6 +196,86 @@ def plot_frontier(frame: pd.DataFrame, path: str | Path, title: str = "",
     return save_figure(figure, Path(path), layout=False)  # laid out by frontier_figure
 
 
+#: The card figure's size and type: MLflow's image card shows the figure's thumbnail (820 px
+#: square, `sweeper.tracking.recorder.IMAGE_CARD_WIDTH`) at the card's width, which a 1400-px
+#: browser with MLflow's Assistant panel open makes about 417 px: text is drawn at half again
+#: the size it must be read at.
+CARD_INCHES, CARD_DPI, CARD_FONT = 8.2, 100, 19
+
+
+def frontier_card_figure(frame: pd.DataFrame, name: str = ""):
+    """The frontier for MLflow's image card: what `frontier_figure` draws, cut to what can be
+    read at a card's width (about 417 px at first arrival) — each attack's pooled points with
+    their bars, U dashed, the prior p, violations as red crosses; panels two to a row, short
+    words, large type; no caption (the full figure, a click away, has it)."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    frame = drawn_cells(frame)
+    tests = frame[~frame["attack"].isin(baseline_attacks())]
+    panels = list(tests.groupby(["attack"], sort=False)) if not tests.empty else []
+    epsilons = sorted(frame["epsilon"].unique())
+    colour_of = dict(zip(epsilons, colours(len(epsilons))))
+    delta, floor = float(frame["delta"].max()), float(frame["tpr_floor"].max())
+    form = str(frame["bound_form"].iloc[0])
+    grid = np.linspace(0.01, 0.99, 99)
+    columns = 1 if len(panels) < 2 else 2
+    rows = max(1, -(-len(panels) // columns))
+    fig = Figure(figsize=(CARD_INCHES, CARD_INCHES * min(1.0, 0.36 + 0.42 * rows)), dpi=CARD_DPI)
+    axes = fig.subplots(rows, columns, squeeze=False, sharex=True, sharey=True).ravel()
+    for axis in axes[len(panels):]:
+        axis.set_visible(False)
+    for axis, (key, cells) in zip(axes, panels):
+        axis.plot([0, 1], [0, 1], color="lightgrey", lw=1.5)
+        offsets = (np.arange(len(epsilons)) - (len(epsilons) - 1) / 2) * DODGE * 1.5
+        for eps, offset in zip(epsilons, offsets):
+            colour = colour_of[eps]
+            axis.plot(grid, precision_bound(eps, grid, delta, floor, form=form), "--",
+                      color=colour, lw=2)
+            at = pooled_by_p(cells[cells["epsilon"] == eps])
+            if at.empty:
+                continue
+            x = at.index.to_numpy(float) + offset
+            axis.errorbar(x, at["precision"], yerr=[at["precision"] - at["low"],
+                                                     at["high"] - at["precision"]],
+                          fmt="o", color=colour, capsize=4, ms=8, lw=2, zorder=4)
+            bad = at["violations"].to_numpy() > 0
+            if bad.any():
+                axis.scatter(x[bad], at["precision"].to_numpy()[bad], marker="X", s=320,
+                             color="red", zorder=5)
+        axis.set_title(str(key[0] if isinstance(key, tuple) else key), fontsize=CARD_FONT)
+        axis.set(xlim=(0, 1), ylim=(0, 1.05), xticks=[0, 0.5, 1], yticks=[0, 0.5, 1])
+        axis.tick_params(labelsize=CARD_FONT - 2)
+        axis.grid(alpha=0.3)
+    for axis in axes[-columns:]:
+        axis.set_xlabel("p (prior)", fontsize=CARD_FONT - 1)
+    for axis in axes[::columns]:
+        axis.set_ylabel("precision", fontsize=CARD_FONT - 1)
+    handles = [Line2D([], [], marker="o", ls="none", ms=10, color=colour_of[e],
+                      label=f"ε={format_epsilon(e)}") for e in epsilons]
+    handles.append(Line2D([], [], ls="--", lw=2, color="black", label="U"))
+    height = fig.get_size_inches()[1]
+    head = 1.25 / height  # the title's and the legend's share of the height, in inches
+    fig.suptitle(f"{name}: precision vs bound U" if name else "precision vs bound U",
+                 fontsize=CARD_FONT, y=1 - 0.1 / height, va="top")
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.55 / height),
+               ncol=len(handles), fontsize=CARD_FONT - 2, frameon=False, handletextpad=0.2,
+               columnspacing=0.8)
+    fig.tight_layout(rect=(0, 0, 1, 1 - head))
+    return fig
+
+
+def plot_frontier_card(frame: pd.DataFrame, path: str | Path, name: str = "") -> Path:
+    """Draw `frontier_card_figure` to a PNG at `path`."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    figure = frontier_card_figure(frame, name)
+    FigureCanvasAgg(figure)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=CARD_DPI, bbox_inches="tight", pad_inches=0.15, facecolor="white")
+    return Path(path)
+
+
 @register_report("frontier", whole_table=True)
 def frontier_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     """The generic frontier, so every experiment's report set includes the product's question.

@@ -16,6 +16,7 @@
     sweeps/<name>/sweep.json                 the cells of the latest run of that sweep
     sweeps/<name>/results.json               the checksums of the sweep's compacted results
     sweeps/<name>/tracked.json               what MLflow holds of the sweep (`tracking_stamp`)
+    sweeps/<name>/provenance.json            each run's code, packages, machine (`sweeper.provenance`)
     mlflow.db                the default MLflow tracking store (local stores only)
     .sweeper-store           says the folder is a store (local stores; `store_root_problem`)
 
@@ -483,6 +484,19 @@ class ArtifactStore:
             return json.loads(self.files.read(f"sweeps/{sweep}/tracked.json"))
         except (OSError, ValueError):
             return None
+
+    def write_provenance(self, sweep: str, record: dict[str, Any]) -> None:
+        """The sweep's runs and dataset (`sweeper.provenance`), which its report lists."""
+        self.files.write(f"sweeps/{sweep}/provenance.json",
+                         json.dumps(record, indent=1, sort_keys=True).encode())
+
+    def read_provenance(self, sweep: str) -> Optional[dict[str, Any]]:
+        """The sweep's provenance record, or None (none yet: a sweep from before it, or unreadable)."""
+        try:
+            record = json.loads(self.files.read(f"sweeps/{sweep}/provenance.json"))
+        except (OSError, ValueError):
+            return None
+        return record if isinstance(record, dict) else None
 
     def figures_dir(self, sweep: str) -> Path:
         """Where this machine draws a sweep's figures: in the sweep's folder when the store is

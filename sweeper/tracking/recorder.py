@@ -355,23 +355,24 @@ class SweepTracker:
         if self.failure is not None:
             self.missed_artifacts += 1
 
-    def log_frontier_image(self, path: Path) -> None:
+    def log_frontier_image(self, path: Path, card: Optional[Path] = None) -> None:
         """The frontier figure (`frontier.png`) as MLflow's logged image `FRONTIER_IMAGE_KEY` on
         the sweep's run, which the sweep's view shows first (`frontier_view`).
 
         As `MlflowClient.log_image(key=…, step=0)` logs one (`logged_image_names`: the figure
         and the thumbnail MLflow's image card shows, and the run's `mlflow.loggedImages` tag),
         except that the thumbnail is `IMAGE_CARD_WIDTH` wide, not MLflow's 256 px, at which the
-        figure's text cannot be read, square and lossless (`card_tile`); the full figure opens
-        on a click.  The one an earlier
+        figure's text cannot be read, square and lossless (`card_tile`), and drawn from `card`
+        when given (`sweeper.reports.frontier_chart.frontier_card_figure`: legible at the
+        ~417 px a card gets beside MLflow's Assistant panel); the full figure opens on a click.  The one an earlier
         invocation logged is removed first: MLflow keeps every image logged at a step, and its
         card would show an old one beside the new."""
         if self.failure is None:
-            self._guarded(self._log_frontier_image, path)
+            self._guarded(self._log_frontier_image, path, card)
         if self.failure is not None:
             self.missed_artifacts += 1
 
-    def _log_frontier_image(self, path: Path) -> None:
+    def _log_frontier_image(self, path: Path, card: Optional[Path]) -> None:
         import tempfile
 
         from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_IMAGES
@@ -386,10 +387,11 @@ class SweepTracker:
             for item in old:
                 repository.delete_artifacts(item)
         figure, thumbnail = logged_image_names(FRONTIER_IMAGE_KEY, 0, _now_ms())
-        with Image.open(path) as opened, tempfile.TemporaryDirectory() as folder:
-            image = opened.convert("RGB")
-            image.save(Path(folder) / figure)
-            card_tile(image, IMAGE_CARD_WIDTH).save(Path(folder) / thumbnail, lossless=True)
+        with Image.open(path) as opened, Image.open(card or path) as small, \
+                tempfile.TemporaryDirectory() as folder:
+            opened.convert("RGB").save(Path(folder) / figure)
+            card_tile(small.convert("RGB"), IMAGE_CARD_WIDTH).save(Path(folder) / thumbnail,
+                                                                    lossless=True)
             for name in (figure, thumbnail):
                 self.client.log_artifact(self.run_id, str(Path(folder) / name), LOGGED_IMAGES)
         self.client.set_tag(self.run_id, MLFLOW_LOGGED_IMAGES, True)

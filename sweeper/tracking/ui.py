@@ -13,6 +13,7 @@ URL on the next, at that port.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import shlex
 import socket
@@ -59,15 +60,59 @@ def ui_command(uri: str, port: int = DEFAULT_UI_PORT) -> str:
                        "--port", str(port), *UI_LIGHT_OPTIONS])
 
 
-def open_lines(uri: str, page: Optional[str] = None, port: Optional[int] = None) -> list[str]:
+def open_lines(uri: str, page: Optional[str] = None, port: Optional[int] = None,
+               ui_ports: tuple[int, ...] = (DEFAULT_UI_PORT,)) -> list[str]:
     """How to open the tracking store `uri` (credentials redacted), one thing to paste per line.
     A server: its URL, on the experiment's `page` (`experiment_page`) when known.  A local
-    store: the `mlflow ui` command that serves it on `port` (`ui_port` when not given), then,
-    when the page is known, its URL at that port."""
+    store that an MLflow UI on one of `ui_ports` already serves (`serving_port`): the page's URL
+    there, alone — not a second UI on another port.  Any other local store: the `mlflow ui`
+    command that serves it on `port` (`ui_port` when not given), then, when the page is known,
+    its URL at that port."""
     if tracking_server(uri):
         return [experiment_url(uri, page) if page else redact(uri)]
+    serving = serving_port(uri, page, ui_ports) if page and port is None else None
+    if serving is not None and page:
+        return [experiment_url(uri, page, serving)]
     port = ui_port() if port is None else port
     return [ui_command(uri, port), *([experiment_url(uri, page, port)] if page else [])]
+
+
+#: How long the look at a UI already on a port waits (it answers in milliseconds when it is one).
+UI_PROBE_TIMEOUT_S = 2.0
+
+
+def serving_port(uri: str, page: str, ports: tuple[int, ...]) -> Optional[int]:
+    """The first of `ports` on 127.0.0.1 where an MLflow UI serves the SQLite store `uri`, or
+    None.  One UI is told from another by the page's experiment: the UI must hold that id with
+    the artifact location the store's own database gives it, a folder of that very store.
+    Standard library only, a bounded request per held port; any other store: None."""
+    import re
+    import sqlite3
+    import urllib.request
+
+    found = re.search(r"#/experiments/([^/?]+)/", page)
+    path = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
+    if found is None or path is None or not Path(path).is_file():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as database:
+            row = database.execute("SELECT artifact_location FROM experiments WHERE "
+                                   "experiment_id = ?", (found.group(1),)).fetchone()
+    except sqlite3.Error:
+        return None
+    if row is None:
+        return None
+    for port in ports:
+        request = (f"http://127.0.0.1:{port}/ajax-api/2.0/mlflow/experiments/get?"
+                   f"experiment_id={found.group(1)}")
+        try:
+            with urllib.request.urlopen(request, timeout=UI_PROBE_TIMEOUT_S) as answer:
+                served = json.loads(answer.read()).get("experiment", {})
+        except (OSError, ValueError):
+            continue
+        if served.get("artifact_location") == row[0]:
+            return port
+    return None
 
 
 def experiment_page(experiment_id: str, view: Optional[str] = None) -> str:
