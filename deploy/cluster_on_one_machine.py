@@ -97,8 +97,11 @@ def main(argv: list[str]) -> int:
         mlflow_host, mlflow_port = box.services["mlflow"].split(":")
         dashboard = forward(DASHBOARD_PORT, box.hosts["driver"].netns, (head.ip, DASHBOARD_PORT))
         mlflow = forward(int(mlflow_port), box.hosts["driver"].netns, (mlflow_host, int(mlflow_port)))
+        token = box.root / "auth_token"  # as Ray keeps one (~/.ray/auth_token): root's alone
+        token.touch(mode=0o600)
+        token.write_text(box.token)
         print(f"Ray dashboard: http://127.0.0.1:{dashboard}  (the head's {head.ip}:{DASHBOARD_PORT}; "
-              f"its token: {box.token})")
+              f"its token: sudo cat {token})")
         print(f"MLflow:        http://127.0.0.1:{mlflow}  (the services host's {box.services['mlflow']})")
         sweep_args = [f"{key}={value}" for key, value in box.cluster_overrides("runs").items()]
         print("running: python -m sweeper " + " ".join(sweep_args + overrides), flush=True)

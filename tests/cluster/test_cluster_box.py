@@ -308,3 +308,20 @@ def test_the_heads_gcs_restarted_with_fault_tolerance_loses_no_finished_model(bo
     else:
         trained, models, computed, cells = summary(out)
         assert trained == models and computed == cells
+
+
+def test_the_one_machine_scripts_forward_reaches_the_box_from_loopback(box):
+    """deploy/cluster_on_one_machine.py's forward: 127.0.0.1 here to MLflow inside the box."""
+    import importlib.util
+    import urllib.request
+
+    from testkit.processes import REPO_ROOT
+
+    spec = importlib.util.spec_from_file_location(
+        "cluster_on_one_machine", REPO_ROOT / "deploy" / "cluster_on_one_machine.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    host, port = box.services["mlflow"].split(":")
+    local = script.forward(0, box.hosts["driver"].netns, (host, int(port)))
+    with urllib.request.urlopen(f"http://127.0.0.1:{local}/health", timeout=30) as answer:
+        assert answer.status == 200
