@@ -99,6 +99,37 @@ def test_clipping_turned_off_is_flagged(compose_config, tmp_path, monkeypatch, a
         assert row["dp_sample_rate"] < 0.2 and "audit_family" in row["violation_reason"]
 
 
+@pytest.mark.parametrize("clip,noise,kind", [(0.5, 0.5, "noise"), (2.0, 1.0, "clip")],
+                         ids=["C/2 with σ/2 noise", "2C with σ noise"])
+def test_an_engine_clipping_to_another_norm_is_flagged_without_a_made_up_epsilon(
+        compose_config, tmp_path, monkeypatch, clip, noise, kind):
+    """Issue 50 through the engine at q ≈ 0.1: clipping every gradient (the canaries' too) to
+    another norm, with the noise scaled or not, is flagged by the law audit with the evidence of
+    its kind, and the ε it proves stays under the engine's own: ε = 2 for C/2 with σ/2 noise (as
+    private as claimed), and under 2C with σ noise, DP-SGD at σ/2."""
+    real_clip, real_step = clipping.clip_factors, steps.noisy_step
+    monkeypatch.setattr(clipping, "clip_factors",
+                        lambda norms, max_grad_norm: real_clip(norms, clip * max_grad_norm))
+    monkeypatch.setattr(steps, "noisy_step",
+                        lambda model, optimizer, std, batch, rng: real_step(
+                            model, optimizer, noise * std, batch, rng))
+    (row,) = run_in_process(compose_config, tmp_path, SUBSAMPLED)
+    assert row["dp_sample_rate"] < 0.2
+    assert "audit_family_lr" in row["violation_reason"].split("+")
+    assert [line.split(":")[0] for line in row["audit_departure"].split("; ")] == [kind]
+    true_sigma = row["noise_multiplier"] * noise / clip
+    assert 0 < row["epsilon_audit_family_lr"] <= _accountant_epsilon(true_sigma, row)
+
+
+def _accountant_epsilon(sigma, row):
+    """Opacus's PRV accountant's ε for DP-SGD at σ and the row's q, steps and δ."""
+    from opacus.accountants import PRVAccountant
+
+    accountant = PRVAccountant()
+    accountant.history = [(sigma, row["dp_sample_rate"], row["steps"])]
+    return accountant.get_epsilon(delta=row["delta"])
+
+
 def test_an_accountant_given_half_the_sampling_rate_is_flagged(compose_config, tmp_path,
                                                               monkeypatch):
     """The accountant books the steps taken (T = epochs at q = 1) at q/2: its noise is what
