@@ -23,7 +23,7 @@ from jobs.audits.mechanisms import GaussianMechanism, RandomizedResponse
 from jobs.metrics import OperatingPoint
 from sweeper.bounds import (bound_profile, best_one_run_epsilon, dpsgd_privacy_profile,
                             epsilon_clopper_pearson, epsilon_gaussian_dp, epsilon_of_gaussian_dp,
-                            epsilon_one_run, gaussian_dp_mu, one_run_guesses, precision_bound,
+                            epsilon_one_run, epsilon_one_run_fdp, gaussian_dp_mu, one_run_guesses, precision_bound,
                             tightest_bound)
 from sweeper.bounds.profile import _PrvProfile
 from sweeper.grid.cells import audit_from_rates
@@ -224,9 +224,26 @@ def test_one_run_guesses_by_hand():
     assert one_run_guesses(scores, included, 2, 2) == (4, 4)  # 0, 1 in; 4, 5 out: all right
     assert one_run_guesses(scores, included, 3, 0) == (2, 3)  # 2 is out
     assert one_run_guesses(scores, included, 0, 3) == (2, 3)  # 3 is in
-    # Ties go by index (the later index ranks higher); NaN ranks lowest.
-    assert one_run_guesses([1.0, 1.0, math.nan], [False, True, True], 1) == (1, 1)
+    # A tie the k-th guess would split is not guessed at all; NaN ranks lowest.
+    assert one_run_guesses([1.0, 1.0, math.nan], [False, True, True], 1) == (0, 0)
     assert one_run_guesses([1.0, 1.0, math.nan], [False, True, True], 0, 1) == (0, 1)
+    assert one_run_guesses([1.0, 1.0, 0.0], [False, True, True], 2) == (1, 2)  # tie unsplit
+    assert one_run_guesses([3.0, 2.0, 2.0, 2.0, 1.0], [1, 0, 1, 1, 0], 2, 2) == (2, 2)
+
+
+def test_a_pooled_audit_does_not_depend_on_the_order_of_its_rows():
+    """Issue 50: trials pooled in another order gave another one-run ε where scores tie (ties
+    went by index).  Scores rounded to a few values, rows permuted: one ε, both readings."""
+    rng = np.random.default_rng(5)
+    included = rng.random(2000) < 0.5
+    scores = np.round(GaussianMechanism(2.0).release(included, rng), 0)
+    found = set()
+    for _ in range(5):
+        order = rng.permutation(included.size)
+        found.add((best_one_run_epsilon(scores[order], included[order], delta=1e-5),
+                   best_one_run_epsilon(scores[order], included[order], delta=1e-5,
+                                        rule=epsilon_one_run_fdp)))
+    assert len(found) == 1 and min(found.pop()) > 0
 
 
 def test_best_one_run_is_bonferroni_over_the_ks():

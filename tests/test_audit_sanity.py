@@ -87,10 +87,14 @@ def test_random_scores_prove_nothing_through_the_family_law(canaries):
     assert {name: n for name, n in claims.items() if n > limit()} == {}
 
 
-def test_the_law_audit_without_its_separation_is_caught(monkeypatch):
-    """The law audit as it was, reading the out canaries' values alone (its separation test
-    always passed): random scores fit an engine and claim ε > 0 far beyond α at 100 canaries."""
+def test_the_law_audit_as_it_was_is_caught(monkeypatch):
+    """The law audit of issue 41, reading the out canaries' values alone: no separation test,
+    and the clip norm taken as claimed rather than bounded by the in canaries (issue 50):
+    random scores fit an engine and claim ε > 0 far beyond α at 100 canaries.  (Either guard
+    alone now holds them: the clip bound leaves no claim where in and out do not differ.)"""
     monkeypatch.setattr(family, "_separates", lambda *args: True)
+    monkeypatch.setattr(family, "_in_thresholds", lambda *args: np.where(
+        family.SIGNAL < 1.0, -np.inf, np.inf))
     claims = random_audits(lambda scores, members: {
         "law": law_claim(scores, members, SUBSAMPLED, DELTA, ALPHA)}, canaries=100)
     assert claims["law"] > limit()

@@ -71,6 +71,26 @@ def test_full_batch_is_the_gaussian_mechanism(sigma, steps):
             gaussian_delta(eps, mu), rel=1e-8)
 
 
+def test_past_the_float_range_of_e_to_the_epsilon():
+    """Issue 50: tiny noise drives ε past ≈ 709, where e^ε overflowed.  At q = 1 it is still
+    the Gaussian mechanism's, solved here at 60 digits (mpmath); below, a finite number past
+    709 where it raised OverflowError."""
+    import mpmath
+
+    mpmath.mp.dps = 60
+    sigma, delta = 0.025, 1e-5
+    mu = mpmath.mpf(1) / mpmath.mpf(sigma)
+
+    def gaussian(eps):
+        return (mpmath.ncdf(-eps / mu + mu / 2)
+                - mpmath.exp(eps) * mpmath.ncdf(-eps / mu - mu / 2)) - delta
+
+    expected = float(mpmath.findroot(gaussian, mu ** 2 / 2))
+    assert expected > 709
+    assert last_iterate_epsilon(sigma, 1.0, 1, delta) == pytest.approx(expected, rel=1e-8)
+    assert 709 < last_iterate_epsilon(0.02, 0.5, 4, delta) < math.inf
+
+
 @pytest.mark.parametrize("sigma,q,steps", [(1.0, 0.1, 100), (0.7, 0.05, 40), (2.0, 0.3, 20)])
 def test_subsampled_profile_matches_numerical_integration(sigma, q, steps):
     epsilons = np.array([0.25, 1.0, 2.5])
@@ -85,6 +105,17 @@ def test_subsampled_epsilon_matches_numerical_integration():
     eps = last_iterate_epsilon(sigma, q, steps, delta)
     assert integrated_delta(eps, sigma, q, steps) == pytest.approx(delta, rel=1e-6)
     assert integrated_delta(eps * (1 - 1e-5), sigma, q, steps) > delta
+
+
+def test_not_monotone_in_the_steps_at_small_q_t():
+    """docs/auditing.md's sentence: at σ = 0.5, q = 0.01 the heuristic falls from T = 1 to
+    T = 20 (3.03 to 0.75) and rises after; the integrated profile agrees at both ends: the
+    ε returned at T = 1 meets δ there, and at T = 20 δ is already met at 2·ε(20) < ε(1)."""
+    sigma, q, delta = 0.5, 0.01, 1e-5
+    one, twenty = (last_iterate_epsilon(sigma, q, steps, delta) for steps in (1, 20))
+    assert twenty < one / 3 and last_iterate_epsilon(sigma, q, 100, delta) > twenty
+    assert integrated_delta(one * (1 - 1e-4), sigma, q, 1) > delta
+    assert integrated_delta(2 * twenty, sigma, q, 20) < delta
 
 
 def test_orderings():

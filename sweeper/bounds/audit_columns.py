@@ -28,7 +28,7 @@ import numpy as np
 from jobs.metrics import quantile_thresholds
 from sweeper.bounds import (best_one_run_epsilon, bound_profile, epsilon_clopper_pearson,
                             epsilon_gaussian_dp, epsilon_one_run_fdp, family_audit,
-                            family_law_audit, last_iterate_epsilon, law_noise_ruled_out,
+                            family_law_audit, last_iterate_epsilon, law_departures,
                             noise_ruled_out)
 from sweeper.bounds.proven import ONE_RUN_SHARES
 
@@ -239,16 +239,16 @@ def family_claim(tp: np.ndarray, fp: np.ndarray, positives: int, negatives: int,
                         alpha=alpha)
 
 
-def law_rules_out_claimed_noise(scores: np.ndarray, members: np.ndarray,
-                                training: Optional["Training"], alpha: float) -> bool:
-    """Whether the canaries' summed log-likelihood ratios rule out the noise a DP-SGD training
-    claims, at `alpha`, through their law (`sweeper.bounds.law_noise_ruled_out`)."""
+def law_departures_of(scores: np.ndarray, members: np.ndarray, training: Optional["Training"],
+                      alpha: float) -> list[str]:
+    """How the canaries' summed log-likelihood ratios depart from the mechanism a DP-SGD
+    training claims, at `alpha`, through their law (`sweeper.bounds.law_departures`): one line
+    of evidence per departure, none when they fit or cannot be read."""
     members = np.asarray(members, dtype=bool)
     if training is None or not training.is_dpsgd or members.all() or not members.any():
-        return False
-    return law_noise_ruled_out(scores, members, noise_multiplier=training.noise_multiplier,
-                               sample_rate=training.sample_rate, steps=training.steps,
-                               alpha=alpha)
+        return []
+    return law_departures(scores, members, noise_multiplier=training.noise_multiplier,
+                          sample_rate=training.sample_rate, steps=training.steps, alpha=alpha)
 
 
 def claimed_noise_ruled_out(scores: np.ndarray, members: np.ndarray,

@@ -29,7 +29,7 @@ import numpy as np
 
 from sweeper.bounds._checks import check, check_counts, check_delta, check_level
 
-__all__ = ["family_audit", "noise_ruled_out", "family_law_audit", "law_noise_ruled_out"]
+__all__ = ["family_audit", "noise_ruled_out", "family_law_audit", "law_departures"]
 
 #: σ′ / σ on the grid searched: 2^(k/8), k = −16 … 24 (σ/4 … 8σ).  Below σ/4 the PRV's domain
 #: grows past seconds a profile; a noise ruled out even there is a bug by far, proven as ε(σ/4).
@@ -201,14 +201,87 @@ def _separates(scores: np.ndarray, inside: np.ndarray, alpha: float) -> bool:
     return bool(auc - math.sqrt(math.log(1.0 / alpha) / (2.0 * min(ins, outs))) > 0.5)
 
 
-def _law_ruled_out(outs: np.ndarray, sigma: float, q: float, steps: int,
+#: c, the canary's clipped norm over the claimed C, on the grid the in canaries' test searches
+#: (2^(k/16): C/8 … 8C).  An engine clipping to c·C with noise σ′·C is DP-SGD at σ′/c.
+SIGNAL = 2.0 ** (np.arange(-48, 49) / 16)
+#: The tilts the Chernoff bounds try, in units of 1/(the sum's standard deviation): fixed before
+#: anything is observed, and any tilt gives a valid bound, so the best of them is one too.
+_TILTS = np.geomspace(0.05, 40.0, 48)
+
+
+def _log_mgf(values: np.ndarray, weights: np.ndarray, tilts: np.ndarray) -> np.ndarray:
+    """log E e^{λ(X − E X)} per law (rows of `values`) and tilt (columns of `tilts`)."""
+    centred = values - (values @ weights)[:, None]
+    return np.log(np.einsum("lk,ltk->lt", np.broadcast_to(weights, values.shape),
+                            np.exp(tilts[:, :, None] * centred[:, None, :])))
+
+
+def _lower_threshold(values: np.ndarray, weights: np.ndarray, terms: int,
+                     alpha: float) -> np.ndarray:
+    """The Chernoff threshold of a sum of `terms` independent copies of a variable taking
+    `values` (rows: laws) with `weights`: the w with P(sum ≤ w) ≤ alpha, as the best over the
+    tilts λ < 0 of terms·E X + (terms·log E e^{λ(X − E X)} − log alpha)/λ.
+
+    Why not Cantelli.  The sum of T·n steps is near normal, and Cantelli's √((1 − α)/α)
+    (31.6 standard deviations at α = 0.001) left a 0.75σ engine unflagged at 4 000 canaries
+    (issue 50); Chernoff's bound from the exact moment generating function (Gauss–Hermite) is
+    about √(2 ln(1/α)) of them, and as valid at any count."""
+    mean = values @ weights
+    spread = np.sqrt(np.maximum(((values - mean[:, None]) ** 2) @ weights, 1e-300) * terms)
+    tilts = -_TILTS[None, :] / spread[:, None]  # (laws, tilts)
+    bound = terms * mean[:, None] + (terms * _log_mgf(values, weights, tilts)
+                                     - math.log(alpha)) / tilts
+    return bound.max(1)
+
+
+def _out_thresholds(sigma: float, q: float, steps: int, noise: np.ndarray, count: int,
+                    alpha: float) -> np.ndarray:
+    """Per σ′ of `noise`, the Chernoff threshold under which the out canaries' sum W rules σ′
+    out at level alpha (its law: `count`·T steps of ℓ(z), z ~ N(0, σ′²))."""
+    values = _ell(np.asarray(noise, float)[:, None] * _NODES[None, :], sigma, q)
+    return _lower_threshold(values, _WEIGHTS, count * steps, alpha)
+
+
+def _running_out_thresholds(sigma: float, q: float, steps: int, count: int,
+                            alpha: float) -> np.ndarray:
+    """`_out_thresholds` on `GRID`, made monotone in the noise: at each σ′ the least threshold of
+    every σ″ ≥ σ′ (a running bound).  Each is no larger than its own σ′'s, so each test stays
+    valid, and the σ′ ruled out are all those above one: what "σ″ < σ*" needs (issue 50: at
+    n_out ≤ 2 000 and α = 0.001 the thresholds themselves dip as the noise grows)."""
+    raw = _out_thresholds(sigma, q, steps, sigma * np.asarray(GRID), count, alpha)
+    return np.minimum.accumulate(raw[::-1])[::-1]
+
+
+def _step_values(sigma: float, q: float, noise: float) -> tuple[np.ndarray, ...]:
+    """One step's ℓ(z) at the Gauss–Hermite nodes: out (z ~ N(0, σ′²)) with its weights, and
+    in, per c of `SIGNAL` (z ~ q·N(c, σ′²) + (1 − q)·N(0, σ′²)), with theirs."""
+    z = noise * _NODES
+    out = _ell(z, sigma, q)
+    inside = np.concatenate([np.broadcast_to(out, (SIGNAL.size, z.size)),
+                             _ell(SIGNAL[:, None] + z[None, :], sigma, q)], axis=1)
+    return out, _WEIGHTS, inside, np.concatenate([(1.0 - q) * _WEIGHTS, q * _WEIGHTS])
+
+
+def _in_thresholds(sigma: float, q: float, steps: int, noise: float, ins: int, outs: int,
                    alpha: float) -> np.ndarray:
-    """Whether each σ′ = σ·GRID[k] is ruled out at level alpha by the out canaries' sum
-    W = Σ S: W at least √((1 − α)/α) standard deviations below its mean under σ′ (Cantelli's
-    one-sided inequality: no normal approximation)."""
-    mean, var, _ = _out_law(sigma, q, steps, sigma * np.asarray(GRID))
-    k = math.sqrt((1.0 - alpha) / alpha)
-    return outs.sum() <= outs.size * mean - k * np.sqrt(outs.size * var)  # NaN: nothing
+    """Per c of `SIGNAL`, the Chernoff threshold above which D = mean S in − mean S out (`ins`
+    and `outs` canaries) rules out a canary clipped to c·C at noise σ′ = `noise`, at level alpha,
+    made monotone in c by a running maximum (ℓ is increasing, so a smaller c gives a smaller D
+    draw by draw, and every c below one ruled out is ruled out too).
+
+    Why the difference.  More noise raises the in canaries' statistics as a larger clip does
+    (ℓ is convex), and the out canaries bound the noise only to a few per cent; their
+    difference cancels most of that, so the clip is bounded at every noise left."""
+    out, out_weights, inside, in_weights = _step_values(sigma, q, noise)
+    out_mean, in_mean = out @ out_weights, inside @ in_weights
+    out_var = ((out - out_mean) ** 2) @ out_weights
+    in_var = ((inside - in_mean[:, None]) ** 2) @ in_weights
+    spread = np.sqrt(steps * (in_var / ins + out_var / outs))
+    tilts = _TILTS[None, :] / spread[:, None]
+    log_mgf = (ins * steps * _log_mgf(inside, in_weights, tilts / ins)
+               + outs * steps * _log_mgf(out[None, :], out_weights, -tilts / outs))
+    bound = (steps * (in_mean - out_mean))[:, None] + (log_mgf - math.log(alpha)) / tilts
+    return np.maximum.accumulate(bound.min(1))
 
 
 def _in_family(outs: np.ndarray, sigma: float, q: float, steps: int, below: float) -> bool:
@@ -232,17 +305,57 @@ def _law_arguments(noise_multiplier, sample_rate, steps, alpha):
     return sigma, q, count, float(check_level(alpha))
 
 
-def law_noise_ruled_out(scores: np.ndarray, members: np.ndarray, *, noise_multiplier: float,
-                        sample_rate: float, steps: int, alpha: float) -> bool:
-    """Whether the canaries' likelihood-ratio statistics rule out the claimed σ itself at level
-    alpha (`family_law_audit`): the engine's noise is provably less than it claims."""
+def law_departures(scores: np.ndarray, members: np.ndarray, *, noise_multiplier: float,
+                   sample_rate: float, steps: int, alpha: float) -> list[str]:
+    """How the canaries' likelihood-ratio statistics depart from the mechanism claimed, at level
+    alpha (`family_law_audit`): one line of evidence per departure, none when they fit.
+
+    The claim fixes both laws exactly (per step ℓ(z), z ~ N(0, σ²) out and
+    q·N(1, σ²) + (1 − q)·N(0, σ²) in), so each is one Chernoff test at alpha/2: the out
+    canaries' sum too low (*noise*: less noise than σ, or noise and clip norm both cut) or the in
+    canaries' too high (*clip*: each canary moves its weight by more than C).  Like the ε, a
+    departure needs the canaries to separate; unlike it, not that the out canaries fit some
+    engine of the family (noise σ/30, below the grid, fits none and is a departure all the
+    same: the claim's law is exact, whatever else is)."""
     sigma, q, count, level = _law_arguments(noise_multiplier, sample_rate, steps, alpha)
     s, inside = _canaries(scores, members)
-    outs = s[~inside]
-    if q == 1.0 or outs.size == 0 or np.isnan(s).any():
-        return False
-    return bool(_law_ruled_out(outs, sigma, q, count, level)[GRID.index(1.0)]
-                and _separates(s, inside, level) and _in_family(outs, sigma, q, count, sigma))
+    outs, ins = s[~inside], s[inside]
+    if (q == 1.0 or outs.size == 0 or ins.size == 0 or np.isnan(s).any()
+            or not _separates(s, inside, level)):
+        return []
+    found = []
+    noise = float(_out_thresholds(sigma, q, count, np.array([sigma]), outs.size, level / 2)[0])
+    if outs.sum() <= noise:
+        found.append(f"noise: the {outs.size} out canaries' mean statistic {outs.mean():.4g} is "
+                     f"at or below {noise / outs.size:.4g}, which σ = {sigma:g} passes with "
+                     f"probability ≤ {level / 2:g}")
+    clip = float(_in_thresholds(sigma, q, count, sigma, ins.size, outs.size,
+                                level / 2)[SIGNAL.size // 2])
+    if ins.mean() - outs.mean() >= clip:
+        found.append(f"clip: the {ins.size} in canaries' mean statistic is "
+                     f"{ins.mean() - outs.mean():.4g} above the {outs.size} out canaries', at or "
+                     f"above {clip:.4g}, which a canary clipped to C passes with probability "
+                     f"≤ {level / 2:g}")
+    return found
+
+
+def _weakest_engine(outs: np.ndarray, ins: np.ndarray, sigma: float, q: float, steps: int,
+                    alpha: float) -> float:
+    """The largest σ′/c (relative to σ) of the engines, noise σ′·C and clip c·C, that neither
+    the out canaries (σ′, at alpha/2) nor the in canaries (c at each σ′, at alpha/2) rule out:
+    every engine left is DP-SGD at a noise multiplier below σ times this.  0 when none is left,
+    ∞ when nothing bounds it."""
+    ruled = outs.sum() <= _running_out_thresholds(sigma, q, steps, outs.size, alpha / 2)
+    if not ruled.any():
+        return math.inf
+    weakest = 0.0
+    for noise in GRID[:int(np.argmax(ruled)) + 1]:  # σ″ < the least σ′ ruled out
+        clips_ruled = int((ins.mean() - outs.mean() >= _in_thresholds(
+            sigma, q, steps, sigma * noise, ins.size, outs.size, alpha / 2)).sum())
+        if clips_ruled == 0:
+            return math.inf
+        weakest = max(weakest, noise / SIGNAL[clips_ruled - 1])
+    return weakest
 
 
 def family_law_audit(scores: np.ndarray, members: np.ndarray, *, noise_multiplier: float,
@@ -254,47 +367,50 @@ def family_law_audit(scores: np.ndarray, members: np.ndarray, *, noise_multiplie
 
     Why.  The threshold audit (`family_audit`) meets the noise only through one (FPR, FNR) pair
     against a whole privacy profile, and missed a noise cut by 20 % (issue 41).  An out canary's
-    S has a known law for every σ′: T independent steps, each ℓ(z) with z ~ N(0, σ′²), whatever
-    the clipping or the sampling did to the canaries trained on.  ℓ is convex in z, so less
-    noise lowers its mean: the out canaries' sum, with its mean and variance under σ′ exact
-    (Gauss–Hermite per step, times T and the count), rules σ′ out when it falls below that mean
-    by √((1 − α)/α) standard deviations (Cantelli: valid at any number of canaries, with no
-    normal approximation).  σ* is the least σ′ of `GRID` with every larger σ′ ruled out; the ε
-    is DP-SGD's at (σ*, q, T), read from the PRV's lower side.
+    S has a known law for every noise σ′: T independent steps, each ℓ(z) with z ~ N(0, σ′²),
+    whatever the clipping did; an in canary's moreover depends on its clipped norm c·C (z ~
+    q·N(c, σ′²) + (1 − q)·N(0, σ′²)).  Out alone is not enough (issue 50): an engine clipping to
+    C/2 with σ/2 noise is exactly as private as claimed, yet its out law is σ/2's, and one clipping
+    to 2C with σ noise has the claimed out law and twice the ε.  So the audit bounds both: the
+    out canaries' sum rules out the noise levels above σ* (Chernoff's bound, at alpha/2, made
+    monotone in the noise: `_running_out_thresholds`), the in canaries' sum the clip norms below
+    c*(σ′) at each noise left (alpha/2, monotone in c); the engine is then DP-SGD at a noise
+    multiplier below max σ′/c*(σ′), snapped up to `GRID`, and the ε is DP-SGD's there, read from
+    the PRV's lower side.  It proves that ε whatever clip norm and noise the engine used, so an
+    engine flagged as departing from its claim (`law_departures`) gets no ε it did not earn.
 
     But values alone can fool it: ~100 uniform random scores fit some engine's out law and
     "proved" ε > 0 in every audit.  So a claim also needs what separates members from
     non-members (`_separates`): the canaries' AUC, in against out, above 1/2 at level alpha
     (Hoeffding's bound for a two-sample U statistic, rank-based).  0 when they do not separate
-    or nothing is ruled out, that of σ/4 when everything is; NaN where the out canaries' mean
-    and variance fit no σ″ ≤ σ* (`_in_family`, a check of the premise below that only ever
+    or nothing is bounded, that of σ/4 when less is left; NaN where the out canaries' mean and
+    variance fit no σ″ ≤ σ* (`_in_family`, a check of the premise below that only ever
     withdraws a claim), at q = 1, where ℓ is linear and its mean says nothing of the noise (the
     Gaussian-DP audit is exact there), and with no out canary or a score that is not a number.
 
     What it assumes: the in canaries' S independent and identically distributed, the out
     canaries' likewise and independent of them (gradient canaries: each its own coordinate,
-    noise and Poisson draws).  What it proves, each at level alpha, by whichever of the two
-    tests' nulls holds: (1) if the engine is DP-SGD at some σ″ (Poisson rate q, T steps, the
-    canary clipped to C), σ″ < σ* — so its ε is at least DP-SGD's at (σ*, q, T) — from the out
-    law; (2) if the scores are alike in and out (a 0-DP mechanism, or random scores), no claim,
-    from the separation, at any number of canaries and on any scale.  A mechanism in neither
-    (clipping to a norm other than C, another q) falls under neither guarantee: the ε rests on
-    the premise that the scores are this training's statistics.  Extra noise (rounding) only
-    lowers it.
+    noise and Poisson draws), and the engine DP-SGD at the claimed q and T with some clip norm
+    and some Gaussian noise (an engine sampling otherwise falls outside: its ε rests on that
+    premise), with noise at most 8σ (`GRID`'s top).  What it proves, at level alpha: if the
+    engine is in that family, its ε is at least the one returned; if the scores are alike in and
+    out (a 0-DP mechanism, random scores), no claim at all, at any count and on any scale.
+    Between the points of `GRID` and `SIGNAL` the tests are read at the point above (the noise)
+    and below (the clip), which is exact where the thresholds move monotonically between them.
     """
     sigma, q, count, level = _law_arguments(noise_multiplier, sample_rate, steps, alpha)
     d = float(check_delta(delta))
     s, inside = _canaries(scores, members)
-    outs = s[~inside]
+    outs, ins = s[~inside], s[inside]
     if q == 1.0 or outs.size == 0 or np.isnan(s).any():
         return math.nan
     if not _separates(s, inside, level):
         return 0.0
-    ruled = _law_ruled_out(outs, sigma, q, count, level)
-    kept = np.flatnonzero(~ruled)
-    least = 0 if kept.size == 0 else int(kept[-1]) + 1
-    if least == len(GRID):
+    weakest = _weakest_engine(outs, ins, sigma, q, count, level)
+    if weakest > GRID[-1]:
         return 0.0
-    if not _in_family(outs, sigma, q, count, sigma * GRID[least]):
+    least = int(np.searchsorted(GRID, weakest * (1 - 1e-12)))  # the grid's σ′ at or above it
+    ruled = outs.sum() <= _running_out_thresholds(sigma, q, count, outs.size, level / 2)
+    if not _in_family(outs, sigma, q, count, sigma * GRID[int(np.argmax(ruled))]):
         return math.nan
     return _epsilon_low(sigma * GRID[least], q, count, d)

@@ -63,16 +63,25 @@ class _LastIterate:
         return float(brentq(gap, low, high, xtol=1e-13, rtol=1e-15, maxiter=500))
 
     def delta(self, eps: float) -> float:
-        from scipy.special import ndtr
+        """δ(ε), with e^ε kept in log space: each γ-term is e^{ε + log Φ(·)}, which stays finite
+        where e^ε alone overflows (ε past ≈ 709, as tiny noise gives)."""
+        from scipy.special import log_ndtr, logsumexp, ndtr
 
-        gamma, s = math.exp(eps), self.s
+        s = self.s
         x1 = self.root(eps)
-        forward = float(np.sum(self.b * ndtr((self.k - x1) / s)) - gamma * ndtr(-x1 / s))
+        forward = float(np.sum(self.b * ndtr((self.k - x1) / s))) - _exp(eps + log_ndtr(-x1 / s))
         backward = 0.0
         if -eps > self.floor:
             x2 = self.root(-eps)
-            backward = float(ndtr(x2 / s) - gamma * np.sum(self.b * ndtr((x2 - self.k) / s)))
+            tail = float(logsumexp(self.log_b + log_ndtr((x2 - self.k) / s)))
+            backward = float(ndtr(x2 / s)) - _exp(eps + tail)
         return min(1.0, max(forward, backward, 0.0))
+
+
+def _exp(log_value: float) -> float:
+    """e^x capped at 1: each is subtracted from a probability at most 1, and a value above 1
+    leaves a hockey stick ≤ 0, read as 0 either way."""
+    return math.exp(min(log_value, 0.0))
 
 
 @functools.lru_cache(maxsize=256)

@@ -348,8 +348,10 @@ def one_run_guesses(scores: ArrayLike, included: ArrayLike, k_plus: int,
                     k_minus: int = 0) -> tuple[int, int]:
     """(correct, guesses): "in" on the `k_plus` highest scores, "out" on the `k_minus` lowest.
 
-    Ties are broken by the canary's index (fixed before inclusion was drawn, so the guesses stay
-    a function of the output); a NaN score ranks lowest (never guessed "in").
+    Ties by a fixed rule, whatever order the canaries come in: where the k-th guess would split
+    canaries of equal score, none of those is guessed (fewer guesses, all a function of the
+    scores alone).  Breaking them by index made a pooled audit's ε depend on the order its rows
+    were joined in (issue 50).  A NaN score ranks lowest (never guessed "in").
     """
     s = np.asarray(scores, dtype=float).ravel()
     member = np.asarray(included).ravel()
@@ -363,9 +365,15 @@ def one_run_guesses(scores: ArrayLike, included: ArrayLike, k_plus: int,
         raise ValueError(f"k_plus + k_minus must not exceed the canaries; got {plus} + {minus} "
                          f"> {s.size}")
     member = member.astype(bool)
-    order = np.argsort(np.where(np.isnan(s), -np.inf, s), kind="stable")
-    right = member[order[s.size - plus:]].sum() + (~member[order[:minus]]).sum()
-    return int(right), plus + minus
+    ranked = np.where(np.isnan(s), -np.inf, s)
+    ordered = np.sort(ranked)
+    # "in": strictly above the highest score left unguessed; "out": strictly below the lowest.
+    guessed_in = (ranked > ordered[s.size - plus - 1] if plus < s.size else
+                  np.ones(s.size, bool)) if plus else np.zeros(s.size, bool)
+    guessed_out = (ranked < ordered[minus] if minus < s.size else
+                   np.ones(s.size, bool)) if minus else np.zeros(s.size, bool)
+    right = (member & guessed_in).sum() + (~member & guessed_out).sum()
+    return int(right), int(guessed_in.sum() + guessed_out.sum())
 
 
 #: Shares of the canaries guessed on by `best_one_run_epsilon` unless told otherwise.

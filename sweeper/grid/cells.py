@@ -25,7 +25,7 @@ from jobs.metrics import (OperatingPoint, clopper_pearson_lower, clopper_pearson
                           max_advantage, ppv, roc_auc, tpr_at_fpr)
 from jobs.policies import POLICIES
 from sweeper.bounds.audit_columns import (Training, audit_epsilons, claimed_noise_ruled_out,
-                                          best_valid, last_iterate, law_rules_out_claimed_noise,
+                                          best_valid, last_iterate, law_departures_of,
                                           profile_bound, valid_audits, violations)
 from sweeper.bounds import epsilon_from_precision, epsilon_from_rates, precision_bound, \
     precision_lower_bound, tightest_bound
@@ -115,7 +115,7 @@ def audited(point: OperatingPoint, scores: np.ndarray, members: np.ndarray, cell
     claims = audit_epsilons(scores, members, p=cell.p, delta=cell.delta, alpha=cell.audit_alpha,
                             family=family, likelihood_ratio=ratio)
     fired = [reason for reason in test["violation_reason"].split("+") if reason]
-    proven = math.nan
+    proven, departures = math.nan, []
     if math.isfinite(cell.epsilon):
         strict = audit_epsilons(scores, members, p=cell.p, delta=cell.delta,
                                 alpha=cell.violation_alpha, family=family,
@@ -126,8 +126,11 @@ def audited(point: OperatingPoint, scores: np.ndarray, members: np.ndarray, cell
         if "audit_family" not in fired and claimed_noise_ruled_out(scores, members, family,
                                                                     cell.violation_alpha):
             fired.append("audit_family")
-        if ("audit_family_lr" not in fired and ratio and law_rules_out_claimed_noise(
-                scores, members, family, cell.violation_alpha)):
+        # An engine other than the one claimed (noise or clip norm) is a violation with its
+        # evidence, whatever ε it is proven to spend.
+        departures = law_departures_of(scores, members, family, cell.violation_alpha) \
+            if ratio else []
+        if departures and "audit_family_lr" not in fired:
             fired.append("audit_family_lr")
         proven = best_valid(strict, valid)
         tpr_low, _ = rate_ends(point, cell.violation_alpha / (2 * point.candidates))
@@ -141,6 +144,7 @@ def audited(point: OperatingPoint, scores: np.ndarray, members: np.ndarray, cell
         **claims, **test,
         "epsilon_proven_audit": proven, "violation": bool(fired),
         "violation_reason": "+".join(fired),
+        "audit_departure": "; ".join(departures),
         "bound_profile": profile_bound(training, cell.p, cell.tpr_floor, cell.bound_form),
     }
 

@@ -126,11 +126,11 @@ CELL_COLUMNS: tuple[Column, ...] = (
     Column("epsilon_audit_family", F64, "ε at δ of the least noise the canaries rule out for "
                                         "DP-SGD at the training's q and steps (gradient canaries "
                                         "only): confidence 1 - audit_alpha at any q"),
-    Column("epsilon_audit_family_lr", F64, "ε at δ of the least noise the canaries' summed "
-                                           "log-likelihood ratios rule out through their law in "
-                                           "DP-SGD's family, claimed only where in and out "
-                                           "separate (canary_gradient_iterates at q < 1): "
-                                           "confidence 1 - audit_alpha"),
+    Column("epsilon_audit_family_lr", F64, "ε at δ of the weakest DP-SGD engine (any clip norm, "
+                                           "any noise) the canaries' summed log-likelihood "
+                                           "ratios leave, through their law, claimed only where "
+                                           "in and out separate (canary_gradient_iterates at "
+                                           "q < 1): confidence 1 - audit_alpha"),
     Column("epsilon_proven_audit", F64, "the largest ε the audits valid for this cell prove at "
                                         "level violation_alpha (the violation test)"),
     Column("violation", BOOL, "the data prove training was not (ε, δ)-DP: a bug, never noise"),
@@ -139,6 +139,9 @@ CELL_COLUMNS: tuple[Column, ...] = (
                                     "audit_family, audit_family_lr (where valid), profile "
                                     "(precision above bound_profile), accounting "
                                     "(epsilon_spent above ε); '' none"),
+    Column("audit_departure", STR, "how the gradient canaries' summed log-likelihood ratios "
+                                   "depart from the mechanism claimed (noise, clip), each with "
+                                   "its evidence, at level violation_alpha; '' none"),
     Column("tpr_exact", F64, "exact TPR of a mechanism of known privacy (bound_check); NaN else"),
     Column("precision_exact", F64, "exact precision of that mechanism's threshold attack; NaN else"),
     Column("bound_tight", F64, "least bound over that mechanism's privacy profile; NaN else"),
