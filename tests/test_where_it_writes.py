@@ -55,14 +55,46 @@ def foreign_folder(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("which", ["root", "etc", "home"])
+def project_folder(tmp_path: Path, which: str) -> Path:
+    """An ordinary project folder that has one of a store's names in it (issue 54, item 4)."""
+    folder = tmp_path / which
+    if which == "results_only":
+        (folder / "results").mkdir(parents=True)
+        (folder / "results" / "accuracy.csv").write_text("epoch,acc\n1,0.9\n")
+    elif which == "models_only":
+        (folder / "models" / "resnet").mkdir(parents=True)
+        (folder / "models" / "resnet" / "model.pt").write_bytes(b"weights")
+    elif which == "mlflow_with_train":
+        folder.mkdir()
+        sqlite3.connect(folder / "mlflow.db").close()
+        (folder / "train.py").write_text("print('training')\n")
+    else:  # sweeps_with_main
+        (folder / "sweeps" / "lr").mkdir(parents=True)
+        (folder / "sweeps" / "lr" / "sweep.json").write_text('{"cells": []}')
+        (folder / "main.py").write_text("print('main')\n")
+    return folder
+
+
+@pytest.mark.parametrize("which", ["root", "etc", "home", "results_only", "models_only",
+                                   "mlflow_with_train", "sweeps_with_main"])
 def test_a_folder_that_holds_no_store_is_refused_untouched(tmp_path, which):
-    folder = {"root": Path("/"), "etc": Path("/etc"), "home": None}[which] or foreign_folder(tmp_path)
+    folder = ({"root": Path("/"), "etc": Path("/etc")}.get(which)
+              or (foreign_folder(tmp_path) if which == "home" else project_folder(tmp_path, which)))
     before = state(folder)
     message = refusal([f"store.root={folder}"])
     assert f"store.root='{folder}': {folder} already holds files" in message
     assert "but no sweeper store" in message and "store.adopt=true" in message
     assert state(folder) == before  # not a folder made, not even the write probe
+
+
+def test_a_refused_adopt_writes_nothing_either(tmp_path):
+    """`store.adopt=yes` is no boolean: refused, and the folder is not adopted, not even probed."""
+    folder = foreign_folder(tmp_path)
+    before = state(folder)
+    message = refusal([f"store.root={folder}", "store.adopt=yes"])
+    assert "store.adopt=yes: store.adopt takes true or false" in message
+    assert "but no sweeper store" in message  # composed at its default, false
+    assert state(folder) == before
 
 
 def test_new_empty_and_earlier_stores_are_accepted_and_adopt_makes_a_store(tmp_path,
@@ -72,17 +104,19 @@ def test_new_empty_and_earlier_stores_are_accepted_and_adopt_makes_a_store(tmp_p
     empty = tmp_path / "empty"
     empty.mkdir()
     (tmp_path / "disk" / "lost+found").mkdir(parents=True)  # a new disk's root is empty too
-    earlier = tmp_path / "earlier"  # a store made before the marker: recognised by its entries
+    earlier = tmp_path / "earlier"  # a store made before the marker: recognised by its files
     (earlier / "sweeps" / "old").mkdir(parents=True)
+    (earlier / "sweeps" / "old" / "sweep.json").write_text('{"cells": []}')
     (earlier / "models").mkdir()
     killed = tmp_path / "killed"  # an earlier version's sweep killed before it landed a cell
     (killed / "models" / "k").mkdir(parents=True)
     (killed / "calibration").mkdir()
-    with_db = tmp_path / "with_db"
-    with_db.mkdir()
-    sqlite3.connect(with_db / "mlflow.db").close()  # an empty database, as MLflow starts one
-    (with_db / "notes.txt").write_text("kept beside it\n")
-    for root in (tmp_path / "runs", empty, tmp_path / "disk", earlier, killed, with_db):
+    (killed / "calibration" / f"{'ab' * 32}.json").write_bytes(b"x\n{}")
+    marked = tmp_path / "marked"  # this version's store, with a file of its user beside it
+    marked.mkdir()
+    (marked / MARKER).write_text("a store\n")
+    (marked / "notes.txt").write_text("kept beside it\n")
+    for root in (tmp_path / "runs", empty, tmp_path / "disk", earlier, killed, marked):
         preflight([f"store.root={root}"])
 
     home = foreign_folder(tmp_path)
@@ -190,6 +224,7 @@ def test_the_preflight_names_a_link_the_sweep_would_meet_before_anything_starts(
     outside.mkdir()
     root = tmp_path / "store"
     (root / "sweeps").mkdir(parents=True)
+    (root / MARKER).write_text("a store\n")
     (root / planted).parent.mkdir(parents=True, exist_ok=True)
     (root / planted).symlink_to(outside)
     before = state(outside)
@@ -269,6 +304,7 @@ def test_a_tracking_database_that_is_not_mlflows_is_refused_without_a_journal(
 def test_the_stores_own_database_is_checked_too_and_mlflows_is_accepted(tmp_path, whole_database):
     store = tmp_path / "runs"
     store.mkdir()
+    (store / MARKER).write_text("a store\n")
     (store / "mlflow.db").write_bytes(whole_database)
     preflight([f"store.root={store}"])  # MLflow's own, whole
     (store / "mlflow.db").write_bytes(whole_database[:4096])

@@ -30,10 +30,10 @@
   plain tensors (torch's `weights_only`) is moved under `quarantine/` and recomputed.
 * **Only its own folder**: a local store is made in a new or empty folder, or one that holds a
   store already (its `.sweeper-store`, written as its first sweep claims its name; a store made
-  before that file existed by its `sweeps/` or `mlflow.db`, or by holding only what a store
-  writes); any other folder (`/`, `/etc`, a home folder) is
-  refused before anything is written, unless `store.adopt=true` makes it a store on purpose
-  (`store_root_problem`).  Nothing is written or deleted through a symbolic link below the
+  before that file existed by holding only what a store writes, with a file at a path only a
+  store writes among it: `EARLIER_FILES`); any other folder (`/`, `/etc`, a home or project
+  folder) is refused before anything is written, unless `store.adopt=true` makes it a store on
+  purpose (`store_root_problem`).  Nothing is written or deleted through a symbolic link below the
   root (`sweeper.store.files.inside`; `links_in` finds those a sweep would meet before it starts).
 * **Full disks** raise `sweeper.store.files.DiskFull` ("disk full at <path>") and leave no partial
   file; partial files a killed process left are swept up by the next sweep
@@ -47,6 +47,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import urlparse, urlsplit, urlunsplit
@@ -59,7 +60,7 @@ from sweeper.store.columns import CELLS_SCHEMA, SCORES_SCHEMA, conform, row_tabl
 from sweeper.store.files import (CorruptArtifact, LinkInStore, LocalFiles, ObjectFiles,
                            StoredCheckpoint, StoredNoiseCache, inside, npy_bytes, read_parquet,
                            is_uri, parquet_bytes, quarantine, sha256_hex)
-from sweeper.paths import name_problem
+from sweeper.paths import NAME_PATTERN, name_problem
 
 if TYPE_CHECKING:
     import torch
@@ -84,28 +85,68 @@ MARKER_TEXT = ("This folder is a sweeper store (store.root): its sweeps' models,
 NOT_CONTENT = ("lost+found",)
 
 
+#: What a store of an earlier version (before `MARKER`) surely wrote, as paths under its root:
+#: a sweep's manifest, a stored model's meta.json, a checkpoint, a checksummed query or score, a
+#: noise calibration, a partition of the results datasets.  Files at these exact paths, not a
+#: folder's name: a project's `results/` or `models/` holds none of them.
+EARLIER_FILES = tuple(re.compile(pattern) for pattern in (
+    rf"sweeps/{NAME_PATTERN.pattern[1:-1]}/sweep\.json",
+    r"models/[0-9a-f]{24}/meta\.json",
+    r"checkpoints/[0-9a-f]{24}\.pt",
+    r"(queries/[0-9a-f]{24}\.npy|scores/[0-9a-f]{24}\.parquet)\.sha256",
+    r"calibration/[0-9a-f]{64}\.json",
+    rf"results/(cells|scores)/sweep={NAME_PATTERN.pattern[1:-1]}/part-0\.parquet",
+))
+#: How deep those files lie below the root.
+EARLIER_DEPTH = 4
+
+
+def earlier_store(root: Path) -> bool:
+    """Whether the folder `root` holds a file an earlier version's store wrote (`EARLIER_FILES`),
+    looked for without following links and stopping at the first."""
+    def found(folder: Path, rel: str, depth: int) -> bool:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            return False
+        for entry in entries:
+            path = f"{rel}{entry.name}"
+            if entry.is_file(follow_symlinks=False):
+                if any(pattern.fullmatch(path) for pattern in EARLIER_FILES):
+                    return True
+            elif (depth > 1 and entry.is_dir(follow_symlinks=False)
+                  and found(Path(entry.path), f"{path}/", depth - 1)):
+                return True
+        return False
+
+    return any(found(root / entry, f"{entry}/", EARLIER_DEPTH - 1) for entry in ENTRIES
+               if (root / entry).is_dir() and not (root / entry).is_symlink())
+
+
 def store_root_problem(root: os.PathLike | str, adopt: bool = False) -> Optional[str]:
     """Why the local folder `root` may not become a store, in words, or None.
 
     Fine: a folder that is absent or empty (the store makes it its own), one that holds a store
-    (its `MARKER`; from before the marker, a `sweeps/` folder or an `mlflow.db`, which every
-    sweep of an earlier version wrote, or nothing but the store's own `ENTRIES`: a sweep killed
-    before it landed anything), or any folder when `adopt` (`store.adopt=true`) says to make it
-    a store on purpose.  Anything else (`/`, `/etc`, a home or project folder)
-    would get the store's folders written among its files.  A folder that cannot be listed is
+    (its `MARKER`; from before the marker, nothing but the store's `ENTRIES` with a file an
+    earlier version wrote among them, `earlier_store`), or any folder when `adopt`
+    (`store.adopt=true`, the boolean itself) says to make it a store on purpose.  Anything else
+    (`/`, `/etc`, a home or project folder, one holding only a `results/` or a `models/` of its
+    own) would get the store's folders written among its files.  Reads only: nothing is
+    written before a refusal.  A folder that cannot be listed is
     `sweeper.paths.folder_problem`'s to name."""
     root = Path(root)
     try:
         names = {entry.name for entry in os.scandir(root)} - set(NOT_CONTENT)
     except OSError:
         return None
-    if (adopt or MARKER in names or names <= set(ENTRIES) or (root / "sweeps").is_dir()
-            or (root / "mlflow.db").is_file()):
+    if (adopt is True or not names or MARKER in names
+            or (names <= set(ENTRIES) and earlier_store(root))):
         return None
     shown = ", ".join(sorted(names)[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    return (f"{root} already holds files ({shown}) but no sweeper store: a sweep would write its "
-            f"folders ({', '.join(f'{entry}/' for entry in ENTRIES[:4])} …) among them; give a new "
-            "or empty folder, or store.adopt=true to make this one a store on purpose")
+    return (f"{root} already holds files ({shown}) but no sweeper store (no {MARKER} file, nor "
+            f"what an earlier version's store wrote): a sweep would write its folders "
+            f"({', '.join(f'{entry}/' for entry in ENTRIES[:4])} …) among them; give a new or "
+            "empty folder, or store.adopt=true to make this one a store on purpose")
 
 
 def links_in(root: os.PathLike | str, sweep: str) -> list[Path]:

@@ -34,7 +34,7 @@ from sweeper.credentials import redact_tree, scrub
 from sweeper.interrupts import RESUME_LINE
 from sweeper.cluster.start import auth_hint
 from sweeper.runner import run_sweep
-from sweeper.store.artifacts import ArtifactStore, CorruptArtifact
+from sweeper.store.artifacts import MARKER, ArtifactStore, CorruptArtifact
 from sweeper.tracking.recorder import CELL_KEY_TAG, PARENT_TAG
 from testkit.in_process import run_command
 
@@ -410,6 +410,7 @@ def test_a_model_the_disk_cannot_hold_stops_the_sweep_naming_its_path(make_tiny_
     # private mount namespace: the rest of the store has room, a model's weights do not fit.
     root = tmp_path / "runs"
     (root / "models").mkdir(parents=True)
+    (root / MARKER).write_text("a store\n")  # a store already: models/ alone is not one
     sweep = [sys.executable, "-m", "sweeper", *make_tiny_overrides(root, name="full", **{
         "grid.epsilon": "[4]", "grid.p": "[0.5]", "grid.attack": "[loss]"})]
     script = (f"mount -t tmpfs -o size=16k tmpfs {root / 'models'} || exit 77; "
