@@ -138,7 +138,8 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.tr
             logger.error("%s; nothing was logged, run this again once it is back.", error)
             return 1
         except Exception as error:  # noqa: BLE001 - the server is down still: say so, exit 1
-            if any(isinstance(link, ImportError) for link in error_chain(error)):  # not an outage
+            if any(isinstance(link, ImportError) or "out-of-date database schema" in str(link)
+                   for link in error_chain(error)):  # not an outage: a driver, a server's schema
                 logger.error("%s", scrub(f"MLflow cannot open this tracking store "
                                          f"({type(error).__name__}: {error}); running this again "
                                          "will not help: name a tracking URI it can open."))
