@@ -30,7 +30,7 @@ from sweeper.credentials import redact
 from sweeper.failures import Failure, cell_label, storing_failure
 from sweeper.grid.plan import Cell
 from sweeper.reports import draw, plot_frontier
-from sweeper.store.files import atomic_write_bytes
+from sweeper.store.files import DiskFull, LinkInStore, atomic_write_bytes
 from sweeper.store.artifacts import ArtifactStore
 from sweeper.tracking.run_records import config_params, summary_metrics
 from sweeper.tracking.recorder import (SweepTracker, import_mlflow, mlflow_artifact_location,
@@ -137,6 +137,8 @@ class RowWriter(Listener):
     def on_cell_landed(self, cell: Cell, row: dict[str, Any]) -> None:
         try:
             self.store.write_cell(self.sweep, row["cell_key"], row)
+        except (DiskFull, LinkInStore):
+            raise  # the sweep stops on these: every write after would fail alike
         except (OSError, SchemaError) as error:  # this row, not the others: they still land
             failure = storing_failure(error)
             with contextlib.suppress(OSError):  # the store may be what failed

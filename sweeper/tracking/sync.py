@@ -25,7 +25,9 @@ from sweeper.tracking.locations import tracking_location_problem
 from sweeper.probes import not_mlflow_problem, tracking_server_problem
 from sweeper.store.results import load_results, sort_frontier
 from sweeper.tracking.run_records import config_params, summary_metrics
-from sweeper.tracking.recorder import SweepTracker, default_tracking_uri, mlflow_artifact_location
+from sweeper.store.files import DiskFull
+from sweeper.tracking.recorder import (SweepTracker, default_tracking_uri,
+                                       mlflow_artifact_location, tracking_disk_full)
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +70,19 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
         raise SyncRefused(problem)
     if not tracking_uri:
         _require_server(uri, "tracking.uri")
+    try:
+        return _log(store, experiment, manifest, uri, progress)
+    except Exception as error:
+        full = tracking_disk_full(uri, error)
+        if full is not None:  # not an outage: said as what it is
+            raise DiskFull(full) from None
+        raise
+
+
+def _log(store: ArtifactStore, experiment: str, manifest: dict, uri: str,
+         progress: bool) -> SyncReport:
+    """Log what MLflow lacks of the sweep (`sync`, once its command line passed)."""
+    config = manifest["config"]
     tracker = SweepTracker(uri, config["tracking"]["experiment"], experiment, manifest["sweep_key"],
                            config_params(config), mlflow_artifact_location(store, uri),
                            store.read_scores_table, manifest.get("earlier_keys", ()))
@@ -78,7 +93,7 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
             bar.update()
     tracker.log_summary(summary_metrics(results))  # models trained and wall time: the sweep's own
     if tracker.failure is not None:
-        raise ConnectionError(f"MLflow at {redact(uri)} failed: {tracker.failure}")
+        raise _failed(uri, tracker.failure)
     artifacts = 0
     if not tracker.client.list_artifacts(tracker.run_id):
         folder = store.figures_dir(experiment)
@@ -92,8 +107,15 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
         tracker.log_frontier_table(results)
     tracker.terminate(failed=bool(store.read_failures(experiment, manifest["cells"])))
     if tracker.failure is not None:
-        raise ConnectionError(f"MLflow at {redact(uri)} failed: {tracker.failure}")
+        raise _failed(uri, tracker.failure)
     return SyncReport(redact(uri), len(results), tracker.logged_now, artifacts)
+
+
+def _failed(uri: str, failure: str) -> OSError:
+    """The error of a sync whose logging failed: a full disk as `DiskFull`, else an outage."""
+    if failure.startswith("disk full at "):
+        return DiskFull(failure[len("disk full at "):])
+    return ConnectionError(f"MLflow at {redact(uri)} failed: {failure}")
 
 
 def _require_server(uri: str, field: str) -> None:
@@ -136,6 +158,10 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.tr
             return 2
         except Unreachable as error:
             logger.error("%s; nothing was logged, run this again once it is back.", error)
+            return 1
+        except DiskFull as error:
+            logger.error("%s", scrub(f"{error}: what was logged is kept; free space there, then "
+                                     "run this again to log the rest."))
             return 1
         except Exception as error:  # noqa: BLE001 - the server is down still: say so, exit 1
             if any(isinstance(link, ImportError) or "out-of-date database schema" in str(link)
