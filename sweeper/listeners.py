@@ -16,6 +16,7 @@ import hashlib
 import importlib
 import json
 import logging
+import tempfile
 import time
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from sweeper.credentials import redact
 from sweeper.failures import Failure, cell_label, storing_failure
 from sweeper.grid.plan import Cell
 from sweeper.reports import draw, plot_frontier
-from sweeper.store.files import DiskFull, LinkInStore, atomic_write_bytes
+from sweeper.store.files import DiskFull, LinkInStore
 from sweeper.store.artifacts import ArtifactStore
 from sweeper.tracking.run_records import config_params, summary_metrics
 from sweeper.tracking.recorder import (SweepTracker, import_mlflow, mlflow_artifact_location,
@@ -202,17 +203,20 @@ def publish_figures(cfg: SweepConfig, store: ArtifactStore,
         notes.append(line)
         logger.info(line)
 
-    plot_path = plot_frontier(results, folder / "frontier.png", title=cfg.name,
-                              shadows=cfg.shadow.count)
-    csv_path = folder / "frontier.csv"
-    atomic_write_bytes(csv_path, table_csv)
-    report_paths = draw(cfg.report, results, folder / "report", store.uri, note)
-    paths = [plot_path, csv_path, *report_paths]
-    for path in paths:
-        store.publish(f"sweeps/{cfg.name}/{path.relative_to(folder).as_posix()}", path)
-    atomic_write_bytes(folder / FIGURES_STAMP, json.dumps({
-        "key": key, "paths": [path.relative_to(folder).as_posix() for path in paths],
-        "notes": notes}).encode())
+    # Drawn in a folder of this process's own, then kept by the store's write path: never
+    # written through a link in the store.
+    with tempfile.TemporaryDirectory(prefix="sweeper-figures-") as private:
+        staging = Path(private)
+        plot_path = plot_frontier(results, staging / "frontier.png", title=cfg.name,
+                                  shadows=cfg.shadow.count)
+        csv_path = staging / "frontier.csv"
+        csv_path.write_bytes(table_csv)
+        report_paths = draw(cfg.report, results, staging / "report", store.uri, note)
+        drawn_paths = [plot_path, csv_path, *report_paths]
+        paths = store.keep_figures(cfg.name, staging, drawn_paths)
+        store.write_figure(cfg.name, FIGURES_STAMP, json.dumps({
+            "key": key, "paths": [path.relative_to(staging).as_posix() for path in drawn_paths],
+            "notes": notes}).encode())
     return paths, key
 
 

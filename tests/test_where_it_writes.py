@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -433,3 +434,145 @@ def test_the_schemes_a_tracking_refusal_lists_are_each_accepted(tmp_path, monkey
     for scheme in listed:
         uri = examples.get(scheme, f"{scheme}mlflow@127.0.0.1:5432/mlflow")
         assert tracking_location_problem("tracking.uri", uri) is None, (scheme, uri)
+
+
+# --- issue 54, item 1: every command's writes go through the store's one write path ------------
+
+def outside_targets(tmp_path: Path) -> tuple[Path, Callable[[], list]]:
+    """A folder outside the store holding a precious file, and what "untouched" is told by."""
+    outside = tmp_path / "outside"
+    (outside / "folder").mkdir(parents=True)
+    (outside / "file").write_text("precious\n")
+    return outside, lambda: [state(outside), state(outside / "folder"),
+                             (outside / "file").read_text()]
+
+
+def plant(root: Path, planted: str, outside: Path) -> Path:
+    """A symbolic link at `planted` under `root` to the outside file (a name with a suffix) or
+    folder."""
+    link = root / planted
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside / ("file" if Path(planted).suffix else "folder"))
+    return link
+
+
+#: Each file the sweep's figure drawer writes (the ppv report's two among them), each folder
+#: on their way.
+FIGURE_WRITES = ["sweeps/s/frontier.png", "sweeps/s/frontier.csv", "sweeps/s/.figures.json",
+                 "sweeps/s/report", "sweeps/s/report/ppv_vs_gamma.png",
+                 "sweeps/s/report/ppv_vs_gamma.csv", "sweeps/s"]
+
+
+@pytest.mark.parametrize("planted", FIGURE_WRITES)
+def test_the_sweeps_figures_are_never_written_through_a_link(tmp_path, make_tiny_config,
+                                                             planted):
+    """Issue 54: the figures folder was checked, then `savefig` followed a link at the file."""
+    from testkit.report_frames import ppv_frame
+
+    from sweeper.listeners import publish_figures
+
+    cfg = make_tiny_config(tmp_path)
+    cfg.name, cfg.report = "s", "ppv"
+    store = ArtifactStore(cfg.store.root)
+    outside, untouched = outside_targets(tmp_path)
+    link = plant(store.local_root, planted, outside)
+    before = untouched()
+    with pytest.raises(LinkInStore) as refused:
+        publish_figures(cfg, store, ppv_frame())
+    assert f"{link} is a symbolic link inside the store" in str(refused.value)
+    assert untouched() == before and link.is_symlink()
+
+
+def landed_store(tmp_path: Path) -> ArtifactStore:
+    from test_results_dataset import land_sweep
+
+    from sweeper.store.results import compact
+
+    store = ArtifactStore(tmp_path / "runs")
+    compact(store, "s", land_sweep(store, "s", 2))
+    return store
+
+
+@pytest.mark.parametrize("planted", ["sweeps/s/frontier.png", "sweeps/s", "sweeps/s/table.csv",
+                                     "sweeps/s/out", "sweeps/s/mine.png"])
+def test_the_frontier_command_refuses_a_link_where_it_writes_before_the_table(tmp_path, capsys,
+                                                                             planted):
+    """Issue 54: `sweeper frontier` overwrote the file a link at `frontier.png` pointed at.  Its
+    figures, and a --csv or --plot inside the store, go through the store's write path; the
+    links are named before the table, exit 2."""
+    from sweeper.frontier import main as frontier_main
+
+    store = landed_store(tmp_path)
+    outside, untouched = outside_targets(tmp_path)
+    sweep = store.local_root / "sweeps" / "s"
+    if planted == "sweeps/s":  # the sweep's folder moved elsewhere, a link left in its place
+        for entry in sweep.iterdir():
+            shutil.move(entry, outside / "folder")
+        sweep.rmdir()
+    link = plant(store.local_root, planted, outside)
+    before = untouched()
+    args = ["--store-root", str(store.local_root), "--experiment", "s", "--allow-partial"]
+    if planted.endswith(("table.csv", "out")):
+        args += ["--csv", str(sweep / ("table.csv" if planted.endswith("csv") else "out/t.csv"))]
+    if planted.endswith("mine.png"):
+        args += ["--plot", str(sweep / "mine.png")]
+    assert frontier_main(args) == 2
+    out, err = capsys.readouterr()
+    assert f"error: {link} is a symbolic link where this command writes; a store writes only " \
+           "into its own folders, never through a link" in err
+    assert "Traceback" not in err and "precision" not in out  # refused before the table
+    assert untouched() == before and link.is_symlink()
+
+
+def test_a_link_put_in_the_store_after_the_check_is_refused_as_it_is_met(tmp_path, capsys,
+                                                                        monkeypatch):
+    """The check before the table cannot see a link made after it: the write path refuses it."""
+    import sweeper.frontier as frontier
+
+    store = landed_store(tmp_path)
+    outside, untouched = outside_targets(tmp_path)
+    monkeypatch.setattr(frontier, "writes_links", lambda *args: plant(
+        store.local_root, "sweeps/s/table.csv", outside) and [])
+    link = store.local_root / "sweeps" / "s" / "table.csv"
+    before = untouched()
+    assert frontier.main(["--store-root", str(store.local_root), "--experiment", "s",
+                          "--csv", str(link), "--no-plot"]) == 2
+    assert f"error: {link} is a symbolic link inside the store" in capsys.readouterr().err
+    assert untouched() == before and link.is_symlink()
+
+
+def test_frontier_writes_a_csv_into_a_folder_not_there_yet(tmp_path, capsys):
+    """Issue 54: `--csv <missing folder>/x.csv --no-plot` ended in a traceback; the folder is
+    made, as for --plot (its creation was checked before the table)."""
+    from sweeper.frontier import main as frontier_main
+
+    store = landed_store(tmp_path)
+    target = tmp_path / "new" / "deeper" / "x.csv"
+    assert frontier_main(["--store-root", str(store.local_root), "--experiment", "s",
+                          "--csv", str(target), "--no-plot"]) == 0
+    assert f"CSV: {target}" in capsys.readouterr().out
+    assert pd.read_csv(target)["attack"].tolist() == ["loss", "loss"]
+
+
+@pytest.mark.parametrize("planted", ["mlflow.db", "mlflow.db-journal", "mlartifacts",
+                                     "mlartifacts/1"])
+def test_sync_refuses_a_link_where_mlflow_would_write_and_writes_nothing(tmp_path, capsys,
+                                                                        planted):
+    """Issue 54: with `<store>/mlflow.db` a link to an outside file, `sweeper sync` made that
+    file an MLflow database.  What MLflow writes in the store is looked for before it opens."""
+    from sweeper.tracking.sync import main as sync_main
+
+    store = landed_store(tmp_path)
+    manifest = store.read_manifest("s")
+    store.write_manifest("s", {**manifest, "sweep_key": "k",
+                               "config": {"tracking": {"uri": None, "experiment": "sweeper"}}})
+    outside, untouched = outside_targets(tmp_path)
+    link = plant(store.local_root, planted, outside)
+    before = untouched()
+    assert sync_main(["--store-root", str(store.local_root), "--experiment", "s"]) == 2
+    err = capsys.readouterr().err
+    assert f"{link} is a symbolic link where MLflow writes; a store writes only into its own " \
+           "folders, never through a link" in err
+    assert "Traceback" not in err
+    assert untouched() == before and link.is_symlink()
+    assert not (store.local_root / "mlflow.db").exists() or planted == "mlflow.db"

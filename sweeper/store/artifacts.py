@@ -49,7 +49,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 from urllib.parse import urlparse, urlsplit, urlunsplit
 
 import numpy as np
@@ -149,24 +149,49 @@ def store_root_problem(root: os.PathLike | str, adopt: bool = False) -> Optional
             "empty folder, or store.adopt=true to make this one a store on purpose")
 
 
+#: What MLflow writes into a local store, beside its database (SQLite's journals) and its
+#: artifacts folder: no sweeper write path reaches these, so they are checked before MLflow opens.
+MLFLOW_WRITES = ("mlflow.db", "mlflow.db-journal", "mlflow.db-wal", "mlflow.db-shm", "mlartifacts")
+
+
 def links_in(root: os.PathLike | str, sweep: str) -> list[Path]:
     """The symbolic links a sweep named `sweep` would meet where it writes in the local store at
     `root`, found before it starts (`sweeper.store.files.inside` refuses each when it is met): at the
-    store's entries, its results datasets' partitions of the sweep, and the sweep's folder and
-    anything in it (its landing zone, lock, failures, figures)."""
+    store's entries, what MLflow writes (`MLFLOW_WRITES`), its results datasets' partitions of the
+    sweep, and the sweep's folder and anything in it (its landing zone, lock, failures,
+    figures) and in MLflow's artifacts folder."""
+    return links_on_the_way(root, [*ENTRIES, MARKER, *MLFLOW_WRITES, f"sweeps/{sweep}",
+                                   *(f"{dataset}/sweep={sweep}"
+                                     for dataset in (CELLS_DATASET, SCORES_DATASET))],
+                            [f"sweeps/{sweep}", "mlartifacts"])
+
+
+def links_on_the_way(root: os.PathLike | str, rels: Sequence[str],
+                     walked: Sequence[str] = ()) -> list[Path]:
+    """The symbolic links on the way to each path `rels` under the local store `root` (the
+    folders on the way, the path itself: `sweeper.store.files.inside`'s check, made before a
+    command writes) and anywhere inside the folders `walked`."""
     root = Path(root)
-    rels = [*ENTRIES, MARKER, f"sweeps/{sweep}",
-            *(f"{dataset}/sweep={sweep}" for dataset in (CELLS_DATASET, SCORES_DATASET))]
     found = set()
     for rel in rels:
         try:
             inside(root, rel)
         except LinkInStore as link:
             found.add(Path(link.filename))
-    for folder, folders, files in os.walk(root / "sweeps" / sweep) if not found else ():
-        found.update(Path(folder) / name for name in folders + files
-                     if os.path.islink(os.path.join(folder, name)))
+    for top in walked if not found else ():
+        for folder, folders, files in os.walk(root / top):
+            found.update(Path(folder) / name for name in folders + files
+                         if os.path.islink(os.path.join(folder, name)))
     return sorted(found)
+
+
+def links_refusal(links: Sequence[Path], what: str) -> str:
+    """The refusal of `what` (a sweep, a command) for the links `links_on_the_way` found."""
+    return (f"{', '.join(str(link) for link in links[:3])}{' and more' if len(links) > 3 else ''} "
+            f"{'is a symbolic link' if len(links) == 1 else 'are symbolic links'} where {what} "
+            "writes; a store writes only into its own folders, never through a link: remove "
+            f"{'it' if len(links) == 1 else 'them'} once you know what "
+            f"{'it is' if len(links) == 1 else 'they are'}")
 
 
 def check_sweep_name(name: str) -> str:
@@ -187,9 +212,11 @@ class ArtifactStore:
         if is_uri(root) and urlparse(root).scheme != "file":
             self.uri = root
             self.local_root: Optional[Path] = None
+            self.given_root: Optional[Path] = None
             self.files: ObjectFiles | LocalFiles = ObjectFiles(root)
         else:
             path = urlparse(root).path if root.startswith("file://") else root
+            self.given_root = Path(os.path.abspath(os.path.expanduser(path)))
             self.local_root = Path(path).expanduser().resolve()
             self.uri = str(self.local_root)
             self.files = LocalFiles(self.local_root)
@@ -487,16 +514,41 @@ class ArtifactStore:
             return None
 
     def figures_dir(self, sweep: str) -> Path:
-        """Where this machine draws a sweep's figures: in the sweep's folder when the store is
-        local, else in a local cache (and `publish` copies them into the store)."""
+        """Where this machine reads a sweep's figures: the sweep's folder when the store is local,
+        else a local copy of them (`write_figure`)."""
         if self.local_root is not None:
             return inside(self.local_root, f"sweeps/{sweep}")
         return Path("~/.cache/sweeper/figures").expanduser() / sha256_hex(self.uri.encode())[:12] / sweep
 
-    def publish(self, rel: str, local_path: Path) -> None:
-        """Copy a file drawn on this machine (a figure) into a remote store; local stores hold it."""
-        if not self.is_local:
-            self.files.write(rel, Path(local_path).read_bytes())
+    def write_figure(self, sweep: str, rel: str, data: bytes) -> Path:
+        """Keep a file drawn for the sweep (a figure, its CSV, their stamp) at
+        `sweeps/<sweep>/<rel>`, through the store's one write path (never through a symbolic
+        link: `LinkInStore`); the path this machine reads it at: in the store when it is local,
+        else its local copy under `figures_dir` (MLflow attaches local files), written alike."""
+        self.files.write(f"sweeps/{sweep}/{rel}", data, public=True)
+        if self.local_root is not None:
+            return self.local_root / "sweeps" / sweep / rel
+        copy = self.figures_dir(sweep)
+        LocalFiles(copy).write(rel, data, public=True)
+        return copy / rel
+
+    def keep_figures(self, sweep: str, drawn: Path, paths: Sequence[Path]) -> list[Path]:
+        """`write_figure` for each file `paths` drawn under the private folder `drawn` (a
+        temporary folder no one else writes into), at its path below it; where each is read."""
+        return [self.write_figure(sweep, Path(path).relative_to(drawn).as_posix(),
+                                  Path(path).read_bytes()) for path in paths]
+
+    def rel_of(self, path: os.PathLike | str) -> Optional[str]:
+        """`path` (a command's output file) as a path under this local store's root, as given or
+        resolved, or None when it lies outside (or the store is remote): an output inside the
+        store is written through the store's write path."""
+        if self.local_root is None:
+            return None
+        target = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
+        for root in (self.given_root, self.local_root):
+            if root is not None and target.is_relative_to(root) and target != root:
+                return target.relative_to(root).as_posix()
+        return None
 
 
 def split_sweep_location(location: str | Path) -> tuple[str, str]:

@@ -12,12 +12,13 @@ import argparse
 import logging
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional, Sequence
 
 from sweeper import VERSION_TEXT
 from sweeper.console import Progress, shown
-from sweeper.tracking.database import UnknownSchema
-from sweeper.store.artifacts import ArtifactStore
+from sweeper.tracking.database import UnknownSchema, database_path
+from sweeper.store.artifacts import ArtifactStore, links_on_the_way, links_refusal
 from sweeper.credentials import redact, scrub, tracking_uri_problem
 from sweeper.errors import error_chain
 from sweeper.paths import name_problem
@@ -64,6 +65,9 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
     config = manifest["config"]
     uri = tracking_uri or config["tracking"]["uri"] or default_tracking_uri(store.local_root)
     field = "--tracking-uri" if tracking_uri else "tracking.uri"
+    links = mlflow_links(store, uri)
+    if links:  # MLflow would write through them: SQLite into a link's target, artifacts too
+        raise SyncRefused(links_refusal(links, "MLflow"))
     problem = (tracking_uri_problem(uri, "MLFLOW_TRACKING_URI")  # the only source left unchecked
                or tracking_location_problem(field, uri))  # never better on a second try
     if problem:
@@ -109,6 +113,20 @@ def _log(store: ArtifactStore, experiment: str, manifest: dict, uri: str,
     if tracker.failure is not None:
         raise _failed(uri, tracker.failure)
     return SyncReport(redact(uri), len(results), tracker.logged_now, artifacts)
+
+
+def mlflow_links(store: ArtifactStore, uri: str) -> list[Path]:
+    """The symbolic links on the way to what MLflow writes in a local store (its SQLite database
+    and journals when the database lies in the store, its artifacts folder and all in it): no
+    write path of sweeper's reaches those, so they are looked for before MLflow opens."""
+    if store.local_root is None:
+        return []
+    database = database_path(uri)
+    rel = None if database is None else store.rel_of(database)
+    rels = [] if rel is None else [rel, *(f"{rel}-{journal}" for journal in ("journal", "wal", "shm"))]
+    artifacts = mlflow_artifact_location(store, uri) is not None
+    return links_on_the_way(store.local_root, rels + (["mlartifacts"] if artifacts else []),
+                            ["mlartifacts"] if artifacts else [])
 
 
 def _failed(uri: str, failure: str) -> OSError:
