@@ -219,7 +219,8 @@ def test_a_symbolic_link_where_the_store_writes_is_refused_and_nothing_written_t
 
 
 @pytest.mark.parametrize("planted", ["sweeps/s", "sweeps/s/report", "sweeps/s/frontier.png",
-                                     "mlflow.db", "results/scores/sweep=s", "mlartifacts"])
+                                     "mlflow.db", "results/scores/sweep=s", "mlartifacts",
+                                     "mlflow.db-journal", "mlartifacts/1"])
 def test_the_preflight_names_a_link_the_sweep_would_meet_before_anything_starts(tmp_path, planted):
     outside = tmp_path / "outside"
     outside.mkdir()
