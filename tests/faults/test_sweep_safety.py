@@ -372,7 +372,7 @@ def test_disk_full_is_said_in_one_line_and_leaves_no_partial_file(make_tiny_over
         import numpy
         from sweeper.store.artifacts import ArtifactStore
         try:
-            ArtifactStore({str(disk / 'runs')!r}).write_query("q", numpy.zeros(100_000))
+            ArtifactStore({str(disk / 'probe')!r}).write_query("q", numpy.zeros(100_000))
         except OSError as error:
             print("raised:", error)
         print("parts:", glob.glob({str(disk)!r} + "/**/.*.part", recursive=True))
@@ -385,7 +385,7 @@ def test_disk_full_is_said_in_one_line_and_leaves_no_partial_file(make_tiny_over
               f"{shlex.join(sweep)}; echo rc=$?")
     done = in_mount_namespace(script, tmp_path)
     out = done.stdout + done.stderr
-    assert f"raised: disk full at {disk}/runs/queries/q.npy" in out, out[-3000:]
+    assert f"raised: disk full at {disk}/probe/queries/q.npy" in out, out[-3000:]
     assert "parts: []" in out
     assert f"error: disk full at {disk}/runs/sweeps/full/.lock" in out, out[-3000:]
     assert "rc=1" in out and "Traceback" not in out
