@@ -62,7 +62,7 @@ def run(cfg: SweepConfig, validated: bool = False) -> int:
     the store: not twice)."""
     from sweeper.console import shown
     from sweeper.runner import run_sweep  # Ray, MLflow: imported once the configuration passed
-    from sweeper.store.files import disk_full
+    from sweeper.store.files import disk_full, link_met
     from sweeper.cluster.start import RayStartFailed
 
     try:
@@ -75,8 +75,10 @@ def run(cfg: SweepConfig, validated: bool = False) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except Exception as error:  # noqa: BLE001 - said here, scrubbed: not by Hydra, raw
-        where = disk_full(error)
-        print(crash_report(error) if where is None else scrub(
+        where, link = disk_full(error), link_met(error)
+        print(crash_report(error) if where is None and link is None else scrub(
+            f"error: {link}. The sweep stopped: what finished is kept in the store; rerun the "
+            "same command to resume" if link is not None else
             f"error: disk full at {where}: what finished is kept in the store; free space and "
             "rerun the same command to resume"), file=sys.stderr)
         return 1

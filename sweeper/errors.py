@@ -18,7 +18,9 @@ The project's own exceptions, and what each command makes of them::
      ├── sweeper.store.artifacts.ManifestError           an unreadable `sweep.json`
      └── sweeper.store.files.CorruptArtifact         a file failing its checksum: quarantined, redone
     OSError
-     └── sweeper.store.files.DiskFull                a write the disk refused: the sweep stops, resumable
+     ├── sweeper.store.files.DiskFull                a write the disk refused: the sweep stops, resumable
+     └── sweeper.store.files.LinkInStore             a symbolic link where a store writes: refused,
+                                                     never retried; mid-sweep the sweep stops
     ConnectionError
      └── sweeper.tracking.sync.Unreachable              an MLflow server that did not answer (exit 1)
     RuntimeError

@@ -2,8 +2,9 @@
 
 Ray already retried what can be retried by the time the driver sees an error: worker and node
 deaths up to `max_retries` times, and the exceptions listed in `TRANSIENT_EXCEPTIONS` (memory,
-store I/O) but a full disk (`Retryable`): a retry of a task that found no space would redo its
-work to fail at the same write, and the sweep stops on it (`sweeper.runner`).  Any other
+store I/O) but a full disk or a symbolic link in the store (`Retryable`): a retry of a task that
+found no space, or a link where it writes, would redo its work to fail at the same write, and
+the sweep stops on either (`sweeper.runner`, `stopping_error`).  Any other
 exception of the task's own (ValueError from bad data, a bug's TypeError) would fail the same
 way again, so it is never retried: its traceback goes into the cell's failure record at once,
 scrubbed of credentials (`sweeper.credentials.scrub`), since it is kept in the store and printed.
@@ -20,7 +21,7 @@ import torch
 from sweeper.axes import BY_NAME
 from sweeper.credentials import scrub
 from sweeper.formats import format_epsilon
-from sweeper.store.files import disk_full
+from sweeper.store.files import DiskFull, LinkInStore, disk_full, link_met
 from sweeper.store.artifacts import CorruptArtifact
 
 #: Exceptions raised inside a task that a retry can cure: memory that another task held, store
@@ -29,23 +30,37 @@ TRANSIENT_EXCEPTIONS: tuple[type[BaseException], ...] = (
     MemoryError, torch.OutOfMemoryError, OSError, CorruptArtifact)
 
 
+def retried(error: BaseException) -> bool:
+    """Whether a retry can cure `error`: one of the `TRANSIENT_EXCEPTIONS`, but neither a full
+    disk (`disk_full`) nor a symbolic link where the store writes (`link_met`)."""
+    return (isinstance(error, TRANSIENT_EXCEPTIONS) and disk_full(error) is None
+            and link_met(error) is None)
+
+
 class _RetryableCheck(type):
     def __instancecheck__(cls, error: object) -> bool:
-        return isinstance(error, TRANSIENT_EXCEPTIONS) and disk_full(error) is None
+        return isinstance(error, BaseException) and retried(error)
 
 
 class Retryable(Exception, metaclass=_RetryableCheck):
-    """What Ray retries (a task's `retry_exceptions`, which Ray matches with `isinstance`): the
-    `TRANSIENT_EXCEPTIONS`, except an error that says the disk is full (`disk_full`)."""
+    """What Ray retries (a task's `retry_exceptions`, which Ray matches with `isinstance`):
+    the errors `retried` says a retry can cure."""
 
 
-def full_disk(error: BaseException) -> Optional[str]:
-    """Where the disk was full when that is why the task behind `error` (as `ray.get` raised it)
-    failed, else None: Ray's copy of a task's error carries the task's own in `cause`."""
+def stopping_error(error: BaseException) -> Optional[DiskFull | LinkInStore]:
+    """What stops the sweep when it is why the task behind `error` (as `ray.get` raised it)
+    failed: a full disk (`DiskFull`, its path) or a symbolic link where the store writes
+    (`LinkInStore`); else None.  Ray's copy of a task's error carries the task's own in
+    `cause`."""
     from ray.exceptions import RayTaskError
 
     cause = getattr(error, "cause", None) if isinstance(error, RayTaskError) else None
-    return disk_full(cause if isinstance(cause, BaseException) else error)
+    own = cause if isinstance(cause, BaseException) else error
+    link = link_met(own)
+    if link is not None:
+        return LinkInStore(link.filename)
+    where = disk_full(own)
+    return None if where is None else DiskFull(where)
 
 
 ANSI_CODES = re.compile(r"\x1b\[[0-9;]*m")
@@ -86,10 +101,10 @@ def classify(error: BaseException, retries: int, task: str = "") -> Failure:
         cause = error.cause if isinstance(error.cause, BaseException) else error
         names = TASK_NAME.findall(text)
         # A task whose input was lost to a dead worker or node carries that system error.
-        transient = isinstance(cause, TRANSIENT_EXCEPTIONS) or (
-            isinstance(cause, RayError) and not isinstance(cause, RayTaskError))
+        lost = isinstance(cause, RayError) and not isinstance(cause, RayTaskError)
+        transient = isinstance(cause, TRANSIENT_EXCEPTIONS) or lost
         reason = _one_line(cause)
-        if transient and disk_full(cause) is None:  # a full disk is never retried (`Retryable`)
+        if retried(cause) or lost:  # a full disk, a link in the store: never retried (`Retryable`)
             reason += f" (still failing after {retries} retries)"
         return Failure("transient" if transient else "deterministic",
                        names[-1] if names else task, reason, text)

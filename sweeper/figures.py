@@ -11,6 +11,7 @@ when a figure is drawn.
 
 from __future__ import annotations
 
+import io
 import math
 import textwrap
 from pathlib import Path
@@ -31,19 +32,25 @@ def save_figure(fig: Figure, path: Path, layout: bool = True,
                 metadata: dict[str, str] | None = None) -> Path:
     """Lay the figure out (unless `layout` is False: a figure that placed its own legend and
     caption against its laid-out panels) and write it as a PNG at `path` (folders created),
-    with `metadata` as the PNG's text chunks.
+    with `metadata` as the PNG's text chunks: whole or not at all, and never through a link
+    at `path` (`sweeper.store.files.atomic_write_bytes` puts a new file in its place).  Figures
+    of a store are drawn in a private folder and kept by the store's own write path
+    (`sweeper.store.artifacts.ArtifactStore.keep_figures`).
 
     matplotlib is imported here, not with the module: a rerun whose figures are up to date
     never loads it."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+    from sweeper.store.files import PUBLIC_MODE, atomic_write_bytes
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)
     if layout:
         fig.tight_layout()
     fit_canvas(fig)
-    fig.savefig(path, dpi=120, bbox_inches="tight", metadata=metadata)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=120, bbox_inches="tight", metadata=metadata)
+    atomic_write_bytes(path, png.getvalue(), PUBLIC_MODE)
     return path
 
 

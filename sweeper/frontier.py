@@ -32,15 +32,18 @@ from sweeper.formats import format_epsilon, jsonable
 from sweeper.paths import file_problem
 from sweeper.store.results import CELLS_DATASET, Coverage, Results, load_results, sort_frontier
 from sweeper.store.artifacts import (ArtifactStore, ManifestError, check_sweep_name,
-                                     split_sweep_location)
+                                     links_on_the_way, links_refusal, split_sweep_location)
+from sweeper.store.files import LinkInStore
 
 logger = logging.getLogger(__name__)
 
 #: The command's exit codes.
-EXIT_OK, EXIT_REFUSED, EXIT_INCOMPLETE = 0, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_INCOMPLETE = 0, 1, 2, 3
 EXIT_CODES = {EXIT_OK: "every cell of the sweep is present (violations are warned about, not an "
                        "exit code)",
-              EXIT_REFUSED: "bad arguments, no such sweep, an unreadable store or sweep.json",
+              EXIT_FAILED: "a figure or table could not be written (a full disk): said in one line",
+              EXIT_REFUSED: "bad arguments, no such sweep, an unreadable store or sweep.json, a "
+                            "symbolic link where the command would write in the store",
               EXIT_INCOMPLETE: "some cells are missing, failed or corrupt (the table shows the "
                                "others; --allow-partial exits 0)"}
 
@@ -400,8 +403,7 @@ def violation_warning(frame: pd.DataFrame) -> Optional[str]:
 
 def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.frontier") -> int:
     args = _parser(prog).parse_args(argv)
-    outputs = [file_problem(flag, path) for flag, path in
-               (("--csv", args.csv), ("--plot", None if args.no_plot else args.plot)) if path is not None]
+    outputs = output_problems(args)
     if any(outputs):  # before the table: a file that cannot be written is known now
         print("error: " + "; ".join(problem for problem in outputs if problem), file=sys.stderr)
         return EXIT_REFUSED
@@ -413,6 +415,9 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
         if where:
             raise ValueError(where)
         store, results = open_sweep(root, name)
+        links = writes_links(store, name, args)
+        if links:
+            raise ValueError(links_refusal(links, "this command"))
     except FileNotFoundError as error:
         print("error: " + "; ".join([*problems, f"{error}. {sweeps_held(root)}"]), file=sys.stderr)
         return EXIT_REFUSED
@@ -437,18 +442,19 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.fr
                   *((option_of(name), values) for name, values in recipe.items()))
                  for value in values]
         print(f"shown: {len(rows)} of {len(frame)} cells ({', '.join(given)})", file=notes)
-    if args.csv:
-        table_rows(rows, args.trials).to_csv(args.csv, index=False)
-        print(f"CSV: {args.csv}", file=notes)
-    if not args.no_plot and (args.plot or not args.json) and not frame.empty:
-        from sweeper.reports import plot_frontier  # drawing code only when drawing
-
-        shadows = store.read_manifest(name).get("config", {}).get("shadow", {}).get("count")
-        png = plot_frontier(frame, args.plot or store.figures_dir(name) / "frontier.png", title=name,
-                            shadows=shadows)
-        print(f"plot: {png}", file=notes)
-        for path in experiment_report(store, name, frame):
-            print(f"report: {path}", file=notes)
+    try:
+        if args.csv:
+            store.write_output(args.csv, table_rows(rows, args.trials).to_csv(index=False).encode())
+            print(f"CSV: {args.csv}", file=notes)
+        if not args.no_plot and (args.plot or not args.json) and not frame.empty:
+            for line in draw_figures(store, name, frame, args.plot):
+                print(line, file=notes)
+    except LinkInStore as link:  # put there since the check above: refused, nothing written through
+        print(f"error: {one_line(link)}", file=sys.stderr)
+        return EXIT_REFUSED
+    except OSError as error:  # a full disk: "disk full at <path>"
+        print(f"error: {one_line(error)}: nothing else was written", file=sys.stderr)
+        return EXIT_FAILED
     warning = violation_warning(frame)
     if warning:
         print(warning, file=sys.stderr)
@@ -499,13 +505,60 @@ def one_line(error: BaseException) -> str:
     return redact_tree(lines[0] if lines else type(error).__name__)
 
 
-def experiment_report(store: ArtifactStore, name: str, frame: pd.DataFrame) -> list[Path]:
-    """Redraw the figures of the sweep's experiment (its `report`) into its figures folder."""
-    from sweeper.reports import draw  # drawing code only when drawing
+def output_problems(args: argparse.Namespace) -> list[Optional[str]]:
+    """Why --csv or --plot could not be written (`sweeper.paths.file_problem`, which probes the
+    folder), each; one with a symbolic link on its way inside the store is not probed through
+    the link: it is refused as such (`writes_links`)."""
+    try:
+        store: Optional[ArtifactStore] = ArtifactStore(
+            sweep_location(args.experiment, args.store_root, args.run_dir)[0])
+    except (ValueError, OSError):
+        store = None
+    problems = []
+    for flag, path in (("--csv", args.csv), ("--plot", None if args.no_plot else args.plot)):
+        rel = None if path is None or store is None else store.rel_of(path)
+        if path is not None and not (rel is not None and store is not None
+                                     and store.local_root is not None
+                                     and links_on_the_way(store.local_root, [rel])):
+            problems.append(file_problem(flag, path))
+    return problems
+
+
+def writes_links(store: ArtifactStore, name: str, args: argparse.Namespace) -> list[Path]:
+    """The symbolic links on the way to what this command would write in a local store (the
+    sweep's figures folder and all in it, a --csv or --plot inside the store), found before the
+    table: each would also be refused as it is met (`sweeper.store.files.inside`)."""
+    if store.local_root is None:
+        return []
+    outputs = [store.rel_of(path) for path in (args.csv, None if args.no_plot else args.plot)
+               if path is not None]
+    return links_on_the_way(store.local_root, ["sweeps", f"sweeps/{name}",
+                                               *(rel for rel in outputs if rel is not None)],
+                            [f"sweeps/{name}"])
+
+
+def draw_figures(store: ArtifactStore, name: str, frame: pd.DataFrame,
+                 plot: Optional[str]) -> list[str]:
+    """Draw the frontier (at `plot`, else into the sweep's folder) and the experiment's report
+    (into the sweep's folder), in a private folder first, then kept by the store's write path
+    (`ArtifactStore.keep_figures`); the lines that say where they are."""
+    import tempfile
+
+    from sweeper.reports import draw, plot_frontier  # drawing code only when drawing
 
     config = store.read_manifest(name).get("config", {})
-    return draw(config.get("report", "frontier"), frame, store.figures_dir(name) / "report",
-                store.uri, echo=lambda line: print(line, file=sys.stderr))
+    shadows = config.get("shadow", {}).get("count")
+    with tempfile.TemporaryDirectory(prefix="sweeper-figures-") as private:
+        staging = Path(private)
+        png = plot_frontier(frame, staging / "frontier.png", title=name, shadows=shadows)
+        if plot:
+            store.write_output(plot, png.read_bytes())
+            lines = [f"plot: {plot}"]
+        else:
+            lines = [f"plot: {store.keep_figures(name, staging, [png])[0]}"]
+        reports = draw(config.get("report", "frontier"), frame, staging / "report", store.uri,
+                       echo=lambda line: print(line, file=sys.stderr))
+        return lines + [f"report: {path}" for path in store.keep_figures(name, staging, reports)]
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ from sweeper import VERSION_TEXT
 from sweeper.paths import file_problem
 from sweeper.reports.sweep_page import PageFigure, PageInputs, sweep_page
 from sweeper.store.artifacts import ArtifactStore, ManifestError
-from sweeper.store.files import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -81,13 +80,10 @@ def target_devices(store: ArtifactStore, cells: pd.DataFrame) -> dict[str, int]:
 def write_report(store: ArtifactStore, name: str, out: Optional[Path] = None) -> Path:
     """Write the sweep's report to `out` (default: `REPORT_FILE` in its figures folder, copied
     into a remote store) and return its path."""
-    text = sweep_page(page_inputs(store, name))
-    path = Path(out) if out is not None else store.figures_dir(name) / REPORT_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, text.encode())
+    data = sweep_page(page_inputs(store, name)).encode()
     if out is None:
-        store.publish(f"sweeps/{name}/{REPORT_FILE}", path)
-    return path
+        return store.write_figure(name, REPORT_FILE, data)
+    return store.write_output(out, data)
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:

@@ -33,7 +33,7 @@ from sweeper.grid.plan import Cell
 from sweeper.html_report import REPORT_FILE, write_report
 from sweeper.provenance import code_state, record_run, run_record
 from sweeper.reports import draw, plot_frontier, plot_frontier_card
-from sweeper.store.files import atomic_write_bytes
+from sweeper.store.files import DiskFull, LinkInStore
 from sweeper.store.artifacts import ArtifactStore
 from sweeper.task_times import KindTime
 from sweeper.tracking.run_records import config_params, summary_metrics
@@ -144,6 +144,8 @@ class RowWriter(Listener):
     def on_cell_landed(self, cell: Cell, row: dict[str, Any]) -> None:
         try:
             self.store.write_cell(self.sweep, row["cell_key"], row)
+        except (DiskFull, LinkInStore):
+            raise  # the sweep stops on these: every write after would fail alike
         except (OSError, SchemaError) as error:  # this row, not the others: they still land
             failure = storing_failure(error)
             with contextlib.suppress(OSError):  # the store may be what failed
@@ -207,17 +209,21 @@ def publish_figures(cfg: SweepConfig, store: ArtifactStore,
         notes.append(line)
         logger.info(line)
 
-    plot_path = plot_frontier(results, folder / "frontier.png", title=cfg.name,
-                              shadows=cfg.shadow.count)
-    csv_path = folder / "frontier.csv"
-    atomic_write_bytes(csv_path, table_csv)
-    report_paths = draw(cfg.report, results, folder / "report", store.uri, note)
-    paths = [plot_path, csv_path, *report_paths]
-    for path in paths:
-        store.publish(f"sweeps/{cfg.name}/{path.relative_to(folder).as_posix()}", path)
-    paths.append(write_report(store, cfg.name))  # last: it embeds the figures drawn above
-    atomic_write_bytes(folder / FIGURES_STAMP, json.dumps({
-        "key": key, "paths": [path.relative_to(folder).as_posix() for path in paths],
+    # Drawn in a folder of this process's own, then kept by the store's write path: never
+    # written through a link in the store.
+    with tempfile.TemporaryDirectory(prefix="sweeper-figures-") as private:
+        staging = Path(private)
+        plot_path = plot_frontier(results, staging / "frontier.png", title=cfg.name,
+                                  shadows=cfg.shadow.count)
+        csv_path = staging / "frontier.csv"
+        csv_path.write_bytes(table_csv)
+        report_paths = draw(cfg.report, results, staging / "report", store.uri, note)
+        drawn_paths = [plot_path, csv_path, *report_paths]
+        paths = store.keep_figures(cfg.name, staging, drawn_paths)
+    paths.append(write_report(store, cfg.name))  # last: it embeds the figures kept above
+    store.write_figure(cfg.name, FIGURES_STAMP, json.dumps({
+        "key": key, "paths": [*(path.relative_to(staging).as_posix() for path in drawn_paths),
+                              REPORT_FILE],
         "notes": notes}).encode())
     return paths, key
 

@@ -36,7 +36,7 @@ from sweeper.config import ConfigError, SweepConfig
 from sweeper.checks.validation import validate
 from sweeper.console import Progress, forwarded
 from sweeper.credentials import redact, redact_tree
-from sweeper.failures import Failure, cell_label, classify, full_disk
+from sweeper.failures import Failure, cell_label, classify, stopping_error
 from sweeper.listeners import (FigureDrawer, Listeners, NotLanded, RowWriter, SweepEnd,
                                TrackingListener)
 from sweeper.grid.plan import Cell, ModelSpec, SweepPlan, build_plan
@@ -46,7 +46,7 @@ from sweeper.cluster.store_reach import require_shared_store
 from sweeper.grid.sweep_data import sweep_data
 from sweeper.store.results import CELLS_DATASET, compact, sort_frontier
 from sweeper.grid.scale import scaled
-from sweeper.store.files import DiskFull, sweep_stale_parts
+from sweeper.store.files import DiskFull, LinkInStore, sweep_stale_parts
 from sweeper.store.artifacts import ArtifactStore
 from sweeper.task_times import KindTime, kind_times
 from sweeper.cluster.submission import (Submitted, check_cluster_resources, submit_attacks,
@@ -117,6 +117,9 @@ def run_sweep(cfg: SweepConfig, progress: bool = True,
         KeyboardInterrupt: SIGINT or SIGTERM (`sweeper.interrupts`), once the listeners closed.
         DiskFull: a task found no space to store what it made (its path), once the listeners
             closed: every other write would fail alike.
+        LinkInStore: a task met a symbolic link where the store writes (something put it
+            there while the sweep ran: the preflight refuses those it sees), once the listeners
+            closed.
     """
     with forwarded(echo), contextlib.ExitStack() as claimed:
         started = time.perf_counter()
@@ -126,8 +129,9 @@ def run_sweep(cfg: SweepConfig, progress: bool = True,
             failures, trained, dashboard_url, spans = execute(sweep, listeners, progress)
             end = listeners.on_sweep_end(SweepEnd(collect(sweep), failures, trained, started,
                                                   task_times=kind_times(spans)))
-        # Ctrl-C, SIGTERM (`sweeper.interrupts`), a task that found the disk full: the sinks close
-        except (KeyboardInterrupt, DiskFull):
+        # Ctrl-C, SIGTERM (`sweeper.interrupts`), a task that found the disk full or a link in
+        # the store: the sinks close
+        except (KeyboardInterrupt, DiskFull, LinkInStore):
             listeners.on_sweep_interrupted()
             raise
         return summarize(sweep, end, dashboard_url)
@@ -388,15 +392,16 @@ def _await_cells(scoring: dict[Any, Submitted], model_refs: set, query_refs: set
 
 def _finished(ref) -> Any:
     """A finished training or query task's result (a model's metadata, a query's span); None
-    when it failed (its cells say why); DiskFull when it found no space for what it made."""
+    when it failed (its cells say why); DiskFull when it found no space for what it made,
+    LinkInStore when it met a symbolic link where it writes (`stopping_error`)."""
     import ray
 
     try:
         return ray.get(ref)
     except Exception as error:  # noqa: BLE001 - whatever it raised, its cells report it
-        where = full_disk(error)
-        if where is not None:
-            raise DiskFull(where) from None
+        stop = stopping_error(error)
+        if stop is not None:
+            raise stop from None
         return None
 
 
@@ -427,9 +432,9 @@ def _land(ref, cells: list[Cell], upstream: list[tuple[Any, str]], listeners: Li
     except Exception as error:  # noqa: BLE001 - one failed cell must not stop the sweep
         failure, culprit = _first_failure(error, f"attack {cell_label(cells[0])}", upstream,
                                           train_retries, attack_retries)
-        where = full_disk(culprit)
-        if where is not None:  # before a failure record, which would not fit either
-            raise DiskFull(where) from None
+        stop = stopping_error(culprit)
+        if stop is not None:  # before a failure record, which would not fit (or land) either
+            raise stop from None
         reason = f"{failure.task}: {failure.reason}" if failure.task else failure.reason
         for cell in cells:
             listeners.on_cell_failed(cell, failure)

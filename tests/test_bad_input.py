@@ -226,6 +226,23 @@ CASES = [
     ("postgresql_without_its_default_driver", ["tracking.uri=postgresql://127.0.0.1:5432/mlflow"],
      ["tracking.uri: postgresql:// is opened with the database driver 'psycopg'",
       "postgresql+psycopg2://"]),
+    # Issue 54: the audits' counts and labels, bounded by a cap and by the dataset's facts.
+    ("audit_runs_beyond_the_cap", ["+experiment=bb_audit_mnist",
+                                   "attack.canary_final_runs=1000000000000"],
+     ["attack.canary_final_runs=1000000000000: must be in [2, 100000]"]),
+    ("audit_label_beyond_the_classes", ["+experiment=bb_audit_mnist", "attack.canary_final_label=10"],
+     ["attack.canary_final_label=10: dataset.name='mnist_subset' has 10 classes, labelled 0 … 9"]),
+    ("audit_without_out_runs", ["+experiment=bb_audit_mnist", "grid.p=[0.5,1]"],
+     ["grid.p=1 with ['canary_crafted_final']: an audit compares models (runs) holding its "
+      "canaries with models without them", "use p < 1"]),
+    ("canary_audit_without_out_models", ["+experiment=dpsgd_audit", "grid.gamma=[0]", "grid.p=[]"],
+     ["grid.p=1 with ['canary_gradient_iterates', 'canary_gradient_final', 'canary_input_lira', "
+      "'canary_input_loss']"]),
+    ("noise_canaries_beyond_the_pool", ["+experiment=dpsgd_audit", "grid.attack=[canary_input_loss]",
+                                        "attack.canary_input_recipe=noise",
+                                        "attack.canary_input_count=100000000"],
+     ["attack.canary_input_count=100000000: more input canaries than dataset.name='mnist_subset' "
+      "has pool records (4000)"]),
     ("runtime_env_uri_with_password",
      ["+cluster.runtime_env.env_vars.DB_URL='postgresql://app:hunter2@db:5432/x'"],
      ["cluster.runtime_env.env_vars.DB_URL", "its value holds a password", "secret store"]),
@@ -556,6 +573,12 @@ COMMAND_CASES = [
                          "dataset.data_dir={tmp}/data"], ["is corrupt or truncated"]),
     ("tracking_server_closed", ["tracking.uri=http://127.0.0.1:{port}"],  # 16
      ["tracking.uri='http://127.0.0.1:{port}': the MLflow server does not answer"]),
+    ("audit_beyond_its_data", ["+experiment=bb_audit_mnist", "grid.p=[1]",  # issue 54
+                               "attack.canary_final_runs=1000000000000",
+                               "attack.canary_final_label=10"],
+     ["attack.canary_final_runs=1000000000000: must be in [2, 100000]",
+      "attack.canary_final_label=10: dataset.name='mnist_subset' has 10 classes",
+      "grid.p=1 with ['canary_crafted_final']"]),
 ]
 
 

@@ -29,14 +29,23 @@ from testkit.report_frames import REPORT_TABLES
 @pytest.fixture
 def saved(monkeypatch) -> dict[str, list[str]]:
     """File name → the layout problems of the figure saved there, for every figure saved."""
+    import sweeper.store.files as files
+
     found: dict[str, list[str]] = {}
-    save = Figure.savefig
+    drawn: list[list[str]] = []  # the problems of the figure being saved, until it is written
+    save, write = Figure.savefig, files.atomic_write_bytes
 
     def measured(fig, fname, *args, **kwargs):
-        found[Path(fname).name] = layout_problems(fig)
+        drawn.append(layout_problems(fig))
         return save(fig, fname, *args, **kwargs)
 
+    def written(path, data, mode=None):  # `save_figure` renders the PNG, then writes it whole
+        if drawn and Path(path).suffix == ".png":
+            found[Path(path).name] = drawn.pop()
+        return write(path, data, mode)
+
     monkeypatch.setattr(Figure, "savefig", measured)
+    monkeypatch.setattr(files, "atomic_write_bytes", written)
     return found
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from sweeper.tracking.database import TESTED_REVISIONS, UnknownSchema, relocate_artifacts
+from sweeper.tracking.database import (TESTED_REVISIONS, UnknownSchema, relocate_artifacts,
+                                       schema_revisions)
 from sweeper.tracking.recorder import open_tracker
 
 MLFLOW = Path(sys.executable).parent / "mlflow"
@@ -96,3 +97,62 @@ def test_a_store_not_moved_is_not_checked(original, tmp_path):
         db.execute("UPDATE experiments SET artifact_location = ?",
                    ((home / "mlartifacts").as_uri(),))
     relocate_artifacts(uri, (home / "mlartifacts").as_uri())  # no error
+
+
+def test_the_schema_head_read_from_mlflows_scripts_is_alembics():
+    """`schema_revisions` reads the migration scripts' lines rather than importing them; alembic,
+    which imports them, names the same head (MLflow's own `_get_latest_schema_revision`)."""
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    head, older = schema_revisions()
+    assert head == _get_latest_schema_revision() and head not in older and len(older) > 50
+
+
+@pytest.mark.parametrize("found, said", [
+    ("f00dfeedbeef", "use the MLflow that wrote it (revision f00dfeedbeef is none this MLflow "
+                     "knows)"),
+    ("older", "run `mlflow db upgrade sqlite:///{db}` after a backup (revision {rev} is an older "
+              "MLflow's)"),
+])
+def test_sync_to_a_database_at_another_revision_is_refused_as_permanent(original, tmp_path, capsys,
+                                                                       found, said):
+    """Issue 54: `sweeper sync --tracking-uri sqlite:///…` to a database MLflow will not open (its
+    schema at another revision) said "run this again once it is back" and exited 1."""
+    from sweeper.tracking.sync import main as sync_main
+
+    database = tmp_path / "elsewhere" / "mlflow.db"
+    database.parent.mkdir()
+    shutil.copy(original[0] / "mlflow.db", database)
+    revision_given = found if found != "older" else sorted(schema_revisions()[1])[0]
+    with sqlite3.connect(database) as db:
+        db.execute("UPDATE alembic_version SET version_num = ?", (revision_given,))
+    before = database.read_bytes()
+    sweep = tmp_path / "runs" / "sweeps" / "q"
+    sweep.mkdir(parents=True)
+    (sweep / "sweep.json").write_text('{"name": "q", "sweep_key": "k", "cells": ["c"], "config": '
+                                      '{"tracking": {"uri": null, "experiment": "sweeper"}}}')
+    assert sync_main(["--store-root", str(tmp_path / "runs"), "--experiment", "q",
+                      "--tracking-uri", f"sqlite:///{database}"]) == 2
+    err = capsys.readouterr().err
+    assert (f"{database} is an MLflow database at schema revision {revision_given}, but the MLflow "
+            "installed here (MLflow ") in err
+    assert "running this again will not help" in err
+    assert said.format(db=database, rev=revision_given) in err
+    assert "once it is back" not in err and "Traceback" not in err
+    assert database.read_bytes() == before  # not migrated, not written
+
+
+def test_a_sweep_refuses_a_tracking_database_at_another_revision_before_anything(original,
+                                                                                 tmp_path):
+    from sweeper.checks.preflight import preflight
+    from sweeper.config import ConfigError
+
+    database = tmp_path / "mlflow.db"
+    shutil.copy(original[0] / "mlflow.db", database)
+    with sqlite3.connect(database) as db:
+        db.execute("UPDATE alembic_version SET version_num = 'f00dfeedbeef'")
+    with pytest.raises(ConfigError) as refused:
+        preflight([f"store.root={tmp_path / 'runs'}", f"tracking.uri=sqlite:///{database}"])
+    assert "schema revision f00dfeedbeef" in str(refused.value)
+    assert "running this again will not help" in str(refused.value)
+    assert not (tmp_path / "runs").exists()

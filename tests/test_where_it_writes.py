@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -55,14 +56,46 @@ def foreign_folder(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("which", ["root", "etc", "home"])
+def project_folder(tmp_path: Path, which: str) -> Path:
+    """An ordinary project folder that has one of a store's names in it (issue 54, item 4)."""
+    folder = tmp_path / which
+    if which == "results_only":
+        (folder / "results").mkdir(parents=True)
+        (folder / "results" / "accuracy.csv").write_text("epoch,acc\n1,0.9\n")
+    elif which == "models_only":
+        (folder / "models" / "resnet").mkdir(parents=True)
+        (folder / "models" / "resnet" / "model.pt").write_bytes(b"weights")
+    elif which == "mlflow_with_train":
+        folder.mkdir()
+        sqlite3.connect(folder / "mlflow.db").close()
+        (folder / "train.py").write_text("print('training')\n")
+    else:  # sweeps_with_main
+        (folder / "sweeps" / "lr").mkdir(parents=True)
+        (folder / "sweeps" / "lr" / "sweep.json").write_text('{"cells": []}')
+        (folder / "main.py").write_text("print('main')\n")
+    return folder
+
+
+@pytest.mark.parametrize("which", ["root", "etc", "home", "results_only", "models_only",
+                                   "mlflow_with_train", "sweeps_with_main"])
 def test_a_folder_that_holds_no_store_is_refused_untouched(tmp_path, which):
-    folder = {"root": Path("/"), "etc": Path("/etc"), "home": None}[which] or foreign_folder(tmp_path)
+    folder = ({"root": Path("/"), "etc": Path("/etc")}.get(which)
+              or (foreign_folder(tmp_path) if which == "home" else project_folder(tmp_path, which)))
     before = state(folder)
     message = refusal([f"store.root={folder}"])
     assert f"store.root='{folder}': {folder} already holds files" in message
     assert "but no sweeper store" in message and "store.adopt=true" in message
     assert state(folder) == before  # not a folder made, not even the write probe
+
+
+def test_a_refused_adopt_writes_nothing_either(tmp_path):
+    """`store.adopt=yes` is no boolean: refused, and the folder is not adopted, not even probed."""
+    folder = foreign_folder(tmp_path)
+    before = state(folder)
+    message = refusal([f"store.root={folder}", "store.adopt=yes"])
+    assert "store.adopt=yes: store.adopt takes true or false" in message
+    assert "but no sweeper store" in message  # composed at its default, false
+    assert state(folder) == before
 
 
 def test_new_empty_and_earlier_stores_are_accepted_and_adopt_makes_a_store(tmp_path,
@@ -72,17 +105,19 @@ def test_new_empty_and_earlier_stores_are_accepted_and_adopt_makes_a_store(tmp_p
     empty = tmp_path / "empty"
     empty.mkdir()
     (tmp_path / "disk" / "lost+found").mkdir(parents=True)  # a new disk's root is empty too
-    earlier = tmp_path / "earlier"  # a store made before the marker: recognised by its entries
+    earlier = tmp_path / "earlier"  # a store made before the marker: recognised by its files
     (earlier / "sweeps" / "old").mkdir(parents=True)
+    (earlier / "sweeps" / "old" / "sweep.json").write_text('{"cells": []}')
     (earlier / "models").mkdir()
     killed = tmp_path / "killed"  # an earlier version's sweep killed before it landed a cell
     (killed / "models" / "k").mkdir(parents=True)
     (killed / "calibration").mkdir()
-    with_db = tmp_path / "with_db"
-    with_db.mkdir()
-    sqlite3.connect(with_db / "mlflow.db").close()  # an empty database, as MLflow starts one
-    (with_db / "notes.txt").write_text("kept beside it\n")
-    for root in (tmp_path / "runs", empty, tmp_path / "disk", earlier, killed, with_db):
+    (killed / "calibration" / f"{'ab' * 32}.json").write_bytes(b"x\n{}")
+    marked = tmp_path / "marked"  # this version's store, with a file of its user beside it
+    marked.mkdir()
+    (marked / MARKER).write_text("a store\n")
+    (marked / "notes.txt").write_text("kept beside it\n")
+    for root in (tmp_path / "runs", empty, tmp_path / "disk", earlier, killed, marked):
         preflight([f"store.root={root}"])
 
     home = foreign_folder(tmp_path)
@@ -184,12 +219,14 @@ def test_a_symbolic_link_where_the_store_writes_is_refused_and_nothing_written_t
 
 
 @pytest.mark.parametrize("planted", ["sweeps/s", "sweeps/s/report", "sweeps/s/frontier.png",
-                                     "mlflow.db", "results/scores/sweep=s", "mlartifacts"])
+                                     "mlflow.db", "results/scores/sweep=s", "mlartifacts",
+                                     "mlflow.db-journal", "mlartifacts/1"])
 def test_the_preflight_names_a_link_the_sweep_would_meet_before_anything_starts(tmp_path, planted):
     outside = tmp_path / "outside"
     outside.mkdir()
     root = tmp_path / "store"
     (root / "sweeps").mkdir(parents=True)
+    (root / MARKER).write_text("a store\n")
     (root / planted).parent.mkdir(parents=True, exist_ok=True)
     (root / planted).symlink_to(outside)
     before = state(outside)
@@ -269,6 +306,7 @@ def test_a_tracking_database_that_is_not_mlflows_is_refused_without_a_journal(
 def test_the_stores_own_database_is_checked_too_and_mlflows_is_accepted(tmp_path, whole_database):
     store = tmp_path / "runs"
     store.mkdir()
+    (store / MARKER).write_text("a store\n")
     (store / "mlflow.db").write_bytes(whole_database)
     preflight([f"store.root={store}"])  # MLflow's own, whole
     (store / "mlflow.db").write_bytes(whole_database[:4096])
@@ -397,3 +435,145 @@ def test_the_schemes_a_tracking_refusal_lists_are_each_accepted(tmp_path, monkey
     for scheme in listed:
         uri = examples.get(scheme, f"{scheme}mlflow@127.0.0.1:5432/mlflow")
         assert tracking_location_problem("tracking.uri", uri) is None, (scheme, uri)
+
+
+# --- issue 54, item 1: every command's writes go through the store's one write path ------------
+
+def outside_targets(tmp_path: Path) -> tuple[Path, Callable[[], list]]:
+    """A folder outside the store holding a precious file, and what "untouched" is told by."""
+    outside = tmp_path / "outside"
+    (outside / "folder").mkdir(parents=True)
+    (outside / "file").write_text("precious\n")
+    return outside, lambda: [state(outside), state(outside / "folder"),
+                             (outside / "file").read_text()]
+
+
+def plant(root: Path, planted: str, outside: Path) -> Path:
+    """A symbolic link at `planted` under `root` to the outside file (a name with a suffix) or
+    folder."""
+    link = root / planted
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside / ("file" if Path(planted).suffix else "folder"))
+    return link
+
+
+#: Each file the sweep's figure drawer writes (the ppv report's two among them), each folder
+#: on their way.
+FIGURE_WRITES = ["sweeps/s/frontier.png", "sweeps/s/frontier.csv", "sweeps/s/.figures.json",
+                 "sweeps/s/report", "sweeps/s/report/ppv_vs_gamma.png",
+                 "sweeps/s/report/ppv_vs_gamma.csv", "sweeps/s"]
+
+
+@pytest.mark.parametrize("planted", FIGURE_WRITES)
+def test_the_sweeps_figures_are_never_written_through_a_link(tmp_path, make_tiny_config,
+                                                             planted):
+    """Issue 54: the figures folder was checked, then `savefig` followed a link at the file."""
+    from testkit.report_frames import ppv_frame
+
+    from sweeper.listeners import publish_figures
+
+    cfg = make_tiny_config(tmp_path)
+    cfg.name, cfg.report = "s", "ppv"
+    store = ArtifactStore(cfg.store.root)
+    outside, untouched = outside_targets(tmp_path)
+    link = plant(store.local_root, planted, outside)
+    before = untouched()
+    with pytest.raises(LinkInStore) as refused:
+        publish_figures(cfg, store, ppv_frame())
+    assert f"{link} is a symbolic link inside the store" in str(refused.value)
+    assert untouched() == before and link.is_symlink()
+
+
+def landed_store(tmp_path: Path) -> ArtifactStore:
+    from test_results_dataset import land_sweep
+
+    from sweeper.store.results import compact
+
+    store = ArtifactStore(tmp_path / "runs")
+    compact(store, "s", land_sweep(store, "s", 2))
+    return store
+
+
+@pytest.mark.parametrize("planted", ["sweeps/s/frontier.png", "sweeps/s", "sweeps/s/table.csv",
+                                     "sweeps/s/out", "sweeps/s/mine.png"])
+def test_the_frontier_command_refuses_a_link_where_it_writes_before_the_table(tmp_path, capsys,
+                                                                             planted):
+    """Issue 54: `sweeper frontier` overwrote the file a link at `frontier.png` pointed at.  Its
+    figures, and a --csv or --plot inside the store, go through the store's write path; the
+    links are named before the table, exit 2."""
+    from sweeper.frontier import main as frontier_main
+
+    store = landed_store(tmp_path)
+    outside, untouched = outside_targets(tmp_path)
+    sweep = store.local_root / "sweeps" / "s"
+    if planted == "sweeps/s":  # the sweep's folder moved elsewhere, a link left in its place
+        for entry in sweep.iterdir():
+            shutil.move(entry, outside / "folder")
+        sweep.rmdir()
+    link = plant(store.local_root, planted, outside)
+    before = untouched()
+    args = ["--store-root", str(store.local_root), "--experiment", "s", "--allow-partial"]
+    if planted.endswith(("table.csv", "out")):
+        args += ["--csv", str(sweep / ("table.csv" if planted.endswith("csv") else "out/t.csv"))]
+    if planted.endswith("mine.png"):
+        args += ["--plot", str(sweep / "mine.png")]
+    assert frontier_main(args) == 2
+    out, err = capsys.readouterr()
+    assert f"error: {link} is a symbolic link where this command writes; a store writes only " \
+           "into its own folders, never through a link" in err
+    assert "Traceback" not in err and "precision" not in out  # refused before the table
+    assert untouched() == before and link.is_symlink()
+
+
+def test_a_link_put_in_the_store_after_the_check_is_refused_as_it_is_met(tmp_path, capsys,
+                                                                        monkeypatch):
+    """The check before the table cannot see a link made after it: the write path refuses it."""
+    import sweeper.frontier as frontier
+
+    store = landed_store(tmp_path)
+    outside, untouched = outside_targets(tmp_path)
+    monkeypatch.setattr(frontier, "writes_links", lambda *args: plant(
+        store.local_root, "sweeps/s/table.csv", outside) and [])
+    link = store.local_root / "sweeps" / "s" / "table.csv"
+    before = untouched()
+    assert frontier.main(["--store-root", str(store.local_root), "--experiment", "s",
+                          "--csv", str(link), "--no-plot"]) == 2
+    assert f"error: {link} is a symbolic link inside the store" in capsys.readouterr().err
+    assert untouched() == before and link.is_symlink()
+
+
+def test_frontier_writes_a_csv_into_a_folder_not_there_yet(tmp_path, capsys):
+    """Issue 54: `--csv <missing folder>/x.csv --no-plot` ended in a traceback; the folder is
+    made, as for --plot (its creation was checked before the table)."""
+    from sweeper.frontier import main as frontier_main
+
+    store = landed_store(tmp_path)
+    target = tmp_path / "new" / "deeper" / "x.csv"
+    assert frontier_main(["--store-root", str(store.local_root), "--experiment", "s",
+                          "--csv", str(target), "--no-plot"]) == 0
+    assert f"CSV: {target}" in capsys.readouterr().out
+    assert pd.read_csv(target)["attack"].tolist() == ["loss", "loss"]
+
+
+@pytest.mark.parametrize("planted", ["mlflow.db", "mlflow.db-journal", "mlartifacts",
+                                     "mlartifacts/1"])
+def test_sync_refuses_a_link_where_mlflow_would_write_and_writes_nothing(tmp_path, capsys,
+                                                                        planted):
+    """Issue 54: with `<store>/mlflow.db` a link to an outside file, `sweeper sync` made that
+    file an MLflow database.  What MLflow writes in the store is looked for before it opens."""
+    from sweeper.tracking.sync import main as sync_main
+
+    store = landed_store(tmp_path)
+    manifest = store.read_manifest("s")
+    store.write_manifest("s", {**manifest, "sweep_key": "k",
+                               "config": {"tracking": {"uri": None, "experiment": "sweeper"}}})
+    outside, untouched = outside_targets(tmp_path)
+    link = plant(store.local_root, planted, outside)
+    before = untouched()
+    assert sync_main(["--store-root", str(store.local_root), "--experiment", "s"]) == 2
+    err = capsys.readouterr().err
+    assert f"{link} is a symbolic link where MLflow writes; a store writes only into its own " \
+           "folders, never through a link" in err
+    assert "Traceback" not in err
+    assert untouched() == before and link.is_symlink()
+    assert not (store.local_root / "mlflow.db").exists() or planted == "mlflow.db"

@@ -280,14 +280,19 @@ def canary_gradient_iterates(inputs: AttackInputs,
     return np.asarray(inputs.observations, dtype=np.float64)[:, ITERATE_LIKELIHOOD_RATIO]
 
 
+#: The most black-box runs one model's audit trains: 500 times the paper's 200, days of training
+#: already (each run is a whole training), and what one task holds (every run's logits) stays small.
+FINAL_RUNS_CAP = 100_000
+
+
 @dataclass(frozen=True)
 class CanaryFinalSettings:
     """What the black-box final-model audit reads: how many runs, and its canary."""
 
-    canary_final_runs: int = Setting(200, AtLeast(2), "Training runs from crafted weights per "
-                                     "model, each holding the blank canary with the model's p "
-                                     "(`jobs.audits.blackbox`): the audit's observations.",
-                                     smoke=16).field()
+    canary_final_runs: int = Setting(200, Between(2, FINAL_RUNS_CAP, integer=True),
+                                     "Training runs from crafted weights per model, each holding "
+                                     "the blank canary with the model's p (`jobs.audits.blackbox`): "
+                                     "the audit's observations.", smoke=16).field()
     canary_final_label: int = Setting(9, AtLeast(0), "The blank canary's label (Annamalai & De "
                                       "Cristofaro's 9).").field()
     canary_final_public: int = Setting(1000, AtLeast(1), "Public pool records past every "

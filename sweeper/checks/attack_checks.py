@@ -11,8 +11,8 @@ from jobs.attacks.contract import ATTACKS
 from jobs.datasets import DATASETS
 from jobs.policies import CALIBRATED
 from jobs.settings import problems as setting_problems
-from sweeper.config.problems import Check
-from sweeper.config.schema import SweepConfig
+from sweeper.config.problems import Check, whole_pool
+from sweeper.config.schema import SweepConfig, sampling_rates
 
 
 def _fitting_per_record(cfg: SweepConfig) -> list[str]:
@@ -62,7 +62,7 @@ def _check_attack_needs(cfg: SweepConfig, check: Check) -> None:
 
 def _check_canaries(cfg: SweepConfig, check: Check) -> None:
     """The canary attacks' settings, and what planting their canaries needs (`jobs.engine.canaries`)."""
-    from jobs.attacks.contract import GRADIENT_CANARIES, INPUT_CANARIES, TRAINING_RUNS
+    from jobs.attacks.contract import GRADIENT_CANARIES, INPUT_CANARIES, RECORDS, TRAINING_RUNS
     from jobs.engine.canaries import first_linear
     from jobs.models import build_model
 
@@ -73,10 +73,30 @@ def _check_canaries(cfg: SweepConfig, check: Check) -> None:
               or cfg.dataset.pool_size is not None,
               f"{kinds[INPUT_CANARIES]}: mislabeled canaries are pool records past every "
               "model's pool: set dataset.members or dataset.pool_size")
+    if INPUT_CANARIES in kinds:  # mislabeled ones are counted against the pool by the plan's check
+        pool = whole_pool(cfg)
+        check(pool is None or attack.canary_input_count <= pool,
+              f"attack.canary_input_count={attack.canary_input_count}: more input canaries than "
+              f"dataset.name={cfg.dataset.name!r} has pool records ({pool}); every model would "
+              f"train on more canaries than records: use at most {pool}")
     if TRAINING_RUNS in kinds:
         check(cfg.dataset.members is not None or cfg.dataset.pool_size is not None,
               f"{kinds[TRAINING_RUNS]}: the crafted weights are pre-trained on pool records past "
               "every model's pool: set dataset.members or dataset.pool_size")
+        classes = cfg.dataset.num_classes
+        check(attack.canary_final_label < classes,
+              f"attack.canary_final_label={attack.canary_final_label}: "
+              f"dataset.name={cfg.dataset.name!r} has {classes} classes, labelled 0 … "
+              f"{classes - 1}; use one of them")
+    # A canary is left out of a model's training with probability 1 − p: at p = 1 every model (every
+    # run) holds it, so the audit has no observation without it to tell from.
+    audits = [name for name in cfg.grid.attack if name in ATTACKS
+              and ATTACKS[name].evaluates != RECORDS]
+    always_in = sorted({p for p in sampling_rates(cfg.grid) if p >= 1})
+    check(not audits or not always_in,
+          f"grid.p={always_in[0] if always_in else 1:g} with {audits}: an audit "
+          "compares models (runs) holding its canaries with models without them, and at p = 1 "
+          "every one holds them; use p < 1 (the audits' 1/2)")
     if GRADIENT_CANARIES not in kinds:
         return
     name = kinds[GRADIENT_CANARIES]

@@ -203,7 +203,7 @@ def _check_local_store(cfg: SweepConfig, path: str, given: str, check: Check) ->
     It must be new, empty or a store, unless adopted (`sweeper.store.artifacts.store_root_problem`), and
     hold no symbolic link where the sweep writes (`sweeper.store.artifacts.links_in`)."""
     from sweeper.paths import name_problem
-    from sweeper.store.artifacts import links_in, store_root_problem
+    from sweeper.store.artifacts import links_in, links_refusal, store_root_problem
 
     escape = re.search(r"%[0-9A-Fa-f]{2}", path)
     if escape:
@@ -222,12 +222,7 @@ def _check_local_store(cfg: SweepConfig, path: str, given: str, check: Check) ->
         return
     if name_problem("name", cfg.name) is None:  # else: the name's check says
         links = links_in(root, cfg.name)
-        check(not links, f"store.root={shortened(given)!r}: "
-                         f"{', '.join(str(link) for link in links[:3])}"
-                         f"{' and more' if len(links) > 3 else ''} "
-                         f"{'is a symbolic link' if len(links) == 1 else 'are symbolic links'} "
-                         "where the sweep writes; a store writes only into its own folders, never "
-                         "through a link: remove them once you know what they are")
+        check(not links, f"store.root={shortened(given)!r}: {links_refusal(links, 'the sweep')}")
 
 
 def _check_store_database(cfg: SweepConfig, check: Check) -> None:

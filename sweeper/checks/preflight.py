@@ -126,7 +126,9 @@ def composed(overrides: list[str], config_name: str = CONFIG_NAME) -> tuple[Swee
                 + _boolean_problems(overrides) + _output_subdir_problems(overrides))
     if any(problem.startswith("--config-name") for problem in problems):
         raise ConfigError(problems)
-    overrides = [o for o in overrides if _option_override(o) is None or not _group_escapes(o)]
+    # A boolean given a word is composed at its default: `store.adopt=yes` must not act as true.
+    overrides = [o for o in overrides if (_option_override(o) is None or not _group_escapes(o))
+                 and not _boolean_problems([o])]
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 

@@ -48,9 +48,11 @@ def require(frame: pd.DataFrame, columns: Iterable[str], report: str,
 
 
 def write_csv(table: pd.DataFrame, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(path, index=False)
-    return path
+    """`table` as a CSV at `path`, as `sweeper.figures.save_figure` writes a figure."""
+    from sweeper.store.files import PUBLIC_MODE, atomic_write_bytes
+
+    atomic_write_bytes(Path(path), table.to_csv(index=False).encode(), PUBLIC_MODE)
+    return Path(path)
 
 
 def is_oracle(rows: pd.DataFrame) -> bool:

@@ -31,10 +31,10 @@
   plain tensors (torch's `weights_only`) is moved under `quarantine/` and recomputed.
 * **Only its own folder**: a local store is made in a new or empty folder, or one that holds a
   store already (its `.sweeper-store`, written as its first sweep claims its name; a store made
-  before that file existed by its `sweeps/` or `mlflow.db`, or by holding only what a store
-  writes); any other folder (`/`, `/etc`, a home folder) is
-  refused before anything is written, unless `store.adopt=true` makes it a store on purpose
-  (`store_root_problem`).  Nothing is written or deleted through a symbolic link below the
+  before that file existed by holding only what a store writes, with a file at a path only a
+  store writes among it: `EARLIER_FILES`); any other folder (`/`, `/etc`, a home or project
+  folder) is refused before anything is written, unless `store.adopt=true` makes it a store on
+  purpose (`store_root_problem`).  Nothing is written or deleted through a symbolic link below the
   root (`sweeper.store.files.inside`; `links_in` finds those a sweep would meet before it starts).
 * **Full disks** raise `sweeper.store.files.DiskFull` ("disk full at <path>") and leave no partial
   file; partial files a killed process left are swept up by the next sweep
@@ -48,8 +48,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 from urllib.parse import urlparse, urlsplit, urlunsplit
 
 import numpy as np
@@ -57,10 +58,11 @@ import pandas as pd
 import pyarrow as pa
 
 from sweeper.store.columns import CELLS_SCHEMA, SCORES_SCHEMA, conform, row_table
-from sweeper.store.files import (CorruptArtifact, LinkInStore, LocalFiles, ObjectFiles,
-                           StoredCheckpoint, StoredNoiseCache, inside, npy_bytes, read_parquet,
-                           is_uri, parquet_bytes, quarantine, sha256_hex)
-from sweeper.paths import name_problem
+from sweeper.store.files import (PUBLIC_MODE, CorruptArtifact, LinkInStore, LocalFiles,
+                                 ObjectFiles, StoredCheckpoint, StoredNoiseCache,
+                                 atomic_write_bytes, inside, is_uri, npy_bytes, parquet_bytes,
+                                 quarantine, read_parquet, sha256_hex)
+from sweeper.paths import NAME_PATTERN, name_problem
 
 if TYPE_CHECKING:
     import torch
@@ -85,48 +87,113 @@ MARKER_TEXT = ("This folder is a sweeper store (store.root): its sweeps' models,
 NOT_CONTENT = ("lost+found",)
 
 
+#: What a store of an earlier version (before `MARKER`) surely wrote, as paths under its root:
+#: a sweep's manifest, a stored model's meta.json, a checkpoint, a checksummed query or score, a
+#: noise calibration, a partition of the results datasets.  Files at these exact paths, not a
+#: folder's name: a project's `results/` or `models/` holds none of them.
+EARLIER_FILES = tuple(re.compile(pattern) for pattern in (
+    rf"sweeps/{NAME_PATTERN.pattern[1:-1]}/sweep\.json",
+    r"models/[0-9a-f]{24}/meta\.json",
+    r"checkpoints/[0-9a-f]{24}\.pt",
+    r"(queries/[0-9a-f]{24}\.npy|scores/[0-9a-f]{24}\.parquet)\.sha256",
+    r"calibration/[0-9a-f]{64}\.json",
+    rf"results/(cells|scores)/sweep={NAME_PATTERN.pattern[1:-1]}/part-0\.parquet",
+))
+#: How deep those files lie below the root.
+EARLIER_DEPTH = 4
+
+
+def earlier_store(root: Path) -> bool:
+    """Whether the folder `root` holds a file an earlier version's store wrote (`EARLIER_FILES`),
+    looked for without following links and stopping at the first."""
+    def found(folder: Path, rel: str, depth: int) -> bool:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            return False
+        for entry in entries:
+            path = f"{rel}{entry.name}"
+            if entry.is_file(follow_symlinks=False):
+                if any(pattern.fullmatch(path) for pattern in EARLIER_FILES):
+                    return True
+            elif (depth > 1 and entry.is_dir(follow_symlinks=False)
+                  and found(Path(entry.path), f"{path}/", depth - 1)):
+                return True
+        return False
+
+    return any(found(root / entry, f"{entry}/", EARLIER_DEPTH - 1) for entry in ENTRIES
+               if (root / entry).is_dir() and not (root / entry).is_symlink())
+
+
 def store_root_problem(root: os.PathLike | str, adopt: bool = False) -> Optional[str]:
     """Why the local folder `root` may not become a store, in words, or None.
 
     Fine: a folder that is absent or empty (the store makes it its own), one that holds a store
-    (its `MARKER`; from before the marker, a `sweeps/` folder or an `mlflow.db`, which every
-    sweep of an earlier version wrote, or nothing but the store's own `ENTRIES`: a sweep killed
-    before it landed anything), or any folder when `adopt` (`store.adopt=true`) says to make it
-    a store on purpose.  Anything else (`/`, `/etc`, a home or project folder)
-    would get the store's folders written among its files.  A folder that cannot be listed is
+    (its `MARKER`; from before the marker, nothing but the store's `ENTRIES` with a file an
+    earlier version wrote among them, `earlier_store`), or any folder when `adopt`
+    (`store.adopt=true`, the boolean itself) says to make it a store on purpose.  Anything else
+    (`/`, `/etc`, a home or project folder, one holding only a `results/` or a `models/` of its
+    own) would get the store's folders written among its files.  Reads only: nothing is
+    written before a refusal.  A folder that cannot be listed is
     `sweeper.paths.folder_problem`'s to name."""
     root = Path(root)
     try:
         names = {entry.name for entry in os.scandir(root)} - set(NOT_CONTENT)
     except OSError:
         return None
-    if (adopt or MARKER in names or names <= set(ENTRIES) or (root / "sweeps").is_dir()
-            or (root / "mlflow.db").is_file()):
+    if (adopt is True or not names or MARKER in names
+            or (names <= set(ENTRIES) and earlier_store(root))):
         return None
     shown = ", ".join(sorted(names)[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    return (f"{root} already holds files ({shown}) but no sweeper store: a sweep would write its "
-            f"folders ({', '.join(f'{entry}/' for entry in ENTRIES[:4])} …) among them; give a new "
-            "or empty folder, or store.adopt=true to make this one a store on purpose")
+    return (f"{root} already holds files ({shown}) but no sweeper store (no {MARKER} file, nor "
+            f"what an earlier version's store wrote): a sweep would write its folders "
+            f"({', '.join(f'{entry}/' for entry in ENTRIES[:4])} …) among them; give a new or "
+            "empty folder, or store.adopt=true to make this one a store on purpose")
+
+
+#: What MLflow writes into a local store, beside its database (SQLite's journals) and its
+#: artifacts folder: no sweeper write path reaches these, so they are checked before MLflow opens.
+MLFLOW_WRITES = ("mlflow.db", "mlflow.db-journal", "mlflow.db-wal", "mlflow.db-shm", "mlartifacts")
 
 
 def links_in(root: os.PathLike | str, sweep: str) -> list[Path]:
     """The symbolic links a sweep named `sweep` would meet where it writes in the local store at
     `root`, found before it starts (`sweeper.store.files.inside` refuses each when it is met): at the
-    store's entries, its results datasets' partitions of the sweep, and the sweep's folder and
-    anything in it (its landing zone, lock, failures, figures)."""
+    store's entries, what MLflow writes (`MLFLOW_WRITES`), its results datasets' partitions of the
+    sweep, and the sweep's folder and anything in it (its landing zone, lock, failures,
+    figures) and in MLflow's artifacts folder."""
+    return links_on_the_way(root, [*ENTRIES, MARKER, *MLFLOW_WRITES, f"sweeps/{sweep}",
+                                   *(f"{dataset}/sweep={sweep}"
+                                     for dataset in (CELLS_DATASET, SCORES_DATASET))],
+                            [f"sweeps/{sweep}", "mlartifacts"])
+
+
+def links_on_the_way(root: os.PathLike | str, rels: Sequence[str],
+                     walked: Sequence[str] = ()) -> list[Path]:
+    """The symbolic links on the way to each path `rels` under the local store `root` (the
+    folders on the way, the path itself: `sweeper.store.files.inside`'s check, made before a
+    command writes) and anywhere inside the folders `walked`."""
     root = Path(root)
-    rels = [*ENTRIES, MARKER, f"sweeps/{sweep}",
-            *(f"{dataset}/sweep={sweep}" for dataset in (CELLS_DATASET, SCORES_DATASET))]
     found = set()
     for rel in rels:
         try:
             inside(root, rel)
         except LinkInStore as link:
             found.add(Path(link.filename))
-    for folder, folders, files in os.walk(root / "sweeps" / sweep) if not found else ():
-        found.update(Path(folder) / name for name in folders + files
-                     if os.path.islink(os.path.join(folder, name)))
+    for top in walked if not found else ():
+        for folder, folders, files in os.walk(root / top):
+            found.update(Path(folder) / name for name in folders + files
+                         if os.path.islink(os.path.join(folder, name)))
     return sorted(found)
+
+
+def links_refusal(links: Sequence[Path], what: str) -> str:
+    """The refusal of `what` (a sweep, a command) for the links `links_on_the_way` found."""
+    return (f"{', '.join(str(link) for link in links[:3])}{' and more' if len(links) > 3 else ''} "
+            f"{'is a symbolic link' if len(links) == 1 else 'are symbolic links'} where {what} "
+            "writes; a store writes only into its own folders, never through a link: remove "
+            f"{'it' if len(links) == 1 else 'them'} once you know what "
+            f"{'it is' if len(links) == 1 else 'they are'}")
 
 
 def check_sweep_name(name: str) -> str:
@@ -177,9 +244,11 @@ class ArtifactStore:
         if is_uri(root) and urlparse(root).scheme != "file":
             self.uri = root
             self.local_root: Optional[Path] = None
+            self.given_root: Optional[Path] = None
             self.files: ObjectFiles | LocalFiles = ObjectFiles(root)
         else:
             path = urlparse(root).path if root.startswith("file://") else root
+            self.given_root = Path(os.path.abspath(os.path.expanduser(path)))
             self.local_root = Path(path).expanduser().resolve()
             self.uri = str(self.local_root)
             self.files = LocalFiles(self.local_root)
@@ -499,16 +568,53 @@ class ArtifactStore:
         return record if isinstance(record, dict) else None
 
     def figures_dir(self, sweep: str) -> Path:
-        """Where this machine draws a sweep's figures: in the sweep's folder when the store is
-        local, else in a local cache (and `publish` copies them into the store)."""
+        """Where this machine reads a sweep's figures: the sweep's folder when the store is local,
+        else a local copy of them (`write_figure`)."""
         if self.local_root is not None:
             return inside(self.local_root, f"sweeps/{sweep}")
         return Path("~/.cache/sweeper/figures").expanduser() / sha256_hex(self.uri.encode())[:12] / sweep
 
-    def publish(self, rel: str, local_path: Path) -> None:
-        """Copy a file drawn on this machine (a figure) into a remote store; local stores hold it."""
-        if not self.is_local:
-            self.files.write(rel, Path(local_path).read_bytes())
+    def write_figure(self, sweep: str, rel: str, data: bytes) -> Path:
+        """Keep a file drawn for the sweep (a figure, its CSV, their stamp) at
+        `sweeps/<sweep>/<rel>`, through the store's one write path (never through a symbolic
+        link: `LinkInStore`); the path this machine reads it at: in the store when it is local,
+        else its local copy under `figures_dir` (MLflow attaches local files), written alike."""
+        self.files.write(f"sweeps/{sweep}/{rel}", data, public=True)
+        if self.local_root is not None:
+            return self.local_root / "sweeps" / sweep / rel
+        copy = self.figures_dir(sweep)
+        LocalFiles(copy).write(rel, data, public=True)
+        return copy / rel
+
+    def keep_figures(self, sweep: str, drawn: Path, paths: Sequence[Path]) -> list[Path]:
+        """`write_figure` for each file `paths` drawn under the private folder `drawn` (a
+        temporary folder no one else writes into), at its path below it; where each is read."""
+        return [self.write_figure(sweep, Path(path).relative_to(drawn).as_posix(),
+                                  Path(path).read_bytes()) for path in paths]
+
+    def write_output(self, path: os.PathLike | str, data: bytes) -> Path:
+        """A file a command was asked for at `path` (--csv, --plot, --out): through the store's
+        write path when it lies inside this local store (never through a link there), else
+        whole at `path`, its folder made; the path."""
+        rel = self.rel_of(path)
+        if rel is not None:
+            self.files.write(rel, data, public=True)
+        else:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(Path(path), data, PUBLIC_MODE)
+        return Path(path)
+
+    def rel_of(self, path: os.PathLike | str) -> Optional[str]:
+        """`path` (a command's output file) as a path under this local store's root, as given or
+        resolved, or None when it lies outside (or the store is remote): an output inside the
+        store is written through the store's write path."""
+        if self.local_root is None:
+            return None
+        target = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
+        for root in (self.given_root, self.local_root):
+            if root is not None and target.is_relative_to(root) and target != root:
+                return target.relative_to(root).as_posix()
+        return None
 
 
 def split_sweep_location(location: str | Path) -> tuple[str, str]:

@@ -160,6 +160,15 @@ class LinkInStore(OSError):
         return type(self), (self.filename,)
 
 
+def link_met(error: BaseException) -> Optional[LinkInStore]:
+    """The symbolic link a local store refused to write through (`LinkInStore`) anywhere in
+    `error`'s chain, or None: never retried (the link stays where it is), it stops the sweep."""
+    for link in error_chain(error):
+        if isinstance(link, LinkInStore):
+            return link
+    return None
+
+
 def inside(root: Path, rel: str) -> Path:
     """`root / rel`, where a local store writes, once none of `rel`'s components (the folders on
     the way, the file itself) is a symbolic link: `LinkInStore` otherwise.  Every path a local

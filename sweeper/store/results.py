@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from sweeper.axes import SORT_ORDER
 from sweeper.store.columns import (CELLS_SCHEMA, RESULTS_SCHEMA_VERSION, SCORES_DATASET_SCHEMA,
                                    conform)
-from sweeper.store.files import parquet_bytes, sha256_hex
+from sweeper.store.files import disk_full, link_met, parquet_bytes, sha256_hex
 from sweeper.store.artifacts import CELLS_DATASET, SCORES_DATASET, ArtifactStore
 
 logger = logging.getLogger(__name__)
@@ -120,6 +120,8 @@ def compact(store: ArtifactStore, sweep: str, cell_keys: list[str]) -> Results:
             "cells": checksums, "scores": scores_keys, "schema_version": RESULTS_SCHEMA_VERSION,
             "files": {rel: sha256_hex(data) for rel, data in files.items()}})
     except OSError as error:  # the rows are safe in the landing zone; readers fall back to it
+        if disk_full(error) is not None or link_met(error) is not None:
+            raise  # the sweep stops on these: every write after would fail alike
         logger.warning("the results dataset was not written (%s); the frontier reads the "
                        "cells' own files until a rerun writes it", error)
     return Results(cells.to_pandas(), coverage)

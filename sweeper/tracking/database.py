@@ -17,8 +17,10 @@ other (`UnknownSchema`), never written blind into a schema MLflow has since migr
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Optional
@@ -102,10 +104,10 @@ def _content_problem(path: Path, header: bytes, size: int) -> Optional[str]:
         return (f"{path} is truncated: it holds {size} bytes of the {_declared_size(header)} its "
                 "header declares (a copy cut short?); restore it, or name a new file")
     try:
-        tables = _tables(path, "mode=ro&immutable=1")
+        tables, revisions = _tables(path, "mode=ro&immutable=1")
     except sqlite3.DatabaseError:
         try:  # immutable takes no lock: a sweep writing it now may have shown a half-written page
-            tables = _tables(path, "mode=ro")
+            tables, revisions = _tables(path, "mode=ro")
         except sqlite3.DatabaseError as error:
             if "locked" in str(error):  # a writer holds it: a database in use, MLflow's to open
                 return None
@@ -116,7 +118,64 @@ def _content_problem(path: Path, header: bytes, size: int) -> Optional[str]:
         return (f"{path} is a SQLite database, but not MLflow's (it has no "
                 f"{'/'.join(sorted(set(MLFLOW_TABLES) - tables))} table; it holds {shown}); "
                 "name MLflow's database file, or a new one")
-    return None
+    return _revision_problem(path, revisions) if tables else None
+
+
+def _revision_problem(path: Path, revisions: list[str]) -> Optional[str]:
+    """Why MLflow will not open its database `path`, at schema revision(s) `revisions`: MLflow
+    opens only its own head revision (an older one needs `mlflow db upgrade`, a newer one the
+    MLflow that wrote it), and says so only when the sweep logs; or None."""
+    known = schema_revisions()
+    if known is None or len(revisions) == 1 and revisions[0] == known[0]:
+        return None
+    head, older = known
+    found = ", ".join(revisions) or "none"
+    what = (f"run `mlflow db upgrade sqlite:///{path}` after a backup (revision {found} is an "
+            "older MLflow's)" if revisions and set(revisions) <= older else
+            f"use the MLflow that wrote it (revision {found} is none this MLflow knows), or name "
+            "another database")
+    return (f"{path} is an MLflow database at schema revision {found}, but the MLflow installed "
+            f"here ({_mlflow_version()}) opens only revision {head}: running this again will not "
+            f"help; {what}")
+
+
+#: MLflow's migration scripts, under its package: one file per schema revision.
+MIGRATIONS = Path("store") / "db_migrations" / "versions"
+
+
+@functools.lru_cache(maxsize=1)
+def schema_revisions() -> Optional[tuple[str, frozenset[str]]]:
+    """(the head, the older revisions) of the installed MLflow's tracking schema, read from its
+    migration scripts' `revision` and `down_revision` lines (alembic imports every script to
+    say it: seconds), or None when MLflow or one head is not found."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("mlflow")
+    if spec is None or spec.origin is None:
+        return None
+    revisions, parents = set(), set()
+    for script in (Path(spec.origin).parent / MIGRATIONS).glob("*.py"):
+        text = script.read_text(encoding="utf-8", errors="replace")
+        revision = re.search(r"^revision\s*=\s*['\"]([0-9a-f]+)['\"]", text, re.MULTILINE)
+        down = re.search(r"^down_revision\s*=\s*(.+)$", text, re.MULTILINE)
+        if revision:
+            revisions.add(revision.group(1))
+        if down:
+            parents.update(re.findall(r"['\"]([0-9a-f]+)['\"]", down.group(1)))
+    heads = revisions - parents
+    if len(heads) != 1:
+        return None
+    (head,) = heads
+    return head, frozenset(revisions - heads)
+
+
+def _mlflow_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"MLflow {version('mlflow')}"
+    except PackageNotFoundError:
+        return "MLflow"
 
 
 def _short_of(header: bytes, size: int) -> bool:
@@ -141,16 +200,18 @@ def _locked_look(path: Path) -> tuple[bytes, int]:
             return handle.read(100), os.fstat(handle.fileno()).st_size
 
 
-def _tables(path: Path, mode: str) -> set[str]:
+def _tables(path: Path, mode: str) -> tuple[set[str], list[str]]:
     """The tables of the SQLite database `path`, read through a read-only connection (`mode`: its
-    URI parameters), which never writes beside it; for MLflow's, its schema version is read too."""
+    URI parameters), which never writes beside it, and for MLflow's its schema revisions."""
     import sqlite3
 
+    revisions: list[str] = []
     with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?{mode}", uri=True, timeout=5)) as db:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if set(MLFLOW_TABLES) <= tables:
-            db.execute("SELECT version_num FROM alembic_version").fetchall()
-    return tables
+            revisions = sorted(str(row[0]) for row in
+                               db.execute("SELECT version_num FROM alembic_version").fetchall())
+    return tables, revisions
 
 
 def _declared_size(header: bytes) -> Optional[int]:

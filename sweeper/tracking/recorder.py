@@ -46,9 +46,10 @@ from typing import Any, Callable, Iterable, Optional
 import pandas as pd
 
 from sweeper.console import one_line_records
-from sweeper.tracking.database import (UnknownSchema, database_identity, database_state,
-                                relocate_artifacts)
+from sweeper.tracking.database import (UnknownSchema, database_identity, database_path,
+                                       database_state, relocate_artifacts)
 from sweeper.credentials import redact, scrub
+from sweeper.store.files import disk_full
 from sweeper.interrupts import deferred, raise_swallowed, release_unwound
 from sweeper.tracking.ui import (MAX_TAG_VALUE, experiment_page, tracking_server, view_tag,
                                view_tag_value)
@@ -304,7 +305,9 @@ class SweepTracker:
         except Exception as error:  # noqa: BLE001 - tracking must never cost results
             raise_swallowed(error, handling)  # but Ctrl-C that MLflow turned into its error stops
             lines = str(error).strip().splitlines()
-            self.failure = scrub(f"{type(error).__name__}: {lines[0] if lines else ''}")
+            full = tracking_disk_full(self.uri, error)
+            self.failure = scrub(f"disk full at {full}" if full else
+                                 f"{type(error).__name__}: {lines[0] if lines else ''}")
 
     def _log_cell(self, row: dict[str, Any]) -> None:
         """The cell's coordinates as params and its figures as metrics, stamped now: the driver
@@ -508,9 +511,11 @@ class SweepTracker:
             self.missed_cells = set(self.logged_cells)
         if self.failure is None:
             return None
+        then = ("once there is space again" if self.failure.startswith("disk full at ")
+                else "once the server is back")
         message = (f"MLflow tracking at {redact(self.uri)} failed mid-sweep ({self.failure}): "
                    f"{len(self.missed_cells)} cell run(s) and {self.missed_artifacts} artifact(s) were "
-                   "not logged. The results are whole in Parquet; once the server is back, run "
+                   f"not logged. The results are whole in Parquet; {then}, run "
                    f"`sweeper sync --experiment {self.sweep_name} --store-root STORE` "
                    "to log them.")
         logger.warning(message)
@@ -530,11 +535,29 @@ def open_tracker(uri: str, experiment: str, sweep_name: str, sweep_key: str,
                        error)
         return None
     except Exception as error:  # noqa: BLE001 - any tracking failure must not stop the sweep
+        full = tracking_disk_full(uri, error)
+        if full is not None:  # not an outage: waiting will not free the space
+            logger.warning("%s", scrub(
+                f"MLflow tracking is off for this sweep: disk full at {full}; results still land "
+                "in Parquet, but no runs are logged. Free space there, then run `sweeper sync "
+                f"--experiment {sweep_name} --store-root STORE`."))
+            return None
         logger.warning("MLflow tracking at %s is unavailable (%s); results still land in Parquet, "
                        "but no runs are logged. Once it is back, run `sweeper sync "
                        "--experiment %s --store-root STORE`.", redact(uri), type(error).__name__,
                        sweep_name)
         return None
+
+
+def tracking_disk_full(uri: str, error: BaseException) -> Optional[str]:
+    """Where the disk was full when that is why MLflow failed (`sweeper.store.files.disk_full`),
+    or None; SQLite's "database or disk is full" names no file, so a `sqlite:///` store's is
+    named for it."""
+    where = disk_full(error)
+    database = database_path(uri)
+    if where is None or database is None or not where.startswith("an unnamed file"):
+        return where
+    return f"{database} (MLflow's SQLite database: {where.partition('(')[2].rstrip(')')})"
 
 
 def import_mlflow() -> None:

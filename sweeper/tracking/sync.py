@@ -12,12 +12,13 @@ import argparse
 import logging
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional, Sequence
 
 from sweeper import VERSION_TEXT
 from sweeper.console import Progress, shown
-from sweeper.tracking.database import UnknownSchema
-from sweeper.store.artifacts import ArtifactStore
+from sweeper.tracking.database import UnknownSchema, database_path
+from sweeper.store.artifacts import ArtifactStore, links_on_the_way, links_refusal
 from sweeper.credentials import redact, scrub, tracking_uri_problem
 from sweeper.errors import error_chain
 from sweeper.paths import name_problem
@@ -25,7 +26,9 @@ from sweeper.tracking.locations import tracking_location_problem
 from sweeper.probes import not_mlflow_problem, tracking_server_problem
 from sweeper.store.results import load_results, sort_frontier
 from sweeper.tracking.run_records import config_params, summary_metrics
-from sweeper.tracking.recorder import SweepTracker, default_tracking_uri, mlflow_artifact_location
+from sweeper.store.files import DiskFull
+from sweeper.tracking.recorder import (SweepTracker, default_tracking_uri,
+                                       mlflow_artifact_location, tracking_disk_full)
 
 logger = logging.getLogger(__name__)
 
@@ -62,12 +65,28 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
     config = manifest["config"]
     uri = tracking_uri or config["tracking"]["uri"] or default_tracking_uri(store.local_root)
     field = "--tracking-uri" if tracking_uri else "tracking.uri"
+    links = mlflow_links(store, uri)
+    if links:  # MLflow would write through them: SQLite into a link's target, artifacts too
+        raise SyncRefused(links_refusal(links, "MLflow"))
     problem = (tracking_uri_problem(uri, "MLFLOW_TRACKING_URI")  # the only source left unchecked
                or tracking_location_problem(field, uri))  # never better on a second try
     if problem:
         raise SyncRefused(problem)
     if not tracking_uri:
         _require_server(uri, "tracking.uri")
+    try:
+        return _log(store, experiment, manifest, uri, progress)
+    except Exception as error:
+        full = tracking_disk_full(uri, error)
+        if full is not None:  # not an outage: said as what it is
+            raise DiskFull(full) from None
+        raise
+
+
+def _log(store: ArtifactStore, experiment: str, manifest: dict, uri: str,
+         progress: bool) -> SyncReport:
+    """Log what MLflow lacks of the sweep (`sync`, once its command line passed)."""
+    config = manifest["config"]
     tracker = SweepTracker(uri, config["tracking"]["experiment"], experiment, manifest["sweep_key"],
                            config_params(config), mlflow_artifact_location(store, uri),
                            store.read_scores_table, manifest.get("earlier_keys", ()))
@@ -78,7 +97,7 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
             bar.update()
     tracker.log_summary(summary_metrics(results))  # models trained and wall time: the sweep's own
     if tracker.failure is not None:
-        raise ConnectionError(f"MLflow at {redact(uri)} failed: {tracker.failure}")
+        raise _failed(uri, tracker.failure)
     artifacts = 0
     if not tracker.client.list_artifacts(tracker.run_id):
         folder = store.figures_dir(experiment)
@@ -92,8 +111,29 @@ def sync(store_root: str, experiment: str, tracking_uri: Optional[str] = None,
         tracker.log_frontier_table(results)
     tracker.terminate(failed=bool(store.read_failures(experiment, manifest["cells"])))
     if tracker.failure is not None:
-        raise ConnectionError(f"MLflow at {redact(uri)} failed: {tracker.failure}")
+        raise _failed(uri, tracker.failure)
     return SyncReport(redact(uri), len(results), tracker.logged_now, artifacts)
+
+
+def mlflow_links(store: ArtifactStore, uri: str) -> list[Path]:
+    """The symbolic links on the way to what MLflow writes in a local store (its SQLite database
+    and journals when the database lies in the store, its artifacts folder and all in it): no
+    write path of sweeper's reaches those, so they are looked for before MLflow opens."""
+    if store.local_root is None:
+        return []
+    database = database_path(uri)
+    rel = None if database is None else store.rel_of(database)
+    rels = [] if rel is None else [rel, *(f"{rel}-{journal}" for journal in ("journal", "wal", "shm"))]
+    artifacts = mlflow_artifact_location(store, uri) is not None
+    return links_on_the_way(store.local_root, rels + (["mlartifacts"] if artifacts else []),
+                            ["mlartifacts"] if artifacts else [])
+
+
+def _failed(uri: str, failure: str) -> OSError:
+    """The error of a sync whose logging failed: a full disk as `DiskFull`, else an outage."""
+    if failure.startswith("disk full at "):
+        return DiskFull(failure[len("disk full at "):])
+    return ConnectionError(f"MLflow at {redact(uri)} failed: {failure}")
 
 
 def _require_server(uri: str, field: str) -> None:
@@ -137,8 +177,13 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.tr
         except Unreachable as error:
             logger.error("%s; nothing was logged, run this again once it is back.", error)
             return 1
+        except DiskFull as error:
+            logger.error("%s", scrub(f"{error}: what was logged is kept; free space there, then "
+                                     "run this again to log the rest."))
+            return 1
         except Exception as error:  # noqa: BLE001 - the server is down still: say so, exit 1
-            if any(isinstance(link, ImportError) for link in error_chain(error)):  # not an outage
+            if any(isinstance(link, ImportError) or "out-of-date database schema" in str(link)
+                   for link in error_chain(error)):  # not an outage: a driver, a server's schema
                 logger.error("%s", scrub(f"MLflow cannot open this tracking store "
                                          f"({type(error).__name__}: {error}); running this again "
                                          "will not help: name a tracking URI it can open."))

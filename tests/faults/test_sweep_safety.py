@@ -34,7 +34,7 @@ from sweeper.credentials import redact_tree, scrub
 from sweeper.interrupts import RESUME_LINE
 from sweeper.cluster.start import auth_hint
 from sweeper.runner import run_sweep
-from sweeper.store.artifacts import ArtifactStore, CorruptArtifact
+from sweeper.store.artifacts import MARKER, ArtifactStore, CorruptArtifact
 from sweeper.tracking.recorder import CELL_KEY_TAG, PARENT_TAG
 from testkit.in_process import run_command
 
@@ -372,7 +372,7 @@ def test_disk_full_is_said_in_one_line_and_leaves_no_partial_file(make_tiny_over
         import numpy
         from sweeper.store.artifacts import ArtifactStore
         try:
-            ArtifactStore({str(disk / 'runs')!r}).write_query("q", numpy.zeros(100_000))
+            ArtifactStore({str(disk / 'probe')!r}).write_query("q", numpy.zeros(100_000))
         except OSError as error:
             print("raised:", error)
         print("parts:", glob.glob({str(disk)!r} + "/**/.*.part", recursive=True))
@@ -385,7 +385,7 @@ def test_disk_full_is_said_in_one_line_and_leaves_no_partial_file(make_tiny_over
               f"{shlex.join(sweep)}; echo rc=$?")
     done = in_mount_namespace(script, tmp_path)
     out = done.stdout + done.stderr
-    assert f"raised: disk full at {disk}/runs/queries/q.npy" in out, out[-3000:]
+    assert f"raised: disk full at {disk}/probe/queries/q.npy" in out, out[-3000:]
     assert "parts: []" in out
     assert f"error: disk full at {disk}/runs/sweeps/full/.lock" in out, out[-3000:]
     assert "rc=1" in out and "Traceback" not in out
@@ -410,6 +410,7 @@ def test_a_model_the_disk_cannot_hold_stops_the_sweep_naming_its_path(make_tiny_
     # private mount namespace: the rest of the store has room, a model's weights do not fit.
     root = tmp_path / "runs"
     (root / "models").mkdir(parents=True)
+    (root / MARKER).write_text("a store\n")  # a store already: models/ alone is not one
     sweep = [sys.executable, "-m", "sweeper", *make_tiny_overrides(root, name="full", **{
         "grid.epsilon": "[4]", "grid.p": "[0.5]", "grid.attack": "[loss]"})]
     script = (f"mount -t tmpfs -o size=16k tmpfs {root / 'models'} || exit 77; "
@@ -424,6 +425,77 @@ def test_a_model_the_disk_cannot_hold_stops_the_sweep_naming_its_path(make_tiny_
     assert "retries remaining" not in said and "will be retried" not in said, said[-3000:]
     assert "models trained: 1/1" not in said and "trained 1 of 1" not in said, said[-3000:]
     assert "Traceback" not in said
+
+
+@pytest.mark.skipif(UNSHARE is None or sys.platform != "linux", reason="needs unshare (Linux)")
+def test_full_disks_under_results_and_mlflows_database_are_said_as_full_disks(make_tiny_overrides,
+                                                                             tmp_path):
+    # Issue 54: a full disk under results/ was a warning and exit 0; one under MLflow's SQLite
+    # database was called an outage ("once it is back, run `sweeper sync`"), by the sweep and by
+    # sync.  results/ and the database's folder are 4 KiB tmpfs in a private mount namespace.
+    root, disk = tmp_path / "runs", tmp_path / "disk"
+    (root / "results").mkdir(parents=True)
+    (root / MARKER).write_text("a store\n")
+    disk.mkdir()
+    database = disk / "mlflow.db"
+    sweep = [sys.executable, "-m", "sweeper", *make_tiny_overrides(root, name="full", **{
+        "grid.epsilon": "[4]", "grid.p": "[0.5]", "grid.attack": "[loss]",
+        "tracking.uri": f"sqlite:///{database}"})]
+    sync = [sys.executable, "-m", "sweeper.tracking.sync", "--store-root", str(root),
+            "--experiment", "full", "--tracking-uri", f"sqlite:///{database}"]
+    script = (f"mount -t tmpfs -o size=4k tmpfs {root / 'results'} || exit 77; "
+              f"mount -t tmpfs -o size=4k tmpfs {disk} || exit 77; "
+              f"{shlex.join(sweep)}; echo sweep rc=$? >&2; "
+              f"{shlex.join(sync)}; echo sync rc=$? >&2")
+    done = in_mount_namespace(script, tmp_path)
+    err = done.stderr.rstrip().splitlines()
+    said = done.stdout + done.stderr
+    assert err[-1] == "sync rc=1", done.stderr[-3000:]
+    sweep_end = err.index("sweep rc=1")
+    assert re.fullmatch(rf"error: disk full at {re.escape(str(root))}/results/(cells|scores)/"
+                        r"sweep=full/part-0\.parquet: what finished is kept in the store; free "
+                        r"space and rerun the same command to resume", err[sweep_end - 1]), said
+    full_db = rf"disk full at {re.escape(str(database))} \(MLflow's SQLite database: "
+    assert re.search(rf"MLflow tracking is off for this sweep: {full_db}", said), said[-3000:]
+    assert re.search(rf"{full_db}.*\): what was logged is kept; free space there, then run this "
+                     r"again to log the rest\.", err[-2]), said[-3000:]
+    assert "once it is back" not in said and "unavailable" not in said, said[-3000:]
+    assert "Traceback" not in said
+
+
+def test_a_link_a_task_meets_stops_the_sweep_in_one_line_never_retried(make_tiny_overrides,
+                                                                      tmp_path):
+    # Issue 54: `LinkInStore` is an OSError, so Ray retried the training that met it three times,
+    # printing raw tracebacks, before the sweep exited 1.  A link at each model's folder, deeper
+    # than the preflight looks (something put it there while the sweep ran).
+    from sweeper.checks.preflight import preflight
+    from sweeper.grid.plan import build_plan
+    from sweeper.grid.scale import scaled
+
+    root, outside = tmp_path / "runs", tmp_path / "outside"
+    overrides = make_tiny_overrides(root, name="linked", **{
+        "grid.epsilon": "[4]", "grid.p": "[0.5]", "grid.attack": "[loss]"})
+    keys = list(build_plan(scaled(preflight(overrides))).models)
+    (root / "models").mkdir(parents=True)
+    (root / MARKER).write_text("a store\n")
+    outside.mkdir()
+    for key in keys:
+        (root / "models" / key).symlink_to(outside, target_is_directory=True)
+    done = subprocess.run([sys.executable, "-m", "sweeper", *overrides], capture_output=True,
+                          text=True, timeout=600, cwd=tmp_path)
+    err = done.stderr.rstrip().splitlines()
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert re.fullmatch(rf"error: {re.escape(str(root))}/models/[0-9a-f]+ is a symbolic link "
+                        r"inside the store, which writes only into its own folders, never through "
+                        r"a link: something else put it there\. Remove it once you know what it is "
+                        r"\(move what it points at into the store, if that is what was meant\)\. "
+                        r"The sweep stopped: what finished is kept in the store; rerun the same "
+                        r"command to resume", err[-1]), done.stderr[-3000:]
+    said = done.stdout + done.stderr
+    assert "retries remaining" not in said and "will be retried" not in said, said[-3000:]
+    assert "Traceback" not in said and "LinkInStore" not in said, said[-3000:]
+    assert os.listdir(outside) == []  # nothing written through the links
+    assert all((root / "models" / key).is_symlink() for key in keys)  # left for a person
 
 
 @pytest.mark.serial  # each signal is timed against the sweep's progress
