@@ -220,11 +220,13 @@ def publish_figures(cfg: SweepConfig, store: ArtifactStore,
         report_paths = draw(cfg.report, results, staging / "report", store.uri, note)
         drawn_paths = [plot_path, csv_path, *report_paths]
         paths = store.keep_figures(cfg.name, staging, drawn_paths)
-    paths.append(write_report(store, cfg.name))  # last: it embeds the figures kept above
+    # The stamp lists the report before it is written: a report that failed is drawn again by
+    # the next run, since a listed file that is not there voids the stamp.
     store.write_figure(cfg.name, FIGURES_STAMP, json.dumps({
         "key": key, "paths": [*(path.relative_to(staging).as_posix() for path in drawn_paths),
                               REPORT_FILE],
         "notes": notes}).encode())
+    paths.append(write_report(store, cfg.name))  # last: it embeds the figures kept above
     return paths, key
 
 
