@@ -318,15 +318,24 @@ def low_cost_shadows_needed(settings: RmiaLowCostSettings) -> tuple[int, str]:
                            "with the next shadow pair; or set a (0.3: the paper's ICML configurations)")
 
 
-def first_shadows(inputs: AttackInputs, count: int) -> AttackInputs:
-    """`inputs` with only the first `count` shadows, in every field that holds shadows."""
-    def first(values: Optional[np.ndarray]) -> Optional[np.ndarray]:
-        return None if values is None else values[:count]
-    return dataclasses.replace(
-        inputs, shadow_logits=first(inputs.shadow_logits), shadow_members=first(inputs.shadow_members),
-        shadow_query=first(inputs.shadow_query),
-        shadow_population_logits=first(inputs.shadow_population_logits),
-        shadow_population_members=first(inputs.shadow_population_members))
+def first_references(inputs: AttackInputs, count: int) -> AttackInputs:
+    """`inputs` in which each evaluation record keeps only its first `count` OUT shadows and each
+    population record (which every shadow lacks) the first 2·`count` shadows: the others are
+    marked IN, which offline RMIA never reads.  With complementary pairs in order that is the
+    first `count` pairs; with one shadow held out (the calibrated policy) the next OUT ones."""
+    if inputs.shadow_members is None or inputs.shadow_logits is None:
+        raise ValueError("RMIA needs shadow models")
+    out = ~np.asarray(inputs.shadow_members, dtype=bool)
+    kept = out & (np.cumsum(out, axis=0) <= count)
+    population: dict[str, Any] = {}
+    if inputs.shadow_population_logits is not None:
+        shadows, size = inputs.shadow_population_logits.shape[0], inputs.shadow_population_logits.shape[-2]
+        z_out = np.ones((shadows, size), dtype=bool)
+        if inputs.shadow_population_members is not None:
+            z_out = ~np.asarray(inputs.shadow_population_members, dtype=bool)
+        z_kept = z_out & (np.cumsum(z_out, axis=0) <= 2 * count)
+        population = dict(shadow_population_members=~z_kept)
+    return dataclasses.replace(inputs, shadow_members=~kept, **population)
 
 
 @register_attack("rmia_low_cost", RmiaLowCostSettings, needs_shadows=True, asks=held_out_query,
@@ -334,8 +343,11 @@ def first_shadows(inputs: AttackInputs, count: int) -> AttackInputs:
 def rmia_low_cost(inputs: AttackInputs, settings: RmiaLowCostSettings) -> np.ndarray:
     """RMIA offline with 1 or 2 OUT references per record (`rmia_references` shadow pairs), a
     fixed or searched by attacking shadow 0 with one reference of the next pair (the paper's
-    low-cost setting)."""
+    low-cost setting).
+
+    Pr(z) averages the 2k references, all OUT for z; ML Privacy Meter's code keeps the k largest
+    of them (a side effect of its sort), which we do not (docs/attacks.md)."""
     offline_a = settings.rmia_offline_a
     if offline_a is None:
         offline_a = search_offline_a(inputs, settings, references=slice(2, 4))
-    return _rmia(first_shadows(inputs, 2 * settings.rmia_references), settings, offline_a)
+    return _rmia(first_references(inputs, settings.rmia_references), settings, offline_a)
