@@ -50,19 +50,6 @@ def sweep_overrides(experiment: str, store: Path, attacks: Sequence[str], epsilo
             "grid.policy=[quantile_max]", "cluster.include_dashboard=false"]
 
 
-def shadows_read(attack: str, shadows: int, settings: dict) -> int:
-    """The shadow models an attack reads with its default settings: none, its declared fewest
-    (`rmia_low_cost`'s reference pairs), or every shadow."""
-    declared = ATTACKS[attack]
-    if not declared.needs_shadows:
-        return 0
-    chosen = declared.settings_type(**{k: v for k, v in settings.items()
-                                       if k in declared.settings_type.__dataclass_fields__})
-    if declared.shadows_needed is not None and attack == "rmia_low_cost":
-        return declared.fewest_shadows(chosen)[0]
-    return shadows
-
-
 def priced_rows(store: Path, sweep: str, shadows: int) -> list[dict]:
     """One row per (ε, attack): metrics over the pooled targets' scores and the cost."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -80,7 +67,7 @@ def priced_rows(store: Path, sweep: str, shadows: int) -> list[dict]:
         values, members = scores["score"].to_numpy(float), scores["member"].to_numpy(bool)
         at = train[np.isclose(train["epsilon"], epsilon) | (np.isinf(train["epsilon"]) & math.isinf(epsilon))]
         per_shadow = float(at.loc[at["role"] == "shadow", "seconds"].median()) if (at["role"] == "shadow").any() else 0.0
-        read = shadows_read(attack, shadows, {})
+        read = ATTACKS[attack].shadows_it_reads(ATTACKS[attack].settings_type(), shadows)
         targets = group["model_key"].nunique()
         rows.append({
             "epsilon": epsilon, "attack": attack, "auc": roc_auc(values, members),

@@ -249,3 +249,12 @@ def test_a_sweep_of_shadow_free_attacks_trains_no_shadow():
     cfg.grid.attack = ["qmia", "base"]
     shadows = [m for m in build_plan(cfg).models.values() if m.role == "shadow"]
     assert len(shadows) == cfg.shadow.count * len(cfg.grid.epsilon)
+
+
+def test_each_attack_says_how_many_shadows_it_reads():
+    """What bench.attacks_priced prices: none, its reference pairs, or every shadow."""
+    assert ATTACKS["qmia"].shadows_it_reads(own("qmia"), 16) == 0
+    assert ATTACKS["base"].shadows_it_reads(own("base"), 16) == 16
+    low_cost = ATTACKS["rmia_low_cost"]
+    assert low_cost.shadows_it_reads(own("rmia_low_cost", rmia_references=2), 16) == 4
+    assert low_cost.shadows_it_reads(own("rmia_low_cost", rmia_offline_a=None), 16) == 4

@@ -339,7 +339,8 @@ def first_references(inputs: AttackInputs, count: int) -> AttackInputs:
 
 
 @register_attack("rmia_low_cost", RmiaLowCostSettings, needs_shadows=True, asks=held_out_query,
-                 fits_per_record=True, shadows_needed=low_cost_shadows_needed)
+                 fits_per_record=True, shadows_needed=low_cost_shadows_needed,
+                 shadows_read=lambda settings: low_cost_shadows_needed(settings)[0])
 def rmia_low_cost(inputs: AttackInputs, settings: RmiaLowCostSettings) -> np.ndarray:
     """RMIA offline with 1 or 2 OUT references per record (`rmia_references` shadow pairs), a
     fixed or searched by attacking shadow 0 with one reference of the next pair (the paper's
