@@ -52,7 +52,6 @@ def sweep_overrides(experiment: str, store: Path, attacks: Sequence[str], epsilo
 
 def priced_rows(store: Path, sweep: str, shadows: int) -> list[dict]:
     """One row per (ε, attack): metrics over the pooled targets' scores and the cost."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from sweeper.store.artifacts import ArtifactStore
 
     artifacts = ArtifactStore(str(store))
@@ -79,10 +78,10 @@ def priced_rows(store: Path, sweep: str, shadows: int) -> list[dict]:
     return rows
 
 
-def table(rows: list[dict], experiment: str) -> str:
-    lines = [f"{experiment}: | ε | attack | AUC | TPR@0.1% | TPR@1% | targets | shadows | regressors | train s | attack s |",
+def table(rows: list[dict]) -> str:
+    """The rows as docs/attacks.md's markdown table."""
+    lines = ["| ε | attack | AUC | TPR@0.1% | TPR@1% | targets | shadows | regressors | train s | attack s |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    lines[0] = lines[0].split(": ", 1)[1]
     for row in rows:
         lines.append(f"| {row['epsilon']:g} | `{row['attack']}` | {row['auc']:.3f} | {row['tpr@0.1%']:.3f} | "
                      f"{row['tpr@1%']:.3f} | {row['targets']} | {row['shadows']} | {row['regressors']} | "
@@ -118,7 +117,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         rows = priced_rows(store, f"priced_{experiment}", args.shadows)
         print(f"\n{experiment} (sweep wall {time.perf_counter() - started:.0f} s, load average "
               f"{os.getloadavg()[0]:.1f}):")
-        print(table(rows, experiment))
+        print(table(rows))
     return 0
 
 
