@@ -100,6 +100,7 @@ def synthetic_inputs(attack: str, settings, n: int = 40, shadows: int = 4, class
         kind = question[0]
         answers = {"augmented_logits": lambda: rng.normal(size=(2, n, classes)),
                    "held_out_logits": lambda: rng.normal(size=(1, n, classes)),
+                   "held_out_logits_and_inputs": lambda: rng.normal(size=(1, n, classes + 5)),
                    "held_out_augmented_logits": lambda: rng.normal(size=(2, n, classes)),
                    "merlin": lambda: rng.random(n),
                    "pdtp": lambda: np.column_stack([np.arange(3), rng.random((3, 3))])}[kind]

@@ -9,5 +9,6 @@ section, `jobs.attacks.section.AttackSettings`).  The model queries some attacks
 the tasks that answer them, not here: reading the attacks imports no torch.
 """
 
-# Each registers its attacks; LiRA, RMIA and Shokri et al.'s first, as before they had a folder.
-from jobs.attacks import lira, rmia, shokri, basic  # noqa: F401
+# Each registers its attacks; LiRA, RMIA and Shokri et al.'s first, as before they had a folder;
+# then the cheap strong attacks, QMIA (no shadows) and BASE (no population).
+from jobs.attacks import lira, rmia, shokri, basic, qmia, bayes_optimal  # noqa: F401

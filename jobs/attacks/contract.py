@@ -95,6 +95,9 @@ class Attack:
     retrains: Optional[str] = None
     # The fewest shadow models its settings need, and why: (count, reason); None: two (one pair).
     shadows_needed: Optional[Callable[[Any], tuple[int, str]]] = None
+    # How many of the shadows it reads, from its settings (low-cost RMIA: its reference pairs);
+    # None: every shadow of the sweep, if it needs shadows.  What `bench.attacks_priced` prices.
+    shadows_read: Optional[Callable[[Any], int]] = None
     # Reads nothing of the model (the always-member baseline, a random guess): it applies to
     # any model, a network's or an exact mechanism's.
     reads_model: bool = True
@@ -132,6 +135,12 @@ class Attack:
 
     def query(self, settings: Any) -> Optional[tuple[str, dict]]:
         return self.asks(settings) if self.asks is not None else None
+
+    def shadows_it_reads(self, settings: Any, shadows: int) -> int:
+        """How many of a sweep's `shadows` it reads with `settings`."""
+        if not self.needs_shadows:
+            return 0
+        return min(shadows, self.shadows_read(settings)) if self.shadows_read is not None else shadows
 
     def fewest_shadows(self, settings: Any) -> tuple[int, str]:
         """The fewest shadow models it needs with `settings`, and why (two: one mask pair)."""

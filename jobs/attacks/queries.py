@@ -2,8 +2,9 @@
 
 Why a separate step.  Some attacks need the model itself, not just its stored logits: LiRA with
 query augmentations (the logits of flipped and shifted copies of each record), Merlin (the loss
-under random input perturbations) and RMIA (the logits of held-out records, its population z,
-beside the evaluation records' in the same views).  Answering them from the stored weights, as
+under random input perturbations), RMIA (the logits of held-out records, its population z,
+beside the evaluation records' in the same views) and QMIA (held-out records' logits and inputs,
+its regressor's public non-members).  Answering them from the stored weights, as
 their own content-keyed artifacts, means adding such an attack to a finished sweep trains
 nothing: it only loads each model once more and asks.  Queries cover the evaluation records, except those whose
 kind says `whole_pool` (PDTP's leave-one-out, over the training set) or `held_out` (the
@@ -107,6 +108,14 @@ def _answer_held_out_logits(settings: dict[str, Any], model: torch.nn.Module, x:
                             y: np.ndarray, device: torch.device) -> np.ndarray:
     """(1, records, classes): the logits of the evaluation and held-out records, one view."""
     return predict_logits(model, x, device)[None]
+
+
+@register_query("held_out_logits_and_inputs", held_out=True)
+def _answer_held_out_logits_and_inputs(settings: dict[str, Any], model: torch.nn.Module,
+                                       x: np.ndarray, y: np.ndarray, device: torch.device) -> np.ndarray:
+    """(1, records, classes + features): each record's logits, then its flattened input (what
+    QMIA's regressor reads, `jobs.attacks.qmia`), for the evaluation and held-out records."""
+    return np.hstack([predict_logits(model, x, device), x.reshape(len(x), -1)])[None]
 
 
 @register_query("held_out_augmented_logits", images_only=True, held_out=True)

@@ -325,15 +325,17 @@ def _canary_inputs(store: ArtifactStore, spec: AttackSpec,
 
 def with_held_out_population(inputs: AttackInputs, answers: list[np.ndarray],
                              held_out_labels: Optional[np.ndarray]) -> AttackInputs:
-    """RMIA's inputs from its held-out query: each model's answer, (views, n + m, classes), is
+    """A held-out query's inputs (RMIA's, QMIA's): each model's answer, (views, n + m, classes), is
     split into the evaluation records' views (the query fields) and the population z, the m
     held-out records no model trained on (the population fields, with their labels)."""
     if held_out_labels is None:
         raise ValueError("a held-out query's attack needs the held-out split's labels")
     n = len(inputs.labels)
-    target, shadows = answers[0], np.stack(answers[1:])
+    target = answers[0]
+    shadows = np.stack(answers[1:]) if len(answers) > 1 else None  # none: a shadow-free attack
     return dataclasses.replace(
-        inputs, target_query=target[:, :n], shadow_query=shadows[:, :, :n],
+        inputs, target_query=target[:, :n], shadow_query=None if shadows is None else shadows[:, :, :n],
         population_logits=target[:, n:], population_labels=held_out_labels[:target.shape[1] - n],
-        shadow_population_logits=shadows[:, :, n:], shadow_population_members=None)
+        shadow_population_logits=None if shadows is None else shadows[:, :, n:],
+        shadow_population_members=None)
 
