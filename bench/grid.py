@@ -82,7 +82,7 @@ class GridShape:
 
 
 def grid_shape(experiment: str, overrides: list[str]) -> GridShape:
-    """The experiment's plan, composed and planned as `python -m sweeper` would (its GPU
+    """The experiment's plan, composed, scaled and planned as `python -m sweeper` would (its GPU
     request set aside, so that a machine without one can plan it too).  Raises ConfigError,
     naming every problem, for an experiment or overrides the preflight refuses."""
     from omegaconf import OmegaConf
@@ -90,8 +90,10 @@ def grid_shape(experiment: str, overrides: list[str]) -> GridShape:
     from jobs.datasets import DATASETS
     from sweeper.grid.plan import build_plan, group_resources, models_per_task, train_options_of
     from sweeper.checks.preflight import CONF_DIR, composed
+    from sweeper.grid.scale import scaled
 
     cfg, _ = composed([f"+experiment={experiment}", *overrides, "resources.train.num_gpus=0"])
+    cfg = scaled(cfg)  # `scale=smoke` as the sweep applies it
     shipped = OmegaConf.load(CONF_DIR / "experiment" / f"{experiment}.yaml")
     gpus = float(OmegaConf.select(shipped, "resources.train.num_gpus", default=0.0) or 0.0)
     shipped_k = models_per_task(dataclasses.replace(
@@ -101,15 +103,17 @@ def grid_shape(experiment: str, overrides: list[str]) -> GridShape:
     plan = build_plan(cfg)
     spec = DATASETS[cfg.dataset.name]
     full_pool = spec.pool_records(cfg.dataset.test_size)
-    models, settings = [], None
+    models, settings, pools = [], None, set()
     for model in plan.models.values():
         pool = model.data.pool_size or full_pool
+        pools.add(pool)
         models.append((model.role, model.sample_rate, int(round(pool * model.sample_rate))))
         if settings is None and math.isfinite(model.train.epsilon):
             settings = model.train
     settings = settings or next(iter(plan.models.values())).train
+    # The records drawn are the largest pool a model reads (`scale=smoke`'s few hundred).
     return GridShape(experiment, cfg.dataset.name, tuple(spec.input_shape), spec.num_classes,
-                     full_pool, cfg.dataset.test_size, settings, cfg.shadow.p, tuple(models),
+                     max(pools), cfg.dataset.test_size, settings, cfg.shadow.p, tuple(models),
                      shipped_k, max(1, int(round(1 / task_gpus))) if task_gpus > 0 else 1,
                      train_options_of(cfg))
 
