@@ -370,7 +370,9 @@ def fixed_costs(shape: GridShape, data: ArrayDataset, records: int, device: torc
         start = time.perf_counter() - began
         stepper = _stepper(run, pool_x, pool_y, torch.as_tensor(np.flatnonzero(mask)), device,
                            options)
-        times, captured, sizes = [], [], {}
+        times: list[float] = []
+        captured: list[bool] = []
+        sizes: dict[int, int] = {}
         for _ in range(settings.epochs):
             with _stream(stepper.stream):
                 stepper.begin_epoch(run.batches())
