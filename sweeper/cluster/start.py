@@ -21,6 +21,9 @@ and docs/confinement.md.)
   30 s for the node to register ("The current node timed out during startup"): the start is
   tried once more in a fresh session, the first one's processes killed, then refused in one
   line (`RayStartFailed`).
+* **A dashboard that cannot start** says why in one line (`dashboard_failure`): a missing
+  module by name (Ray's dashboard needs aiohttp_cors, opencensus, opentelemetry, pydantic, …),
+  a taken port as such, else its log's last error line.
 * **Secrets**: `cluster.runtime_env.env_vars` reach a local Ray's workers through the environment
   its processes inherit (`environment`), never through Ray's runtime environment, whose agent
   writes them into a log every user can read.
