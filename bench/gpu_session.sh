@@ -97,7 +97,7 @@ sweep() {  # sweep NAME SWEEP_SECONDS GRID_SECONDS: the real command, bench.grid
     say "=== python -m bench.grid --experiment $name --packings 4x1 --rounds 5 ${overrides[*]}"
     part "bench.grid ($name)" "$grid_s" "$out/grid_$name.log" "$py" -m bench.grid \
         --experiment "$name" --packings 4x1 --rounds 5 "${overrides[@]}"
-    grep -v Warning "$out/grid_$name.log" | tee -a "$log"
+    { grep -v Warning "$out/grid_$name.log" || true; } | tee -a "$log"
     part "bench.gpu_sweep ($name)" 30 "$out/report_$name.log" "$py" -m bench.gpu_sweep \
         --experiment "$name" --store "$store" --sweep-log "$out/sweep_$name.log" \
         --smi "$out/smi_$name.csv" --grid-log "$out/grid_$name.log" -- "${overrides[@]}"
