@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 40's GPU figures in one call on a lent GPU (≈ 6 minutes, 9.5 at most: every part under
+# Issue 40's GPU figures in one call on a lent GPU (≈ 6 minutes, 10 at most: every part under
 # its own `timeout`): the GPU tests, then the real command, `python -m sweeper`, through Ray on
 # synthetic records of MNIST's and of CIFAR-10's shape at the grid's own pool sizes
 # (`mnist_lira`, `cifar10_lira`, `bench.gpu_sweep --stand-in`: models of the grid's size, so
@@ -71,7 +71,7 @@ else
     scale=(scale=smoke resources.train.num_gpus=0)
 fi
 say "=== pytest -m gpu tests/gpu"
-part "pytest -m gpu tests/gpu" 90 "$out/pytest.log" "$py" -m pytest -m gpu tests/gpu -q \
+part "pytest -m gpu tests/gpu" 80 "$out/pytest.log" "$py" -m pytest -m gpu tests/gpu -q \
     -p no:cacheprovider -rs
 tail -25 "$out/pytest.log" | tee -a "$log"
 shrink=("grid.epsilon=[1,8]" "grid.trial=[0]" shadow.count=4)
@@ -81,7 +81,7 @@ shrink=("grid.epsilon=[1,8]" "grid.trial=[0]" shadow.count=4)
 sweep() {  # sweep NAME SWEEP_SECONDS GRID_SECONDS: the real command, bench.grid, the report
     local name=$1 sweep_s=$2 grid_s=$3
     local store="$out/store_$name" sampler="" overrides
-    part "bench.gpu_sweep --stand-in ($name)" 30 "$out/stand_in_$name.log" \
+    part "bench.gpu_sweep --stand-in ($name)" 20 "$out/stand_in_$name.log" \
         "$py" -m bench.gpu_sweep --experiment "$name" --stand-in
     read -r -a overrides < <(tail -n 1 "$out/stand_in_$name.log")
     overrides+=("${shrink[@]}" cluster.include_dashboard=false "${scale[@]}")
@@ -98,11 +98,11 @@ sweep() {  # sweep NAME SWEEP_SECONDS GRID_SECONDS: the real command, bench.grid
     part "bench.grid ($name)" "$grid_s" "$out/grid_$name.log" "$py" -m bench.grid \
         --experiment "$name" --packings 4x1 --rounds 5 "${overrides[@]}"
     { grep -v Warning "$out/grid_$name.log" || true; } | tee -a "$log"
-    part "bench.gpu_sweep ($name)" 30 "$out/report_$name.log" "$py" -m bench.gpu_sweep \
+    part "bench.gpu_sweep ($name)" 25 "$out/report_$name.log" "$py" -m bench.gpu_sweep \
         --experiment "$name" --store "$store" --sweep-log "$out/sweep_$name.log" \
         --smi "$out/smi_$name.csv" --grid-log "$out/grid_$name.log" -- "${overrides[@]}"
     tee -a "$log" < "$out/report_$name.log"
 }
-sweep mnist_lira 90 45
-sweep cifar10_lira 180 90
+sweep mnist_lira 75 45
+sweep cifar10_lira 170 75
 say "gpu_session: every part done; the figures above, the outputs in $out"
