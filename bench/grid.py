@@ -16,6 +16,10 @@ a step does not depend on the values), through `jobs` exactly as a sweep's train
   outside its steps (wall − steps × DP step as trained, over wall) and the peak memory;
 * the query task's time: the model's logits on the whole pool, from host memory, as the query
   and attack tasks read them;
+* a model's fixed costs, each timed where training spends it (`fixed_costs`): its start, its
+  first (eager) step, the graphs it captures (count, seconds beyond a steady step each) and
+  the padded batch sizes it meets (how many are rare: fewer than `RARE_STEPS` steps), and its
+  pool logits from device memory (`jobs.training.launch_logits`);
 * on a GPU, exactness: a short training replayed as graphs against the same training eagerly.
 
 Then the grid's training wall, extrapolated from the measured seconds per model and per step
@@ -82,7 +86,7 @@ class GridShape:
 
 
 def grid_shape(experiment: str, overrides: list[str]) -> GridShape:
-    """The experiment's plan, composed and planned as `python -m sweeper` would (its GPU
+    """The experiment's plan, composed, scaled and planned as `python -m sweeper` would (its GPU
     request set aside, so that a machine without one can plan it too).  Raises ConfigError,
     naming every problem, for an experiment or overrides the preflight refuses."""
     from omegaconf import OmegaConf
@@ -90,8 +94,10 @@ def grid_shape(experiment: str, overrides: list[str]) -> GridShape:
     from jobs.datasets import DATASETS
     from sweeper.grid.plan import build_plan, group_resources, models_per_task, train_options_of
     from sweeper.checks.preflight import CONF_DIR, composed
+    from sweeper.grid.scale import scaled
 
     cfg, _ = composed([f"+experiment={experiment}", *overrides, "resources.train.num_gpus=0"])
+    cfg = scaled(cfg)  # `scale=smoke` as the sweep applies it
     shipped = OmegaConf.load(CONF_DIR / "experiment" / f"{experiment}.yaml")
     gpus = float(OmegaConf.select(shipped, "resources.train.num_gpus", default=0.0) or 0.0)
     shipped_k = models_per_task(dataclasses.replace(
@@ -101,15 +107,17 @@ def grid_shape(experiment: str, overrides: list[str]) -> GridShape:
     plan = build_plan(cfg)
     spec = DATASETS[cfg.dataset.name]
     full_pool = spec.pool_records(cfg.dataset.test_size)
-    models, settings = [], None
+    models, settings, pools = [], None, set()
     for model in plan.models.values():
         pool = model.data.pool_size or full_pool
+        pools.add(pool)
         models.append((model.role, model.sample_rate, int(round(pool * model.sample_rate))))
         if settings is None and math.isfinite(model.train.epsilon):
             settings = model.train
     settings = settings or next(iter(plan.models.values())).train
+    # The records drawn are the largest pool a model reads (`scale=smoke`'s few hundred).
     return GridShape(experiment, cfg.dataset.name, tuple(spec.input_shape), spec.num_classes,
-                     full_pool, cfg.dataset.test_size, settings, cfg.shadow.p, tuple(models),
+                     max(pools), cfg.dataset.test_size, settings, cfg.shadow.p, tuple(models),
                      shipped_k, max(1, int(round(1 / task_gpus))) if task_gpus > 0 else 1,
                      train_options_of(cfg))
 
@@ -318,6 +326,89 @@ def train_packed(shape: GridShape, data: ArrayDataset, path: str, records: int, 
     return Trained(k, n, records, k * n, wall, spans[0][2], max(peak for *_, peak in spans))
 
 
+#: A padded batch size met in fewer steps than this over a model's training is a rare one: its
+#: graph's capture costs more than its replays save (H200, `cifar10_cnn`: a replay ≈ 2 ms
+#: quicker than an eager step; a capture ≈ 0.1 s, issue 48's 0.8 s for 6–8 graphs and the
+#: first step).
+RARE_STEPS = 50
+
+
+@dataclass
+class FixedCosts:
+    """What one model costs besides its steady steps, each measured where training spends it
+    (every step synchronized, so that each is timed alone)."""
+
+    start: float  # `start_run`: weights, optimizer, the noise multiplier, the accountant
+    first_step: float  # eager (the optimizer's state, cuDNN's and the per-record routes' choices)
+    step: float  # a steady step (median of those that captured nothing)
+    captures: int  # CUDA graphs captured (0 on a CPU)
+    capture_seconds: float  # the steps that captured one, less a steady step each
+    padded_sizes: dict[int, int]  # steps per padded batch size (a graph each on a GPU)
+    pool_logits: float  # the pool's logits from device memory, as `finish_run` takes them
+
+    def rare(self) -> int:
+        return sum(1 for count in self.padded_sizes.values() if count < RARE_STEPS)
+
+
+def fixed_costs(shape: GridShape, data: ArrayDataset, records: int, device: torch.device,
+                cache: DictCache, options: TrainOptions) -> FixedCosts:
+    """Train one model of about `records` records as `jobs.training.train_runs` does, timing
+    its start, each step (which captured a graph, on a GPU) and its pool logits."""
+    from jobs.clipping import tf32_convolutions
+    from jobs.steps import padded_size
+    from jobs.training import _stepper, launch_logits, on_device, start_run
+
+    settings = shape.settings
+    mask = draw_mask(len(data.pool_y), records / len(data.pool_y), 100, False)
+    pool_x, pool_y = on_device(data.pool_x, data.pool_y, device)
+    with tf32_convolutions(options.tf32):
+        _sync(device)
+        began = time.perf_counter()
+        run = start_run(settings, mask, shape.input_shape, shape.num_classes, 100, device,
+                        noise_cache=cache, channels_last=options.channels_last)
+        _sync(device)
+        start = time.perf_counter() - began
+        stepper = _stepper(run, pool_x, pool_y, torch.as_tensor(np.flatnonzero(mask)), device,
+                           options)
+        times: list[float] = []
+        captured: list[bool] = []
+        sizes: dict[int, int] = {}
+        for _ in range(settings.epochs):
+            with _stream(stepper.stream):
+                stepper.begin_epoch(run.batches())
+            for position, batch in enumerate(stepper.batches):
+                size = padded_size(len(batch))
+                sizes[size] = sizes.get(size, 0) + 1
+                graphs = len(getattr(stepper, "graphs", ()))
+                _sync(device)
+                began = time.perf_counter()
+                with _stream(stepper.stream):
+                    stepper.step(position)
+                _sync(device)
+                times.append(time.perf_counter() - began)
+                captured.append(len(getattr(stepper, "graphs", ())) > graphs)
+        steady = [t for t, new in zip(times[1:], captured[1:]) if not new] or times
+        step = statistics.median(steady)
+        _sync(device)
+        began = time.perf_counter()
+        with _stream(stepper.stream):
+            launch_logits(run.model, pool_x).numpy()
+        pool_logits = time.perf_counter() - began
+    capturing = [t for t, new in zip(times, captured) if new]
+    return FixedCosts(start, times[0], step, len(capturing), sum(capturing) - step * len(capturing),
+                      dict(sorted(sizes.items())), pool_logits)
+
+
+def fixed_costs_line(costs: FixedCosts, pool: int) -> str:
+    graphs = (f"{costs.captures} graphs captured in {costs.capture_seconds:.2f} s beyond their "
+              "steps" if costs.captures else "no graphs (steps eagerly)")
+    return (f"  a model's fixed costs (shadow-sized, alone): start {costs.start:.2f} s; first "
+            f"step {costs.first_step:.3f} s (eager; a steady step {costs.step * 1e3:.2f} ms); "
+            f"{graphs}; padded batch sizes met {len(costs.padded_sizes)}, {costs.rare()} of them "
+            f"in fewer than {RARE_STEPS} steps ({costs.padded_sizes}); pool logits "
+            f"{costs.pool_logits:.2f} s ({pool} records from device memory)")
+
+
 def query_seconds(shape: GridShape, data: ArrayDataset, device: torch.device) -> float:
     """The logits of an untrained model of the recipe's architecture on the whole pool, from
     host memory (as the query and attack tasks read a model's pool), median of 3."""
@@ -475,6 +566,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     query = query_seconds(shape, data, device)
     print(f"\n  query task (logits of the {shape.pool_size}-record pool from host memory): {query:.2f} s")
     print(f"  one model alone: {fixed:.2f} s fixed + {per_step * 1e3:.2f} ms a step")
+    print(fixed_costs_line(fixed_costs(shape, data, shadow_records, device, cache, options),
+                           shape.pool_size), flush=True)
     walls = {}
     for m in measured[1:]:
         # K·N models at once overlap their fixed costs as well as their steps.

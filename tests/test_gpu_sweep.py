@@ -3,12 +3,14 @@ summary line as `sweeper.task_times` writes it)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
-from bench.gpu_sweep import (busy_share, devices, extrapolate, parse_gpu_samples,
-                             parse_grid_extrapolation, parse_wall_split, report)
+from bench.gpu_sweep import (busy_share, devices, differences, extrapolate, main,
+                             model_shapes, parse_gpu_samples, parse_grid_extrapolation,
+                             parse_wall_split, report, stand_in, sweep_plan)
 from sweeper.task_times import kind_times, wall_split_line
 
 SWEEP_LOG = """
@@ -62,3 +64,54 @@ def test_the_report_compares_with_bench_grid_and_names_a_model_off_the_gpu():
     assert "NOT the same models" in "\n".join(report("mnist_lira", SWEEP_LOG, "", GRID_LOG,
                                                     metas[:3], {"steps": 1, "queries": 0,
                                                                 "attacks": 1}))
+
+
+SHRINK = ["grid.epsilon=[1,8]", "grid.p=[0.3,0.7]", "grid.trial=[0]", "shadow.count=4"]
+
+
+def test_the_stand_in_has_the_grids_pool_size():
+    """CIFAR-10 holds 60 000 images and MNIST 70 000; the experiments hold 10 000 out for
+    testing, so the grid's models draw from 50 000 and 60 000 records."""
+    assert stand_in("cifar10_lira", []) == ["dataset.synthetic=true", "dataset.pool_size=50000"]
+    assert stand_in("mnist_lira", SHRINK) == ["dataset.synthetic=true", "dataset.pool_size=60000"]
+
+
+def test_a_sweep_of_other_models_is_refused_with_each_difference_named():
+    """Issue 48.3: `dataset.synthetic=true` alone drew 2 000-record pools, so the reduced
+    cifar10_lira trained 65 steps a model (the issue's 780 in all) where the grid's take 1 477
+    (672 000 steps over 455 models), and its wall, scaled up
+    by steps, scaled every model's fixed costs with it."""
+    grid = model_shapes(sweep_plan("cifar10_lira", []))
+    assert {shape.pool for shape in grid} == {50000}
+    stand_in_pool = model_shapes(sweep_plan("cifar10_lira", ["dataset.synthetic=true", *SHRINK]))
+    found = differences(stand_in_pool, grid)
+    assert found[0] == "pool size (records) 2000 where the grid's is 50000"
+    assert found[1].startswith("65 steps a model where the grid's models take 1477"), found
+    real_size = model_shapes(sweep_plan("cifar10_lira", [*stand_in("cifar10_lira", []), *SHRINK]))
+    assert len(real_size) == 12 and differences(real_size, grid) == []
+    # every other way a model differs, planted one at a time on the grid's own shape
+    first = grid[0]
+    for changed, named in ((dataclasses.replace(first, model="mnist_cnn"), "architecture mnist_cnn"),
+                           (dataclasses.replace(first, epochs=1), "epochs 1"),
+                           (dataclasses.replace(first, batch_size=64), "batch size 64"),
+                           (dataclasses.replace(first, precision="bf16"), "precision bf16")):
+        assert [item.split(" where")[0] for item in differences([changed] * 12, grid)
+                if not item[0].isdigit()] == [named]
+
+
+def test_the_command_refuses_other_models_and_says_what_it_extrapolated_from(tmp_path, capsys):
+    log = tmp_path / "sweep.log"
+    log.write_text(SWEEP_LOG)
+    with pytest.raises(SystemExit) as refused:
+        main(["--experiment", "cifar10_lira", "--store", str(tmp_path), "--sweep-log", str(log),
+              "--", "dataset.synthetic=true", *SHRINK])
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the sweep's models are not cifar10_lira's grid's") and \
+        "pool size (records) 2000 where the grid's is 50000" in err, err
+    main(["--experiment", "cifar10_lira", "--store", str(tmp_path), "--sweep-log", str(log),
+          "--", *stand_in("cifar10_lira", []), *SHRINK])
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == ("  extrapolated from 12 models of cifar10_cnn (30 epochs of batch 512, fp32, "
+                      "pools of 50000 records: the grid's), 1475 steps a model against the grid's "
+                      "1477, to the grid's 455 models"), out

@@ -305,3 +305,19 @@ def test_bf16_forward_keeps_norms_and_clipped_sums_in_fp32():
     for full, half in zip(sums["fp32"], sums["bf16"]):
         assert float((half - full).norm() / full.norm()) < 0.15
     torch.testing.assert_close(sums["bf16 norms"], sums["fp32 norms"], rtol=0.03, atol=0)
+
+
+def test_each_models_pool_logits_are_its_own_weights_logits_bit_for_bit(digits):
+    """A task's finished model has its pool logits queued while the others train on
+    (`jobs.training.launch_logits`): what is stored is still that model's own forward pass on
+    the pool, to the bit, for every model of the group, whatever order they finish in."""
+    from jobs.models import build_model
+    from jobs.training import predict_logits
+
+    settings = recipe("mnist_cnn", 2.0, "sgd", epochs=1)
+    group = dict(train_models(settings, digits, [Member(m, s) for m, s in
+                                                 zip(masks(digits), [11, 22, 33])], CPU))
+    for trained in group.values():
+        model = build_model("mnist_cnn", digits.input_shape, digits.num_classes)
+        model.load_state_dict(trained.state_dict)
+        assert np.array_equal(trained.pool_logits, predict_logits(model, digits.pool_x, CPU))

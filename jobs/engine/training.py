@@ -163,6 +163,40 @@ def predict_logits(model: nn.Module, x: np.ndarray | torch.Tensor, device: torch
     return np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
 
 
+@dataclass
+class PoolLogits:
+    """A model's logits on the way to host memory (`launch_logits`): `numpy()` waits for them."""
+
+    host: torch.Tensor
+    copied: Optional[torch.cuda.Event] = None  # None: on the host already
+    device: Optional[torch.Tensor] = None  # the copy's source, alive until it is done
+
+    def ready(self) -> bool:
+        return self.copied is None or self.copied.query()
+
+    def numpy(self) -> np.ndarray:
+        if self.copied is not None:
+            self.copied.synchronize()
+        return self.host.numpy()
+
+
+def launch_logits(model: nn.Module, x: torch.Tensor, batch: int = 4096) -> PoolLogits:
+    """The model's logits on `x` (on its device), as `predict_logits` computes them, queued on
+    the current stream with their copy to pinned host memory: on a GPU nothing waits for them
+    here, so the training thread goes on stepping the task's other models meanwhile."""
+    model.eval()
+    with torch.no_grad():
+        logits = (torch.cat([model(x[start:start + batch]).float() for start in range(0, len(x), batch)])
+                  if len(x) else torch.zeros((0, 0)))
+    if not logits.is_cuda:
+        return PoolLogits(logits)
+    host = torch.empty(logits.shape, dtype=torch.float32, pin_memory=True)
+    host.copy_(logits, non_blocking=True)
+    copied = torch.cuda.Event()
+    copied.record()
+    return PoolLogits(host, copied, logits)
+
+
 def device_accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
                     batch: int = 4096) -> torch.Tensor:
     """The share of `x` (on the model's device) that `model` labels `y` (same device), as a
@@ -313,15 +347,18 @@ def on_device(x: np.ndarray, y: np.ndarray,
 
 
 def finish_run(run: ModelRun, data: ArrayDataset, mask: np.ndarray, pool_x: torch.Tensor,
-               test_x: torch.Tensor, test_y: torch.Tensor, sharing: int = 1) -> TrainedModel:
+               test_x: torch.Tensor, test_y: torch.Tensor, sharing: int = 1,
+               logits: Optional[PoolLogits] = None) -> TrainedModel:
     """The trained model: weights, logits on the whole pool (`pool_x`, on the device: its
-    first rows are the pool's), accuracies, the ε spent, and the seconds since the run
-    started, shared by the `sharing` models trained with it."""
+    first rows are the pool's; `logits` when launched already), accuracies, the ε spent, and
+    the seconds since the run started, shared by the `sharing` models trained with it."""
     settings, model, device = run.settings, run.model, pool_x.device
     epsilon_spent = (epsilon_of_history(settings.accountant, settings.delta,
                                          tuple(tuple(entry) for entry in run.accountant.history))
                      if run.accountant is not None else math.inf)
-    pool_logits = predict_logits(model, pool_x[:len(data.pool_y)], device).astype(np.float32)
+    if logits is None:
+        logits = launch_logits(model, pool_x[:len(data.pool_y)])
+    pool_logits = logits.numpy().astype(np.float32)
     best = float(run.best)
     return TrainedModel(
         canary_outputs=canary_outputs(run, device),
@@ -430,7 +467,8 @@ def _train_runs(settings: TrainSettings, data: ArrayDataset, members: list[Membe
         if epoch[k] < settings.epochs:
             with _on(steppers[k].stream):
                 steppers[k].begin_epoch(runs[k].batches())
-    while active:
+    launched: dict[int, PoolLogits] = {}  # finished models' pool logits on their way
+    while active or launched:
         finished = []
         for k in active:
             run, stepper = runs[k], steppers[k]
@@ -446,11 +484,14 @@ def _train_runs(settings: TrainSettings, data: ArrayDataset, members: list[Membe
                 stepper.step(position[k])
                 counted_step(run)
                 position[k] += 1
-        for k in finished:
+        for k in finished:  # the pool's logits queued: the others' steps go on meanwhile
             active.remove(k)
             with _on(steppers[k].stream):
+                launched[k] = launch_logits(runs[k].model, pool_x[:len(data.pool_y)])
+        for k in [k for k, logits in launched.items() if logits.ready() or not active]:
+            with _on(steppers[k].stream):
                 trained = finish_run(runs[k], data, members[k].mask, pool_x, test_x, test_y,
-                                     sharing=len(runs))
+                                     sharing=len(runs), logits=launched.pop(k))
             yield k, trained
 
 

@@ -21,6 +21,9 @@ and docs/confinement.md.)
   30 s for the node to register ("The current node timed out during startup"): the start is
   tried once more in a fresh session, the first one's processes killed, then refused in one
   line (`RayStartFailed`).
+* **A dashboard that cannot start** says why in one line (`dashboard_failure`): a missing
+  module by name (Ray's dashboard needs aiohttp_cors, opencensus, opentelemetry, pydantic, …),
+  a taken port as such, else its log's last error line.
 * **Secrets**: `cluster.runtime_env.env_vars` reach a local Ray's workers through the environment
   its processes inherit (`environment`), never through Ray's runtime environment, whose agent
   writes them into a log every user can read.
@@ -32,6 +35,7 @@ import contextlib
 import errno
 import logging
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -559,13 +563,9 @@ def _start_failed(error: Exception, attempt: int, cfg: SweepConfig, local: Local
 
     said = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if STARTUP_TIMEOUT not in said:
-        if "dashboard" not in said.lower():
+        if "dashboard" not in str(error).lower():
             raise error
-        raise ConfigError([
-            f"cluster.dashboard_port={cfg.cluster.dashboard_port}: Ray's dashboard could not "
-            "start there (another process took the port as this sweep started?); rerun, or set "
-            "cluster.dashboard_port=0 for any free port, or cluster.include_dashboard=false"]
-        ) from None
+        raise ConfigError([dashboard_failure(str(error), cfg.cluster.dashboard_port)]) from None
     ray.shutdown()
     local.discard()
     if attempt < START_ATTEMPTS:
@@ -577,6 +577,54 @@ def _start_failed(error: Exception, attempt: int, cfg: SweepConfig, local: Local
         "loaded for its node to register in time, e.g. another sweep starting its Ray at the "
         "same moment; rerun the same command, start such sweeps one after the other, or set "
         "cluster.include_dashboard=false") from None
+
+
+#: What Ray's driver raises when its own import of the dashboard's dependencies failed
+#: (`ray._private.services.start_api_server`); the module is in the import's error.
+MISSING_PACKAGES = "Cannot include dashboard with missing packages"
+#: How an import that failed names its module, in the error or in the dashboard's log.
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'|cannot import name '\w+' from '([\w.]+)'")
+#: The words of a port already taken: Ray's own bind check, the dashboard's retries, the OS.
+_PORT_TAKEN = ("already occupied", "failed to find a valid port", "address already in use",
+               "errno 98")
+#: How Ray's error names the dashboard log it quotes the last lines of.
+_QUOTED_LOG = re.compile(r"The last \d+ lines of (\S+)")
+#: A log line that says what went wrong: "ModuleNotFoundError: …", "OSError: [Errno 98] …".
+_ERROR_LINE = re.compile(r"^\s*(?:\w+\.)*\w*(?:Error|Exception)\b.*")
+
+
+def dashboard_failure(said: str, port: int) -> str:
+    """Why Ray's dashboard did not start, in one line with what to do, from what Ray raised
+    (`said`): a missing Python module named as such (Ray's own check in this process names
+    none, so it is asked again; a dashboard process that died on an import left it in its
+    log), a port already taken as such, else the dashboard log's last error line."""
+    text = said
+    if MISSING_PACKAGES in said:
+        from ray._private.utils import get_dashboard_dependency_error
+
+        text = f"{said} {get_dashboard_dependency_error() or ''}"
+    quoted = _QUOTED_LOG.search(said)
+    logs = Path(quoted.group(1)).parent if quoted else None
+    if logs is not None:  # the dashboard's stderr too: a crash before its logger says it there
+        with contextlib.suppress(OSError):
+            text += "\n" + (logs / "dashboard.err").read_text(errors="replace")[-20000:]
+    missing = _NO_MODULE.search(text)
+    where = f" (its log: {logs})" if logs is not None else ""
+    if missing:
+        module = missing.group(1) or missing.group(2)
+        return (f"cluster.include_dashboard=true: Ray's dashboard could not start: the Python "
+                f"module {module!r} it needs is missing here{where}; install Ray's dashboard "
+                "dependencies (pip install 'ray[default]'), or set cluster.include_dashboard=false")
+    if any(words in text.lower() for words in _PORT_TAKEN):
+        ports = (f"{port} and the next ports Ray tried are" if port == DEFAULT_DASHBOARD_PORT
+                 else f"{port} is")
+        return (f"cluster.dashboard_port={port}: Ray's dashboard could not start: port {ports} "
+                "taken (another process took it as this sweep started?); rerun, or set "
+                "cluster.dashboard_port=0 for any free port, or cluster.include_dashboard=false")
+    errors = [line.strip() for line in text.splitlines() if _ERROR_LINE.match(line)]
+    reason = errors[-1] if errors else said.strip().splitlines()[-1] if said.strip() else "no reason given"
+    return (f"cluster.include_dashboard=true: Ray's dashboard could not start ({reason[:300]})"
+            f"{where}; set cluster.include_dashboard=false to run without it")
 
 
 def runtime_environment(cfg: SweepConfig) -> Optional[dict[str, Any]]:

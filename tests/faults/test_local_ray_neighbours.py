@@ -9,11 +9,8 @@ configured port and Ray's fixed dashboard-agent port 52365 both held by this tes
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -22,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.store.artifacts import ArtifactStore
+from testkit.processes import held
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,18 +42,6 @@ with ray_session(cfg) as url:
 print(json.dumps({"url": url, "seen": seen, "session": session, "driver_env":
                   os.environ.get("SWEEPER_PROBE")}))
 """
-
-
-@contextlib.contextmanager
-def held(port: int):
-    """Listen on 127.0.0.1:`port` while open (if something else holds it already, so be it)."""
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-            sock.listen()
-        except OSError as error:
-            assert error.errno == errno.EADDRINUSE, error
-        yield
 
 
 @pytest.mark.serial  # holds Ray's fixed agent port 52365: no other test's Ray may start meanwhile

@@ -9,6 +9,7 @@ line and as descendants of those.
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import signal
@@ -20,7 +21,7 @@ import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 import psutil
 
@@ -36,6 +37,18 @@ SESSION_TAG = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
 NODE_VAR = "SWEEPER_FAULTS_NODE"
 #: Marks the processes of one `Procs.spawn` / `Procs.run_sweep_cli` call.
 PROC_VAR = "SWEEPER_FAULTS_PROC"
+
+
+@contextlib.contextmanager
+def held(port: int) -> Iterator[None]:
+    """Listen on 127.0.0.1:`port` while open (if something else holds it already, so be it)."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+        except OSError as error:
+            assert error.errno == errno.EADDRINUSE, error
+        yield
 
 
 def free_port(host: str = "127.0.0.1") -> int:
