@@ -141,7 +141,7 @@ class ModelShape:
 def model_shapes(plan: Any) -> list[ModelShape]:
     """Every model of a sweep plan, as `ModelShape`s (a model without a pool size of its own
     draws from the dataset's whole pool)."""
-    from jobs.accounting import PoissonSchedule, training_steps
+    from jobs.engine.accounting import PoissonSchedule, training_steps
     from sweeper.config.problems import whole_pool
 
     shapes = []

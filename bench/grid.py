@@ -19,7 +19,7 @@ a step does not depend on the values), through `jobs` exactly as a sweep's train
 * a model's fixed costs, each timed where training spends it (`fixed_costs`): its start, its
   first (eager) step, the graphs it captures (count, seconds beyond a steady step each) and
   the padded batch sizes it meets (how many are rare: fewer than `RARE_STEPS` steps), and its
-  pool logits from device memory (`jobs.training.launch_logits`);
+  pool logits from device memory (`jobs.engine.training.launch_logits`);
 * on a GPU, exactness: a short training replayed as graphs against the same training eagerly.
 
 Then the grid's training wall, extrapolated from the measured seconds per model and per step
@@ -352,11 +352,11 @@ class FixedCosts:
 
 def fixed_costs(shape: GridShape, data: ArrayDataset, records: int, device: torch.device,
                 cache: DictCache, options: TrainOptions) -> FixedCosts:
-    """Train one model of about `records` records as `jobs.training.train_runs` does, timing
+    """Train one model of about `records` records as `jobs.engine.training.train_runs` does, timing
     its start, each step (which captured a graph, on a GPU) and its pool logits."""
-    from jobs.clipping import tf32_convolutions
-    from jobs.steps import padded_size
-    from jobs.training import _stepper, launch_logits, on_device, start_run
+    from jobs.engine.clipping import tf32_convolutions
+    from jobs.engine.steps import padded_size
+    from jobs.engine.training import _stepper, launch_logits, on_device, start_run
 
     settings = shape.settings
     mask = draw_mask(len(data.pool_y), records / len(data.pool_y), 100, False)

@@ -309,10 +309,10 @@ def test_bf16_forward_keeps_norms_and_clipped_sums_in_fp32():
 
 def test_each_models_pool_logits_are_its_own_weights_logits_bit_for_bit(digits):
     """A task's finished model has its pool logits queued while the others train on
-    (`jobs.training.launch_logits`): what is stored is still that model's own forward pass on
+    (`jobs.engine.training.launch_logits`): what is stored is still that model's own forward pass on
     the pool, to the bit, for every model of the group, whatever order they finish in."""
     from jobs.models import build_model
-    from jobs.training import predict_logits
+    from jobs.engine.training import predict_logits
 
     settings = recipe("mnist_cnn", 2.0, "sgd", epochs=1)
     group = dict(train_models(settings, digits, [Member(m, s) for m, s in
