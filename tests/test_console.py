@@ -20,7 +20,8 @@ SCRIPT = Path(sys.executable).parent / "sweeper"  # where `pip install -e .` put
 ATTACK_VALUES = {"lira_online", "lira_offline", "lira_global", "loss", "loss_randomized", "shokri",
                  "merlin", "morgan", "pdtp", "always_member", "output_threshold", "rmia",
                  "rmia_offline", "canary_input_loss", "canary_input_lira", "canary_gradient_final",
-                 "canary_gradient_iterates", "canary_crafted_final"}
+                 "canary_gradient_iterates", "canary_crafted_final", "qmia", "base",
+                 "rmia_low_cost"}
 POLICY_VALUES = {"quantile_max", "calibrated"}
 
 
