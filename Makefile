@@ -39,8 +39,13 @@ lint: $(STAMP)
 # What a developer runs all day: lint and types (seconds), then the in-process tier
 # (tests/README.md).
 # tests/faults holds process tests alone (tests/conftest.py's TIER_FOLDERS): not even collected.
+# The tier's line coverage of sweeper/ and jobs/ prints as one total and fails under the floor:
+# 85.50 % when the floor came in (2026-11-28), rounded down; raise it as tests raise the figure.
+# `.venv/bin/coverage report --skip-covered` lists the modules' missed lines afterwards.
+COVERAGE_FLOOR := 85
 check: lint
-	$(BIN)/python -m pytest -m 'unit and not slow' --ignore=tests/faults -n $(WORKERS)
+	$(BIN)/python -m pytest -m 'unit and not slow' --ignore=tests/faults -n $(WORKERS) \
+	    --cov=sweeper --cov=jobs --cov-report= --cov-fail-under=$(COVERAGE_FLOOR)
 
 # Everything (CI's `.ci/run`): lint and types, then every tier: the unit tier in parallel
 # (in process, nothing shared), the Ray and process tiers in parallel too (each worker its own
