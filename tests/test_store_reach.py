@@ -52,7 +52,7 @@ def test_the_store_a_sweep_marked_is_found(tmp_path):
 
 def test_a_node_answers_what_it_sees_at_the_folder(tmp_path):
     probe = tmp_path / ".sweeper-reach-abc"
-    assert "no file this machine wrote" in answer_probe(str(probe), "abc", "node1")
+    assert "holds no probe of the driver's" in answer_probe(str(probe), "abc", "node1")
     probe.write_text("another")
     assert "another folder" in answer_probe(str(probe), "abc", "node1")
     probe.write_text("abc")

@@ -35,7 +35,7 @@ def answer_probe(probe: str, token: str, node_id: str) -> Optional[str]:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        return f"{path.parent} has no file this machine wrote there: it is another folder there"
+        return f"{path.parent} holds no probe of the driver's there: it is another folder, or none"
     except OSError as error:
         return f"cannot read {path.parent} ({error.strerror or error})"
     if text != token:
