@@ -6,8 +6,10 @@ Every host of the box is a process tree in namespaces of its own:
   namespace, an address on `SUBNET` (RFC 2544's benchmarking range: no route on this machine
   leads there) and a default route into that bridge, which has no other leg, so no packet leaves
   the box and the hosts reach each other only by their addresses, never by loopback;
-* **disk**: its own mount namespace, with a private `/tmp`, `$HOME` and `/dev/shm` (folders
-  under the box's root, so a test reads what each host wrote), the checkout's working tree and
+* **disk**: its own mount namespace, with a private `/tmp`, `$HOME` and `/dev/shm`; `/tmp` and
+  `$HOME` are folders of a tmpfs of the host's own (`HOST_DISK`), mounted under the box's root
+  so a test reads what each host wrote, and sized apart from this machine's disk, however full
+  that is; the checkout's working tree and
   any folder named in `hide` covered by an empty tmpfs; only the interpreter (the venv and the
   Python it was made from) stays visible, as on a machine where the image installed the
   project's dependencies;
@@ -59,6 +61,8 @@ BUCKET = "sweeper-box"
 #: Readiness limits (seconds) on 2 busy cores.
 NODE_START_TIMEOUT_S = 180
 SERVICES_START_TIMEOUT_S = 180
+#: Each host's disk (its /tmp, $HOME and log): memory is used only as it fills.
+HOST_DISK = "3g"
 #: The GCS marks a SIGKILLed node dead after about period x threshold.
 HEALTH_CHECK = {
     "RAY_health_check_initial_delay_ms": "1000",
@@ -109,9 +113,13 @@ def namespaces_problem() -> Optional[str]:
 
 
 def _ip(*args: str) -> None:
-    done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+    _run("ip", *args)
+
+
+def _run(*argv: str) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     if done.returncode:
-        raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+        raise RuntimeError(f"{' '.join(argv)}: {done.stderr.strip()}")
 
 
 def _interpreter_folders() -> list[str]:
@@ -146,7 +154,12 @@ class Host:
 
     # -- network ---------------------------------------------------------------------------
     def plug(self) -> None:
-        """Create the host's network namespace and plug it into the box's bridge."""
+        """Give the host a disk of its own and create its network namespace, plugged into the
+        box's bridge."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        # A tmpfs, not a folder of this machine's disk: Ray's raylet measures its temp folder's
+        # file system (refusing to spill above 95 % full), which must be the host's, not ours.
+        _run("mount", "-t", "tmpfs", "-o", f"size={HOST_DISK}", "box-disk", str(self.root))
         for folder in (self.tmp, self.home):
             folder.mkdir(parents=True, exist_ok=True)
         self.tmp.chmod(0o1777)
@@ -456,6 +469,8 @@ class Box:
                 errors.append(error)
             with contextlib.suppress(RuntimeError):
                 _ip("netns", "del", host.netns)
+            with contextlib.suppress(RuntimeError):
+                _run("umount", "--lazy", str(host.root))
         with contextlib.suppress(RuntimeError):
             _ip("netns", "del", self.bridge_ns)
         shutil.rmtree(self.root, ignore_errors=True)
