@@ -4,6 +4,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Bytecode caches on, whatever the caller's environment says: without them every interpreter a
+# test starts (sweeps, Ray workers) recompiles the project and pytest rewrites every test
+# module's asserts again in each of the suite's collections (5 s of CPU each on our machine).
+unexport PYTHONDONTWRITEBYTECODE
+# Each tier's slowest tests, printed after it: where the suite's time goes.
+DURATIONS := --durations=15
 # pytest-xdist workers for the unit tier: the 2 cores CI and a developer's machine have.
 WORKERS ?= 2
 
@@ -53,10 +59,10 @@ check: lint
 # a time (a signal or a kill timed against a sweep, a wait bounded in seconds, a fixed port),
 # then the cluster tier alone (Ray nodes in namespaces of their own: tests/cluster).
 test: lint system-packages
-	$(BIN)/python -m pytest -m 'unit and not slow' -n $(WORKERS)
-	$(BIN)/python -m pytest -m 'not unit and not serial and not cluster and not slow' -n $(WORKERS)
-	$(BIN)/python -m pytest -m 'serial and not slow'
-	$(BIN)/python -m pytest -m 'cluster and not slow'
+	$(BIN)/python -m pytest -m 'unit and not slow' -n $(WORKERS) $(DURATIONS)
+	$(BIN)/python -m pytest -m 'not unit and not serial and not cluster and not slow' -n $(WORKERS) $(DURATIONS)
+	$(BIN)/python -m pytest -m 'serial and not slow' $(DURATIONS)
+	$(BIN)/python -m pytest -m 'cluster and not slow' $(DURATIONS)
 
 # The slowest variants only (tests marked slow); `make test` runs everything else.
 test-slow: $(STAMP)
