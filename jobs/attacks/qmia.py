@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from sklearn.ensemble import HistGradientBoostingRegressor
 
 from jobs.attacks.contract import AttackInputs, register_attack
 from jobs.settings import AtLeast, Between, Setting
+
+if TYPE_CHECKING:
+    from sklearn.ensemble import HistGradientBoostingRegressor
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +83,11 @@ def regressor_features(inputs: np.ndarray, labels: np.ndarray, classes: int) -> 
 
 def fit_quantile_regressor(features: np.ndarray, scores: np.ndarray, level: float,
                            iterations: int) -> HistGradientBoostingRegressor:
-    """Gradient boosting with the pinball loss at `level`, deterministic (no early stopping)."""
+    """Gradient boosting with the pinball loss at `level`, deterministic (no early stopping).
+    scikit-learn's ensembles are imported here, by the one attack that needs them, not by every
+    process that loads the attack registry (0.5–0.9 s each)."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
     regressor = HistGradientBoostingRegressor(loss="quantile", quantile=level, max_iter=iterations,
                                               early_stopping=False, random_state=0)
     return regressor.fit(features, scores)
