@@ -42,7 +42,9 @@ from sweeper.listeners import (FigureDrawer, Listeners, NotLanded, RowWriter, Sw
                                TrackingListener)
 from sweeper.grid.plan import Cell, ModelSpec, SweepPlan
 from sweeper.probes import not_mlflow_problem, store_endpoint_problem, tracking_server_problem
-from sweeper.cluster.start import auth_hint, joins_cluster, ray_session
+from sweeper.cluster.address import joins_cluster
+from sweeper.cluster.dashboard import auth_hint
+from sweeper.cluster.start import ray_session
 from sweeper.cluster.store_reach import require_shared_store
 from sweeper.grid.sweep_data import sweep_data
 from sweeper.store.results import CELLS_DATASET, compact, sort_frontier

@@ -32,7 +32,7 @@ from sweeper.checks.validation import validate
 from sweeper.checks.validation import find_problems
 from sweeper.credentials import redact_tree, scrub
 from sweeper.interrupts import RESUME_LINE
-from sweeper.cluster.start import auth_hint
+from sweeper.cluster.dashboard import auth_hint
 from sweeper.runner import run_sweep
 from sweeper.store.artifacts import MARKER, ArtifactStore, CorruptArtifact
 from sweeper.tracking.recorder import CELL_KEY_TAG, PARENT_TAG
