@@ -441,7 +441,7 @@ def test_full_disks_under_results_and_mlflows_database_are_said_as_full_disks(ma
     sweep = [sys.executable, "-m", "sweeper", *make_tiny_overrides(root, name="full", **{
         "grid.epsilon": "[4]", "grid.p": "[0.5]", "grid.attack": "[loss]",
         "tracking.uri": f"sqlite:///{database}"})]
-    sync = [sys.executable, "-m", "sweeper.tracking.sync", "--store-root", str(root),
+    sync = [sys.executable, "-m", "sweeper.cli.sync_command", "--store-root", str(root),
             "--experiment", "full", "--tracking-uri", f"sqlite:///{database}"]
     script = (f"mount -t tmpfs -o size=4k tmpfs {root / 'results'} || exit 77; "
               f"mount -t tmpfs -o size=4k tmpfs {disk} || exit 77; "
