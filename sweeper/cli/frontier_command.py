@@ -19,12 +19,12 @@ import pandas as pd
 
 from sweeper import VERSION_TEXT
 from sweeper.axes import BY_NAME, GRID_AXES
-from sweeper.cli.sweep_options import add_sweep_location, one_line, store_root_problem, sweeps_held
+from sweeper.cli.sweep_options import SweepNotOpened, add_sweep_location, one_line, opened_sweep
 from sweeper.formats import format_epsilon, jsonable
-from sweeper.frontier import (draw_figures, format_summary, format_table, open_sweep, select,
-                              sweep_location, table_rows, violation_warning)
+from sweeper.frontier import (draw_figures, format_summary, format_table, select, sweep_location,
+                              table_rows, violation_warning)
 from sweeper.paths import file_problem
-from sweeper.store.artifacts import ArtifactStore, ManifestError, links_on_the_way, links_refusal
+from sweeper.store.artifacts import ArtifactStore, links_on_the_way, links_refusal
 from sweeper.store.files import LinkInStore
 from sweeper.store.results import CELLS_DATASET, Coverage, sort_frontier
 
@@ -152,21 +152,15 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.cl
         print("error: " + "; ".join(problem for problem in outputs if problem), file=sys.stderr)
         return EXIT_REFUSED
     epsilons, ps, problems = parsed_filters(args.epsilon, args.p)
-    root: Optional[str] = None if args.run_dir else args.store_root  # a --run-dir's, once read
-    try:
-        root, name = sweep_location(args.experiment, args.store_root, args.run_dir)
-        where = store_root_problem(root)
-        if where:
-            raise ValueError(where)
-        store, results = open_sweep(root, name)
+    def no_links(store: ArtifactStore, name: str) -> None:
         links = writes_links(store, name, args)
         if links:
             raise ValueError(links_refusal(links, "this command"))
-    except FileNotFoundError as error:
-        print("error: " + "; ".join([*problems, f"{error}. {sweeps_held(root)}"]), file=sys.stderr)
-        return EXIT_REFUSED
-    except (ManifestError, ValueError, OSError) as error:  # a bad name, an unreachable store
-        print("error: " + "; ".join([*problems, one_line(error)]), file=sys.stderr)
+
+    try:
+        store, name, results = opened_sweep(args, then=no_links)
+    except SweepNotOpened as refused:
+        print("error: " + "; ".join([*problems, str(refused)]), file=sys.stderr)
         return EXIT_REFUSED
     frame, coverage = sort_frontier(results.frame), results.coverage
     recipe = {axis.name: getattr(args, axis.name) for axis in FILTERED_AXES}

@@ -13,11 +13,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from sweeper import VERSION_TEXT
-from sweeper.cli.sweep_options import add_sweep_location, one_line, store_root_problem, sweeps_held
-from sweeper.frontier import open_sweep, sweep_location
+from sweeper.cli.sweep_options import SweepNotOpened, add_sweep_location, opened_sweep
 from sweeper.html_report import REPORT_FILE, write_report
 from sweeper.paths import file_problem
-from sweeper.store.artifacts import ManifestError
 
 #: The command's exit codes.
 EXIT_OK, EXIT_REFUSED, EXIT_INCOMPLETE = 0, 2, 3
@@ -51,19 +49,10 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.cl
     if args.out is not None and file_problem("--out", args.out):
         print(f"error: {file_problem('--out', args.out)}", file=sys.stderr)
         return EXIT_REFUSED
-    root: Optional[str] = None if args.run_dir else args.store_root
     try:
-        root, name = sweep_location(args.experiment, args.store_root, args.run_dir)
-        where = store_root_problem(root)
-        if where:
-            raise ValueError(where)
-        store, results = open_sweep(root, name)
-        store.read_manifest(name)
-    except FileNotFoundError as error:
-        print(f"error: {error}. {sweeps_held(root)}", file=sys.stderr)
-        return EXIT_REFUSED
-    except (ManifestError, ValueError, OSError) as error:
-        print(f"error: {one_line(error)}", file=sys.stderr)
+        store, name, results = opened_sweep(args, then=lambda store, name: store.read_manifest(name))
+    except SweepNotOpened as refused:
+        print(f"error: {refused}", file=sys.stderr)
         return EXIT_REFUSED
     path = write_report(store, name, Path(args.out).expanduser() if args.out else None)
     print(f"report: {path}")
