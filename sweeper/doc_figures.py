@@ -2,8 +2,8 @@
 
 Each figure under `docs/` is drawn from a CSV in `docs/figures/` (the rows a real sweep
 produced), so a changed label, legend or interval rule reaches the docs by one command,
-`python -m sweeper.cli.doc_figures_command`, without rerunning the sweeps.  Every PNG carries the words it
-was drawn with (`LABELS_KEY`, a PNG text chunk), and `stale_figures` — which a test runs —
+`python -m sweeper.cli.doc_figures_command`, without rerunning the sweeps.  Every PNG carries the
+words it was drawn with (`LABELS_KEY`, a PNG text chunk), and `stale_figures` — which a test runs —
 names each figure whose words are not what the current code draws: a change of words is
 caught, a change of drawing under the same words is not (run the command after one).
 `--from-store ROOT` first refreshes the CSVs from sweeps run into ROOT (`quickstart`,

@@ -9,8 +9,8 @@ this command draws beside the experiment's own report.
 Both read the sweep's compacted results dataset (`sweeper.store.results`), adding cells that landed
 after it, and say how many of the sweep's cells are missing and why: a gap is never silent.
 
-The command that prints it, `sweeper frontier`, is `sweeper.cli.frontier_command`: nothing here parses a
-command line, so a notebook imports this as it is.
+The command that prints it, `sweeper frontier`, is `sweeper.cli.frontier_command`: nothing here
+parses a command line, so a notebook imports this as it is.
 """
 
 from __future__ import annotations

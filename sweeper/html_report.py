@@ -1,10 +1,10 @@
 """A sweep's self-contained HTML report, `report.html` beside its frontier.
 
 Every sweep writes it at its end (`sweeper.listeners.publish_figures`, which also logs it to the
-sweep's MLflow run as an artifact); `sweeper report` (`sweeper.cli.report_command`) writes it again, or
-elsewhere (`--out`), from what the store holds.  The page itself is `sweeper.reports.sweep_page`
-(pure: frames in, HTML out); here the store is read (`page_inputs`) and the file written
-(`write_report`).
+sweep's MLflow run as an artifact); `sweeper report` (`sweeper.cli.report_command`) writes it
+again, or elsewhere (`--out`), from what the store holds.  The page itself is
+`sweeper.reports.sweep_page` (pure: frames in, HTML out); here the store is read (`page_inputs`)
+and the file written (`write_report`).
 """
 
 from __future__ import annotations

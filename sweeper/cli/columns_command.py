@@ -1,6 +1,6 @@
-"""`python -m sweeper.cli.columns_command`: the declared columns of the results and scores datasets, or
-the registered attacks, printed, or written into the docs page between its markers (`--write`,
-after adding a column or an attack); the tables are `sweeper.store.columns`'.
+"""`python -m sweeper.cli.columns_command`: the declared columns of the results and scores
+datasets, or the registered attacks, printed, or written into the docs page between its markers
+(`--write`, after adding a column or an attack); the tables are `sweeper.store.columns`'.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""`python -m sweeper.cli.doc_figures_command`: the docs' figures redrawn by the current code from the
-numbers beside them (`--from-store ROOT`: those numbers refreshed first from sweeps run into
-ROOT), or checked (`--check`); the figures are `sweeper.doc_figures`'.
+"""`python -m sweeper.cli.doc_figures_command`: the docs' figures redrawn by the current code
+from the numbers beside them (`--from-store ROOT`: those numbers refreshed first from sweeps run
+into ROOT), or checked (`--check`); the figures are `sweeper.doc_figures`'.
 """
 
 from __future__ import annotations

@@ -145,7 +145,8 @@ def parsed_filters(epsilons: Sequence[str], ps: Sequence[str]
             numbers("--p", ps, float, "not a number"), problems)
 
 
-def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.cli.frontier_command") -> int:
+def main(argv: Optional[Sequence[str]] = None,
+         prog: str = "python -m sweeper.cli.frontier_command") -> int:
     args = _parser(prog).parse_args(argv)
     outputs = output_problems(args)
     if any(outputs):  # before the table: a file that cannot be written is known now

@@ -44,7 +44,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.cli.report_command") -> int:
+def main(argv: Optional[Sequence[str]] = None,
+         prog: str = "python -m sweeper.cli.report_command") -> int:
     args = _parser(prog).parse_args(argv)
     if args.out is not None and file_problem("--out", args.out):
         print(f"error: {file_problem('--out', args.out)}", file=sys.stderr)

@@ -40,7 +40,8 @@ def _parser(prog: str = "python -m sweeper.cli.sync_command") -> argparse.Argume
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.cli.sync_command") -> int:
+def main(argv: Optional[Sequence[str]] = None,
+         prog: str = "python -m sweeper.cli.sync_command") -> int:
     """The command: the sync's report printed (its output), what went wrong logged (`shown`)."""
     args = _parser(prog).parse_args(argv)
     with shown():
