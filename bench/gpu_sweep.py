@@ -118,11 +118,8 @@ def grid_overrides(sweep: list[str]) -> list[str]:
 def sweep_plan(experiment: str, overrides: list[str]):
     """The experiment's plan with `overrides`, at their `scale`, as `python -m sweeper` plans it."""
     from sweeper.checks.preflight import composed
-    from sweeper.grid.plan import build_plan
-    from sweeper.grid.scale import scaled
 
-    cfg, _ = composed([f"+experiment={experiment}", *overrides, "resources.train.num_gpus=0"])
-    return build_plan(scaled(cfg))
+    return composed([f"+experiment={experiment}", *overrides, "resources.train.num_gpus=0"])[0]
 
 
 @dataclass(frozen=True)

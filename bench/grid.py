@@ -92,19 +92,17 @@ def grid_shape(experiment: str, overrides: list[str]) -> GridShape:
     from omegaconf import OmegaConf
 
     from jobs.datasets import DATASETS
-    from sweeper.grid.plan import build_plan, group_resources, models_per_task, train_options_of
+    from sweeper.grid.plan import group_resources, models_per_task, train_options_of
     from sweeper.checks.preflight import CONF_DIR, composed
-    from sweeper.grid.scale import scaled
 
-    cfg, _ = composed([f"+experiment={experiment}", *overrides, "resources.train.num_gpus=0"])
-    cfg = scaled(cfg)  # `scale=smoke` as the sweep applies it
+    plan, _ = composed([f"+experiment={experiment}", *overrides, "resources.train.num_gpus=0"])
+    cfg = plan.config  # at its `scale`, as the sweep runs it
     shipped = OmegaConf.load(CONF_DIR / "experiment" / f"{experiment}.yaml")
     gpus = float(OmegaConf.select(shipped, "resources.train.num_gpus", default=0.0) or 0.0)
     shipped_k = models_per_task(dataclasses.replace(
         cfg, resources=dataclasses.replace(cfg.resources, train=dataclasses.replace(
             cfg.resources.train, num_gpus=gpus))))
     task_gpus = group_resources(gpus, shipped_k, 1.0)  # what a task of K asks of one GPU
-    plan = build_plan(cfg)
     spec = DATASETS[cfg.dataset.name]
     full_pool = spec.pool_records(cfg.dataset.test_size)
     models, settings, pools = [], None, set()

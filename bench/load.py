@@ -7,7 +7,7 @@ Parquet rows, MLflow in SQLite).  A thread samples the driver's resident memory 
 `--interval` seconds next to the number of cells landed so far, so the report can say whether
 memory grows with the cells: the figure to watch is the growth from 10 % of the cells landed to
 the peak, and the slope over the middle 80 % of the cells.  Then the frontier of the finished
-sweep is rendered (table and PNG), in this process and as `python -m sweeper.frontier`, and
+sweep is rendered (table and PNG), in this process and as `python -m sweeper.cli.frontier_command`, and
 timed.
 
 The grid grows by trials: one trial is |ε| × |p| targets and |ε| × |p| × |attacks| × |policies|
@@ -284,9 +284,9 @@ def time_frontier(sweep_dir: Path, out_png: Optional[Path] = None) -> tuple[dict
 
 
 def time_frontier_command(sweep_dir: Path) -> float:
-    """Seconds of `python -m sweeper.frontier --run-dir DIR` (interpreter start and imports too)."""
+    """Seconds of `python -m sweeper.cli.frontier_command --run-dir DIR` (interpreter start and imports too)."""
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "sweeper.frontier", "--run-dir", str(sweep_dir)],
+    subprocess.run([sys.executable, "-m", "sweeper.cli.frontier_command", "--run-dir", str(sweep_dir)],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - start
 
@@ -340,7 +340,7 @@ def run_load(cfg, interval: float = 0.5, progress: bool = True, frontier_command
     )
     report.frontier_s, _ = time_frontier(sweep_dir)
     if frontier_command:
-        report.frontier_s["python -m sweeper.frontier"] = time_frontier_command(sweep_dir)
+        report.frontier_s["python -m sweeper.cli.frontier_command"] = time_frontier_command(sweep_dir)
     return report
 
 
@@ -377,7 +377,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--interval", type=float, default=0.5, help="RSS sampling period, s (default 0.5)")
     parser.add_argument("--no-progress", action="store_true", help="no tqdm bars")
     parser.add_argument("--no-frontier-command", action="store_true",
-                        help="do not also time `python -m sweeper.frontier` in a subprocess")
+                        help="do not also time `python -m sweeper.cli.frontier_command` in a subprocess")
     return parser
 
 

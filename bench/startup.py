@@ -12,7 +12,8 @@ launcher that times the phases where the wall goes (a phase's lazy imports count
   import     module imports outside the phases below
   compose    Hydra's composition of the configuration (every time it composes)
   validate   `sweeper.checks.validation.validate`
-  plan       `sweeper.grid.plan.build_plan`
+  plan       `sweeper.grid.plan.build_plan` (the sweep's plan is built inside validate, once, and
+             counts there)
   store      scanning the store: finished cells, models, queries, the results table, the manifest
   data       loading the records the sweep trains on
   ray        starting and stopping Ray

@@ -24,7 +24,7 @@ import os
 import sys
 import threading
 import traceback
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import hydra
 from omegaconf import DictConfig
@@ -37,6 +37,9 @@ from sweeper.checks.hydra_adapter import mask_launcher_echo, parse_command_line
 from sweeper.checks.preflight import (CONF_DIR, CONFIG_NAME, check_command_line, command_line,
                                       composed, option_problems, own_jobs)
 from sweeper.summary import print_summary
+
+if TYPE_CHECKING:  # the planner imports the engine: not for --help or --version
+    from sweeper.grid.plan import SweepPlan
 
 register_schema()  # before `main` composes: conf/config.yaml names the schema
 logger = logging.getLogger(__name__)
@@ -56,10 +59,10 @@ def main(raw: DictConfig) -> None:
         sys.exit(code)
 
 
-def run(cfg: SweepConfig, validated: bool = False) -> int:
+def run(cfg: SweepConfig | SweepPlan) -> int:
     """Run the sweep and print its summary; the command's exit code (2: refused, 1: failed cells).
-    `validated`: the preflight has already checked `cfg` (its checks build networks and probe
-    the store: not twice)."""
+    `cfg` may be the plan the preflight checked (`composed`): its checks build networks and
+    probe the store, and it planned the sweep, so neither is done twice."""
     from sweeper.console import shown
     from sweeper.runner import run_sweep  # Ray, MLflow: imported once the configuration passed
     from sweeper.store.files import disk_full, link_met
@@ -67,7 +70,7 @@ def run(cfg: SweepConfig, validated: bool = False) -> int:
 
     try:
         with shown():
-            result = run_sweep(cfg, validated=validated)
+            result = run_sweep(cfg)
     except (ConfigError, DatasetUnavailable) as error:
         print(f"error: {hide_secret_values(str(error))}", file=sys.stderr)
         return 2
@@ -113,13 +116,13 @@ def run_directly(argv: list[str]) -> Optional[int]:
             raise ConfigError(refused)
         code = 0
         for number, job in enumerate(jobs, 1):
-            cfg, hydra_cfg = composed(job)
+            plan, hydra_cfg = composed(job)
             if number == 1:
                 configure_log(hydra_cfg.job_logging, hydra_cfg.verbose)  # as Hydra's launcher would
             if args.multirun:
                 logger.info("job %d of %d: %s", number, len(jobs),
                             " ".join(scrub_override(o) for o in job))
-            code = max(code, run(cfg, validated=True))
+            code = max(code, run(plan))
         return code
     except ConfigError as refused:
         print(f"error: {hide_secret_values(str(refused))}", file=sys.stderr)

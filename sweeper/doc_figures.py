@@ -2,28 +2,25 @@
 
 Each figure under `docs/` is drawn from a CSV in `docs/figures/` (the rows a real sweep
 produced), so a changed label, legend or interval rule reaches the docs by one command,
-`python -m sweeper.doc_figures`, without rerunning the sweeps.  Every PNG carries the words it
-was drawn with (`LABELS_KEY`, a PNG text chunk), and `stale_figures` — which a test runs —
+`python -m sweeper.cli.doc_figures_command`, without rerunning the sweeps.  Every PNG carries the
+words it was drawn with (`LABELS_KEY`, a PNG text chunk), and `stale_figures` — which a test runs —
 names each figure whose words are not what the current code draws: a change of words is
 caught, a change of drawing under the same words is not (run the command after one).
 `--from-store ROOT` first refreshes the CSVs from sweeps run into ROOT (`quickstart`,
 `dpsgd_audit`, `bb_audit_mnist`).
 
-Command line: `python -m sweeper.doc_figures --help`.
+Command line: `python -m sweeper.cli.doc_figures_command --help`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional
 
 import pandas as pd
 
-from sweeper import VERSION_TEXT
 from sweeper.figures import figure_labels, save_figure
 
 #: The repository's docs folder, and where the figures' numbers live in it.
@@ -134,43 +131,3 @@ def stale_figures(docs: Optional[Path] = None) -> list[str]:
             problems.append(f"{figure.png}: drawn with other words than the code's now "
                             f"({'; '.join(repr(text) for text in changed) or 'their order'})")
     return problems
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m sweeper.doc_figures",
-        description="Redraw the docs' figures (docs/*.png) with the current code from the "
-                    "numbers beside them (docs/figures/*.csv).")
-    parser.add_argument("--from-store", metavar="ROOT",
-                        help="first refresh the numbers from the sweeps run into this store.root "
-                             f"({', '.join(sorted({f.sweep for f in DOC_FIGURES}))})")
-    parser.add_argument("--check", action="store_true",
-                        help="draw nothing: list the figures whose words are not the code's "
-                             "(exit 1 when any)")
-    parser.add_argument("--version", action="version", version=VERSION_TEXT)
-    return parser
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.check:
-        problems = stale_figures()
-        for problem in problems:
-            print(problem, file=sys.stderr)
-        return 1 if problems else 0
-    for figure in DOC_FIGURES:
-        if args.from_store:
-            try:
-                rows = figure.extract(Path(args.from_store), figure.sweep)
-            except (OSError, ValueError) as error:
-                print(f"error: {figure.png}: cannot read sweep {figure.sweep!r} in "
-                      f"{args.from_store}: {error}", file=sys.stderr)
-                return 2
-            (DOCS / DATA).mkdir(parents=True, exist_ok=True)
-            rows.to_csv(DOCS / figure.data, index=False)
-        print(redraw(figure, DOCS))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,38 +1,25 @@
-"""`sweeper report`: a sweep's self-contained HTML report, `report.html` beside its frontier.
+"""A sweep's self-contained HTML report, `report.html` beside its frontier.
 
 Every sweep writes it at its end (`sweeper.listeners.publish_figures`, which also logs it to the
-sweep's MLflow run as an artifact); this command writes it again, or elsewhere (`--out`), from
-what the store holds.  The page itself is `sweeper.reports.sweep_page` (pure: frames in, HTML
-out); here the store is read (`page_inputs`) and the file written (`write_report`).
-
-Command line: `sweeper report --help`; exit codes in `EXIT_CODES` (those of `sweeper frontier`).
+sweep's MLflow run as an artifact); `sweeper report` (`sweeper.cli.report_command`) writes it
+again, or elsewhere (`--out`), from what the store holds.  The page itself is
+`sweeper.reports.sweep_page` (pure: frames in, HTML out); here the store is read (`page_inputs`)
+and the file written (`write_report`).
 """
 
 from __future__ import annotations
 
-import argparse
 import collections
-import logging
-import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import pandas as pd
 
-from sweeper import VERSION_TEXT
-from sweeper.paths import file_problem
 from sweeper.reports.sweep_page import PageFigure, PageInputs, sweep_page
-from sweeper.store.artifacts import ArtifactStore, ManifestError
-
-logger = logging.getLogger(__name__)
+from sweeper.store.artifacts import ArtifactStore
 
 #: The report's file name, in the sweep's figures folder beside frontier.png.
 REPORT_FILE = "report.html"
-EXIT_OK, EXIT_REFUSED, EXIT_INCOMPLETE = 0, 2, 3
-EXIT_CODES = {EXIT_OK: "the report was written and every cell of the sweep is present",
-              EXIT_REFUSED: "bad arguments, no such sweep, an unreadable store or sweep.json",
-              EXIT_INCOMPLETE: "the report was written, but some cells are missing, failed or "
-                               "corrupt (the report says which; --allow-partial exits 0)"}
 
 
 def page_inputs(store: ArtifactStore, name: str) -> PageInputs:
@@ -84,61 +71,3 @@ def write_report(store: ArtifactStore, name: str, out: Optional[Path] = None) ->
     if out is None:
         return store.write_figure(name, REPORT_FILE, data)
     return store.write_output(out, data)
-
-
-def _parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Write a sweep's report: one self-contained HTML file (figures inline, "
-                    "its data downloadable from the page, no request to any other address) "
-                    "with the claim, the frontier, the audits by threat model, the controls, "
-                    "provenance and limits.  Every sweep writes it beside its frontier; this "
-                    "writes it again from the store.")
-    parser.add_argument("--experiment", default="quickstart",
-                        help="sweep name, i.e. the experiment's `name` (default: quickstart)")
-    parser.add_argument("--store-root", default="runs",
-                        help="the sweep's store.root, a folder or a URI such as s3://bucket/prefix "
-                             "(default: runs)")
-    parser.add_argument("--run-dir", help="a sweep folder or URI (<store.root>/sweeps/<name>); "
-                                          "overrides --experiment and --store-root")
-    parser.add_argument("--out", metavar="PATH",
-                        help=f"where to write it (default: <run dir>/{REPORT_FILE}, for a remote "
-                             "store a local cache and the store)")
-    parser.add_argument("--allow-partial", action="store_true",
-                        help=f"exit {EXIT_OK} even when some of the sweep's cells are missing")
-    parser.add_argument("--version", action="version", version=VERSION_TEXT)
-    parser.epilog = "exit codes: " + "; ".join(f"{code}: {text}" for code, text in EXIT_CODES.items())
-    return parser
-
-
-def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.html_report") -> int:
-    from sweeper.frontier import one_line, open_sweep, store_root_problem, sweep_location, sweeps_held
-
-    args = _parser(prog).parse_args(argv)
-    if args.out is not None and file_problem("--out", args.out):
-        print(f"error: {file_problem('--out', args.out)}", file=sys.stderr)
-        return EXIT_REFUSED
-    root: Optional[str] = None if args.run_dir else args.store_root
-    try:
-        root, name = sweep_location(args.experiment, args.store_root, args.run_dir)
-        where = store_root_problem(root)
-        if where:
-            raise ValueError(where)
-        store, results = open_sweep(root, name)
-        store.read_manifest(name)
-    except FileNotFoundError as error:
-        print(f"error: {error}. {sweeps_held(root)}", file=sys.stderr)
-        return EXIT_REFUSED
-    except (ManifestError, ValueError, OSError) as error:
-        print(f"error: {one_line(error)}", file=sys.stderr)
-        return EXIT_REFUSED
-    path = write_report(store, name, Path(args.out).expanduser() if args.out else None)
-    print(f"report: {path}")
-    if results.coverage.complete or args.allow_partial:
-        return EXIT_OK
-    print(f"INCOMPLETE {results.coverage.summary()} (the report says which cells)", file=sys.stderr)
-    return EXIT_INCOMPLETE
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -74,7 +74,7 @@ def undone_on_abort(hook: Callable[[], None]) -> Iterator[None]:
 
 
 def run_abort_hooks() -> None:
-    """Before an `os._exit` (a second signal here, a connection bound in `sweeper.cluster.start`)."""
+    """Before an `os._exit` (a second signal here, a connection bound in `sweeper.cluster.bounded_connect`)."""
     for hook in reversed(_abort_hooks):
         with contextlib.suppress(Exception):
             hook()

@@ -1,6 +1,7 @@
 """Run a sweep: a short sequence of named stages, conducted by `run_sweep`.
 
-    prepare    validate, plan, and ask the store what is left (refusals before anything is written)
+    prepare    validate and plan (once: `validate` returns the plan it checked), and ask the store
+               what is left (refusals before anything is written)
     execute    start Ray, the data and the sinks side by side (`start_up`); schedule the missing
                work on Ray and stream each finished attack back (`ray.wait`)
     collect    read the rows back from the store (its results dataset)
@@ -39,9 +40,11 @@ from sweeper.credentials import redact, redact_tree
 from sweeper.failures import Failure, cell_label, classify, stopping_error
 from sweeper.listeners import (FigureDrawer, Listeners, NotLanded, RowWriter, SweepEnd,
                                TrackingListener)
-from sweeper.grid.plan import Cell, ModelSpec, SweepPlan, build_plan
+from sweeper.grid.plan import Cell, ModelSpec, SweepPlan
 from sweeper.probes import not_mlflow_problem, store_endpoint_problem, tracking_server_problem
-from sweeper.cluster.start import auth_hint, joins_cluster, ray_session
+from sweeper.cluster.address import joins_cluster
+from sweeper.cluster.dashboard import auth_hint
+from sweeper.cluster.start import ray_session
 from sweeper.cluster.store_reach import require_shared_store
 from sweeper.grid.sweep_data import sweep_data
 from sweeper.store.results import CELLS_DATASET, compact, sort_frontier
@@ -96,18 +99,17 @@ class Sweep:
     manifest: dict[str, Any]  # its cells, where it is tracked, its config (credentials masked)
 
 
-def run_sweep(cfg: SweepConfig, progress: bool = True,
-              echo: Optional[Callable[[str], None]] = None, validated: bool = False) -> SweepResult:
+def run_sweep(cfg: SweepConfig | SweepPlan, progress: bool = True,
+              echo: Optional[Callable[[str], None]] = None) -> SweepResult:
     """Run `cfg`'s sweep: prepare → execute (telling the sinks of each landed cell) → collect →
     end (the sinks finish: figures, MLflow) → summarize.
 
     Args:
-        cfg: the composed config.
+        cfg: the composed config, or the plan `validate(scaled(cfg))` returned (the command
+            line's preflight runs it): that plan is run, not checked or planned again.
         progress: show the models' and cells' progress (`sweeper.console.Progress`).
         echo: also receives the status lines, which go to this package's loggers
             (`sweeper.console` shows them).
-        validated: `validate(scaled(cfg))` has already passed (the command line's preflight
-            runs it).
 
     Returns:
         The `SweepResult` the command reports.
@@ -123,7 +125,7 @@ def run_sweep(cfg: SweepConfig, progress: bool = True,
     """
     with forwarded(echo), contextlib.ExitStack() as claimed:
         started = time.perf_counter()
-        sweep = prepare(cfg, validated, claimed)
+        sweep = prepare(cfg, claimed)
         listeners = sinks(sweep)
         try:
             failures, trained, dashboard_url, spans = execute(sweep, listeners, progress)
@@ -137,13 +139,12 @@ def run_sweep(cfg: SweepConfig, progress: bool = True,
         return summarize(sweep, end, dashboard_url)
 
 
-def prepare(cfg: SweepConfig, validated: bool = False,
-            claimed: Optional[contextlib.ExitStack] = None) -> Sweep:
-    """Scale, validate, plan and check against the store what is left to compute and train.
+def prepare(cfg: SweepConfig | SweepPlan, claimed: Optional[contextlib.ExitStack] = None) -> Sweep:
+    """Scale, validate and plan (`validate` returns the plan it checked: the sweep is planned
+    once), and check against the store what is left to compute and train.
 
     Args:
-        cfg: the composed config.
-        validated: `validate(scaled(cfg))` has already passed; it is not run again.
+        cfg: the composed config, or the plan `validate(scaled(cfg))` returned: run as it is.
         claimed: when given, the sweep's lock is taken into it and the sweep's name checked to
             hold this very sweep (`sweeper.claim`) before the store is read.
 
@@ -156,9 +157,8 @@ def prepare(cfg: SweepConfig, validated: bool = False,
             (`claim.SweepRefused`).  Raised before anything is written.
         DatasetUnavailable: the dataset's files are missing (and not downloaded).
     """
-    cfg = scaled(cfg)
-    if not validated:
-        validate(cfg)
+    plan = cfg if isinstance(cfg, SweepPlan) else validate(scaled(cfg))
+    cfg = plan.config
     server = cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or ""
     field = "tracking.uri" if cfg.tracking.uri else "MLFLOW_TRACKING_URI"
     unreachable = [problem for problem in (
@@ -171,7 +171,6 @@ def prepare(cfg: SweepConfig, validated: bool = False,
     if not cfg.dataset.synthetic:
         require_dataset(cfg.dataset.name, data_dir, cfg.dataset.download)
 
-    plan = build_plan(cfg)
     store = ArtifactStore(cfg.store.root)
     # A dataclass's container is a dict keyed by its field names; OmegaConf types every container.
     config = cast(dict[str, Any], OmegaConf.to_container(OmegaConf.structured(cfg)))

@@ -49,10 +49,10 @@ def print_summary(result) -> None:
 
 def sweeper_command(tool: str) -> list[str]:
     """`sweeper TOOL` runnable as printed: the `sweeper` script beside this interpreter (no
-    activated venv needed), or this interpreter's `-m sweeper.TOOL` where no script was
+    activated venv needed), or this interpreter's `-m sweeper.cli.TOOL_command` where no script was
     installed (a bare checkout on PYTHONPATH)."""
     script = Path(sys.executable).parent / "sweeper"
-    return [str(script), tool] if script.is_file() else [sys.executable, "-m", f"sweeper.{tool}"]
+    return [str(script), tool] if script.is_file() else [sys.executable, "-m", f"sweeper.cli.{tool}_command"]
 
 
 def mlflow_lines(result) -> list[str]:
@@ -89,7 +89,6 @@ def where_to_look(result) -> str:
     parts = [f"results {result.sweep_dir}"]
     if figures:
         parts.append("figures " + ", ".join(figures))
-    script = Path(sys.executable).parent / "sweeper"  # runnable as printed, as ui_command is
-    frontier = [str(script), "frontier"] if script.exists() else [sys.executable, "-m", "sweeper.frontier"]
+    frontier = sweeper_command("frontier")  # runnable as printed, as ui_command is
     parts.append(f"table: {shlex.join([*frontier, '--run-dir', str(result.sweep_dir)])}")
     return "\n".join(["where to look: " + " | ".join(parts), *mlflow_lines(result)])

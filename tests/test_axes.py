@@ -94,7 +94,8 @@ def test_a_cell_run_is_named_by_the_value_of_each_swept_training_setting(tiny_co
 
 def test_a_swept_clip_norm_gives_separate_rows_and_points_end_to_end(ray_local, make_tiny_config,
                                                                      tmp_path, capsys):
-    from sweeper.frontier import main, summarize_frontier
+    from sweeper.cli.frontier_command import main
+    from sweeper.frontier import summarize_frontier
     from sweeper.tracking.run_records import frontier_series
     from sweeper.runner import run_sweep
 
@@ -151,7 +152,8 @@ def test_a_swept_model_trains_each_architecture_and_keeps_them_apart(ray_local, 
     architecture, every check that reads the architecture runs for each value, and the
     frontier keeps the architectures apart."""
     from sweeper.checks.sections import section_problems
-    from sweeper.frontier import main, summarize_frontier
+    from sweeper.cli.frontier_command import main
+    from sweeper.frontier import summarize_frontier
     from sweeper.grid.plan import build_plan, models_per_task
     from sweeper.runner import run_sweep
 

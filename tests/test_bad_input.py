@@ -741,7 +741,7 @@ def test_sync_probes_a_dead_tracking_server_once(tmp_path, closed_port):
         '{"name": "q", "sweep_key": "k", "cells": ["c"], "config": {"tracking": '
         f'{{"uri": "{uri}", "experiment": "sweeper"}}}}}}')
     for args in (["--tracking-uri", uri], []):  # named on the command line, or the sweep's own
-        result, seconds = run_command("sweeper.tracking.sync", "--experiment", "q",
+        result, seconds = run_command("sweeper.cli.sync_command", "--experiment", "q",
                                       "--store-root", str(tmp_path / "runs"), *args, cwd=tmp_path)
         assert result.returncode == 1, result.stderr[-2000:]
         assert f"'{uri}': the MLflow server does not answer" in result.stderr
@@ -751,7 +751,7 @@ def test_sync_probes_a_dead_tracking_server_once(tmp_path, closed_port):
 
 def test_frontier_checks_its_output_files_before_the_table(tmp_path):
     """Item 13: on main the table printed, then a traceback for /proc/x.csv."""
-    result, _ = run_command("sweeper.frontier", "--run-dir", str(tmp_path / "runs" / "sweeps" / "q"),
+    result, _ = run_command("sweeper.cli.frontier_command", "--run-dir", str(tmp_path / "runs" / "sweeps" / "q"),
                             "--csv", "/proc/x.csv", "--plot", "/proc/x.png", cwd=tmp_path)
     clean_refusal(result, ["--csv='/proc/x.csv'", "--plot='/proc/x.png'", "/proc is not writable"])
     assert result.stdout == ""
@@ -779,7 +779,7 @@ def test_frontier_says_a_store_root_that_is_a_file_is_one(tmp_path):
     """Issue 30.10: `--store-root <a file>` printed a raw `[Errno 20]` (every bad filter named
     at once: tests/test_frontier_view.py)."""
     (tmp_path / "afile").write_text("not a store\n")
-    result, _ = run_command("sweeper.frontier", "--store-root", str(tmp_path / "afile"), cwd=tmp_path)
+    result, _ = run_command("sweeper.cli.frontier_command", "--store-root", str(tmp_path / "afile"), cwd=tmp_path)
     clean_refusal(result, [f"{tmp_path / 'afile'}: is a file, not a store's folder"])
     assert "Errno" not in result.stderr
 

@@ -55,8 +55,8 @@ def test_bad_config_is_refused_with_every_problem_named(tmp_path):
 def test_help_explains_the_command(tmp_path):
     result = run("-m", "sweeper", "--help", cwd=tmp_path)
     assert result.returncode == 0
-    assert "+experiment=NAME" in result.stdout and "python -m sweeper.frontier" in result.stdout
-    frontier = run("-m", "sweeper.frontier", "--help", cwd=tmp_path)
+    assert "+experiment=NAME" in result.stdout and "python -m sweeper.cli.frontier_command" in result.stdout
+    frontier = run("-m", "sweeper.cli.frontier_command", "--help", cwd=tmp_path)
     assert frontier.returncode == 0 and "--run-dir" in frontier.stdout
     # Its config is what a bare `python -m sweeper` runs: the quickstart's grid, not the base's.
     shown = yaml.safe_load(result.stdout.split("Override anything in the config (foo.bar=value)")[1]
@@ -195,7 +195,7 @@ def test_bounds_plot_into_an_unwritable_folder_is_one_error_line(tmp_path):
 
 def test_sync_refuses_credentials_and_names_that_leave_the_store(tmp_path):
     root = tmp_path / "runs"
-    result, _ = run_command("sweeper.tracking.sync", "--store-root", str(root), "--experiment", "x",
+    result, _ = run_command("sweeper.cli.sync_command", "--store-root", str(root), "--experiment", "x",
                             "--tracking-uri", "http://alice:hunter2@127.0.0.1:5000", cwd=tmp_path)
     assert result.returncode == 2
     assert "--tracking-uri='http://alice:***@127.0.0.1:5000'" in result.stderr
@@ -210,7 +210,7 @@ def test_sync_refuses_credentials_and_names_that_leave_the_store(tmp_path):
         "name": "x", "sweep_key": "k", "cells": [], "tracking_uri": "",
         "config": {"tracking": {"uri": None, "experiment": "sweeper"}}}))
     env_uri = {"MLFLOW_TRACKING_URI": "http://alice:hunter2@127.0.0.1:5000"}
-    result, _ = run_command("sweeper.tracking.sync", "--store-root", str(root), "--experiment", "x",
+    result, _ = run_command("sweeper.cli.sync_command", "--store-root", str(root), "--experiment", "x",
                             cwd=tmp_path, env=env_uri)
     assert result.returncode == 2, result.stderr
     assert "MLFLOW_TRACKING_URI='http://alice:***@127.0.0.1:5000'" in result.stderr
@@ -219,7 +219,7 @@ def test_sync_refuses_credentials_and_names_that_leave_the_store(tmp_path):
     outside = tmp_path / "outside"
     (outside / "sweep.json").parent.mkdir()
     (outside / "sweep.json").write_text("{}")
-    result, _ = run_command("sweeper.tracking.sync", "--store-root", str(root), "--experiment",
+    result, _ = run_command("sweeper.cli.sync_command", "--store-root", str(root), "--experiment",
                             "../../outside", cwd=tmp_path)
     assert result.returncode == 2
     assert "--experiment='../../outside'" in result.stderr and "no '/'" in result.stderr

@@ -49,8 +49,9 @@ def test_the_console_script_is_declared_and_dispatches(capsys):
         assert done.value.code == 0 and f"usage: sweeper {tool}" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("module", ["sweeper.frontier", "sweeper.bounds.__main__",
-                                    "sweeper.tracking.sync", "sweeper.html_report"])
+@pytest.mark.parametrize("module", ["sweeper.cli.frontier_command", "sweeper.bounds.__main__",
+                                    "sweeper.cli.sync_command", "sweeper.cli.report_command",
+                                    "sweeper.cli.doc_figures_command"])
 def test_every_tool_prints_sweepers_version(module, capsys):
     tool = __import__(module, fromlist=["main"])
     try:  # argparse's version action exits 0; `bounds` turns its exits into return codes

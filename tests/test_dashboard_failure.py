@@ -1,4 +1,4 @@
-"""`sweeper.cluster.start.dashboard_failure` on the errors Ray raises when its dashboard does not
+"""`sweeper.cluster.dashboard.dashboard_failure` on the errors Ray raises when its dashboard does not
 start, written as `ray._private.services.start_api_server` writes them: the last lines of the
 dashboard's log in the exception, which names the log.  The real sweeps that meet them are
 `tests/faults/test_dashboard_start.py`; here the cases those cannot stage cheaply."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sweeper.cluster.start import dashboard_failure
+from sweeper.cluster.dashboard import dashboard_failure
 
 
 def ray_error(logs: Path, *lines: str) -> str:

@@ -8,7 +8,8 @@ import shutil
 from pathlib import Path
 
 from sweeper import doc_figures
-from sweeper.doc_figures import DOC_FIGURES, DOCS, main, png_labels, redraw, stale_figures
+from sweeper.cli.doc_figures_command import main
+from sweeper.doc_figures import DOC_FIGURES, DOCS, png_labels, redraw, stale_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 

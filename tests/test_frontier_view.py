@@ -10,7 +10,7 @@ import math
 import pytest
 from scipy.stats import beta
 
-from sweeper.frontier import EXIT_OK, EXIT_REFUSED, _parser, main as frontier_main
+from sweeper.cli.frontier_command import EXIT_OK, EXIT_REFUSED, _parser, main as frontier_main
 from sweeper.store.results import compact
 from sweeper.store.artifacts import ArtifactStore
 

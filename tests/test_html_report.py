@@ -196,7 +196,7 @@ def test_a_violation_and_a_control_that_fails_are_said_on_the_page():
 
 
 def test_the_command_refuses_a_sweep_that_is_not_there_in_one_line(tmp_path, capsys):
-    from sweeper.html_report import EXIT_REFUSED, main
+    from sweeper.cli.report_command import EXIT_REFUSED, main
 
     assert main(["--store-root", str(tmp_path), "--experiment", "absent"]) == EXIT_REFUSED
     assert main(["--store-root", str(tmp_path), "--experiment", "../up"]) == EXIT_REFUSED
@@ -207,7 +207,7 @@ def test_the_command_refuses_a_sweep_that_is_not_there_in_one_line(tmp_path, cap
 
 
 def test_a_sweep_missing_cells_gets_its_report_saying_so_and_exit_3(tmp_path, capsys):
-    from sweeper.html_report import EXIT_INCOMPLETE, EXIT_OK, main
+    from sweeper.cli.report_command import EXIT_INCOMPLETE, EXIT_OK, main
     from sweeper.store.artifacts import ArtifactStore
 
     ArtifactStore(str(tmp_path)).write_manifest("half", {"name": "half", "cells": ["absent"],

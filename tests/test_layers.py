@@ -237,3 +237,39 @@ def shared_names(found: dict[str, Path]) -> dict[str, list[str]]:
         if path.stem not in ("__init__", "__main__"):
             seen.setdefault(path.stem, []).append(name)
     return {stem: names for stem, names in seen.items() if len(names) > 1}
+
+
+#: The modules outside `sweeper/cli/` that read a command line, each with why it is there.
+COMMAND_LINES_ELSEWHERE = {
+    "sweeper.__main__": "the sweep's own front end: `python -m sweeper` needs it there",
+    "sweeper.bounds.__main__": "the bounds' front end: `python -m sweeper.bounds`",
+    "sweeper.checks.hydra_adapter": "reads Hydra's command line for the preflight (Hydra's parser "
+                                    "is argparse's)",
+    "sweeper.cluster.watchdog": "a script of its own, run as `python -I watchdog.py MARKER`",
+}
+
+
+def reads_a_command_line(source: str) -> bool:
+    """The module imports argparse (anywhere) or defines a `main` (a command's entry point)."""
+    tree = ast.parse(source)
+    if any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body):
+        return True
+    return any(isinstance(node, ast.Import) and any(alias.name == "argparse" for alias in node.names)
+               or isinstance(node, ast.ImportFrom) and node.module == "argparse"
+               for node in ast.walk(tree))
+
+
+def test_the_command_lines_are_read_in_sweeper_cli_alone():
+    """Issue 53: the commands' front ends live in `sweeper/cli/`, apart from the library they
+    drive (`sweeper.frontier`, `sweeper.html_report`, `sweeper.tracking.sync`,
+    `sweeper.store.columns`, `sweeper.doc_figures`), which a notebook imports without argparse.
+    Each exception is named with why, and is still one."""
+    # A planted front end is found, wherever its argparse import stands; a library is not.
+    assert reads_a_command_line("def load():\n    import argparse\n")
+    assert reads_a_command_line("from argparse import ArgumentParser\n")
+    assert reads_a_command_line("def main(argv=None):\n    return 0\n")
+    assert not reads_a_command_line("def load_frontier(experiment):\n    return experiment\n")
+    found = {name for name, path in modules().items()
+             if not name.startswith("sweeper.cli") and reads_a_command_line(path.read_text())}
+    assert found - set(COMMAND_LINES_ELSEWHERE) == set(), "front ends outside sweeper/cli/"
+    assert set(COMMAND_LINES_ELSEWHERE) - found == set(), "exceptions that are none any more"

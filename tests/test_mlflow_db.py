@@ -118,7 +118,7 @@ def test_sync_to_a_database_at_another_revision_is_refused_as_permanent(original
                                                                        found, said):
     """Issue 54: `sweeper sync --tracking-uri sqlite:///…` to a database MLflow will not open (its
     schema at another revision) said "run this again once it is back" and exited 1."""
-    from sweeper.tracking.sync import main as sync_main
+    from sweeper.cli.sync_command import main as sync_main
 
     database = tmp_path / "elsewhere" / "mlflow.db"
     database.parent.mkdir()

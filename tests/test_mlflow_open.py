@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from sweeper.tracking.ui import DEFAULT_UI_PORT, experiment_page, open_lines
-from sweeper.cluster.start import auth_hint
+from sweeper.cluster.dashboard import auth_hint
 from sweeper.runner import SweepResult
 from sweeper.summary import where_to_look
 from sweeper.tracking.recorder import SweepTracker

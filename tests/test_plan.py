@@ -254,3 +254,28 @@ def test_a_swept_training_setting_trains_its_own_models_and_keeps_old_keys():
     assert {(m.train.max_grad_norm, m.train.batch_size) for m in crossed.models.values()} == {
         (SweepConfig().train.max_grad_norm, 32), (SweepConfig().train.max_grad_norm, 64),
         (2.0, 32), (2.0, 64)}
+
+
+def test_a_sweep_is_planned_once_and_runs_the_plan_its_checks_built(tmp_path, make_tiny_overrides,
+                                                                     monkeypatch):
+    """The preflight's validation builds the plan to check it and hands it on: the runner runs
+    that very plan (`prepare`), and a command line plans its sweep once.  Given a configuration
+    instead, `prepare` validates and plans it itself, once."""
+    import sweeper.grid.plan as planner
+    from sweeper.checks.preflight import composed
+    from sweeper.runner import prepare
+
+    built = []
+    build_plan = planner.build_plan
+
+    def counted(cfg):
+        built.append(cfg)
+        return build_plan(cfg)
+
+    monkeypatch.setattr(planner, "build_plan", counted)
+    plan, _ = composed(make_tiny_overrides(str(tmp_path / "runs")))
+    sweep = prepare(plan)
+    assert sweep.plan is plan and sweep.cfg is plan.config
+    assert built == [plan.config]
+    again = prepare(plan.config)
+    assert again.plan.key == plan.key and len(built) == 2

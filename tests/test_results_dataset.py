@@ -19,7 +19,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from sweeper.store.columns import SchemaError
-from sweeper.frontier import EXIT_INCOMPLETE, EXIT_OK, EXIT_REFUSED, main as frontier_main
+from sweeper.cli.frontier_command import EXIT_INCOMPLETE, EXIT_OK, EXIT_REFUSED, main as frontier_main
 from sweeper.store.results import compact, load_results
 from sweeper.store.artifacts import ArtifactStore
 
@@ -219,16 +219,17 @@ def test_a_dataset_that_cannot_be_written_leaves_the_rows_readable(tmp_path, cap
 
 def test_the_docs_column_tables_are_the_declared_schema(capsys):
     """docs/results.md's column tables are `sweeper.store.columns`'s, verbatim: regenerate them with
-    `python -m sweeper.store.columns --markdown` when a column changes."""
+    `python -m sweeper.cli.columns_command --markdown` when a column changes."""
     from pathlib import Path
 
-    from sweeper.store.columns import CELL_COLUMNS, SCORE_COLUMNS, main, markdown, marked_section
+    from sweeper.cli.columns_command import main
+    from sweeper.store.columns import CELL_COLUMNS, SCORE_COLUMNS, markdown, marked_section
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "results.md").read_text(encoding="utf-8")
     section = marked_section(page)
     assert section is not None, "docs/results.md lacks the generated column tables' markers"
     assert section == markdown(), ("docs/results.md's column tables differ from sweeper/store/columns.py: "
-                                   "run `python -m sweeper.store.columns --markdown --write`")
+                                   "run `python -m sweeper.cli.columns_command --markdown --write`")
     for column in (*CELL_COLUMNS, *SCORE_COLUMNS):  # every declared column, with its doc
         assert f"| `{column.name}` |" in section and column.doc.replace("|", "\\|") in section
     assert main(["--markdown"]) == 0
@@ -237,18 +238,18 @@ def test_the_docs_column_tables_are_the_declared_schema(capsys):
 
 def test_the_docs_attack_table_is_the_attack_registry(capsys):
     """docs/attacks.md lists the attacks from their registrations (what each is, needs, reads),
-    as docs/results.md does the columns: regenerate it with `python -m sweeper.store.columns --attacks`."""
+    as docs/results.md does the columns: regenerate it with `python -m sweeper.cli.columns_command --attacks`."""
     from pathlib import Path
 
     from jobs.attacks.contract import ATTACKS
-    from sweeper.store.columns import (ATTACKS_BEGIN, ATTACKS_END, attack_markdown, main,
-                                       marked_section)
+    from sweeper.cli.columns_command import main
+    from sweeper.store.columns import ATTACKS_BEGIN, ATTACKS_END, attack_markdown, marked_section
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "attacks.md").read_text(encoding="utf-8")
     section = marked_section(page, ATTACKS_BEGIN, ATTACKS_END)
     assert section is not None, "docs/attacks.md lacks the generated attack table's markers"
     assert section == attack_markdown(), ("docs/attacks.md's attack table differs from the registry: "
-                                          "run `python -m sweeper.store.columns --attacks --write`")
+                                          "run `python -m sweeper.cli.columns_command --attacks --write`")
     for name, attack in ATTACKS.items():  # every attack, with each setting it reads
         (row,) = [line for line in section.splitlines() if line.startswith(f"| `{name}` |")]
         assert f"`{attack.threat_model}`" in row
@@ -263,8 +264,9 @@ def test_write_rewrites_a_stale_generated_table_in_place(tmp_path, capsys):
     each page as it was; a page without the markers is refused, not appended to."""
     import shutil
 
-    from sweeper.store.columns import (ATTACKS_BEGIN, ATTACKS_END, DOCS, attack_markdown, main,
-                                       markdown, marked_section)
+    from sweeper.cli.columns_command import main
+    from sweeper.store.columns import (ATTACKS_BEGIN, ATTACKS_END, DOCS, attack_markdown, markdown,
+                                       marked_section)
 
     for page in ("results.md", "attacks.md"):
         shutil.copy(DOCS / page, tmp_path / page)

@@ -121,7 +121,7 @@ def test_the_sweep_writes_its_report_beside_its_frontier_with_its_run_recorded(f
     """Issue 51: report.html beside frontier.png, small, every section there; the run that
     computed the cells is in the sweep's provenance, the rerun that computed nothing is not;
     `sweeper report` writes the same page again from the store."""
-    from sweeper.html_report import main as report_main
+    from sweeper.cli.report_command import main as report_main
     from sweeper.reports.sweep_page import SECTIONS
     from sweeper.store.artifacts import ArtifactStore
 
@@ -148,7 +148,7 @@ def test_frontier_files_are_written_next_to_the_results(finished_sweep):
 
 
 def test_frontier_command_prints_writes_csv_and_json(finished_sweep, tmp_path, capsys):
-    from sweeper.frontier import main
+    from sweeper.cli.frontier_command import main
 
     _, first, _ = finished_sweep
     csv_path, png_path = tmp_path / "frontier.csv", tmp_path / "frontier.png"
@@ -164,7 +164,7 @@ def test_frontier_command_prints_writes_csv_and_json(finished_sweep, tmp_path, c
 
 
 def test_frontier_command_without_a_sweep_says_what_to_do(tmp_path, capsys):
-    from sweeper.frontier import main
+    from sweeper.cli.frontier_command import main
 
     assert main(["--run-dir", str(tmp_path / "sweeps" / "nothing")]) == 2
     assert main(["--run-dir", str(tmp_path / "not-a-sweep-folder")]) == 2
@@ -173,7 +173,7 @@ def test_frontier_command_without_a_sweep_says_what_to_do(tmp_path, capsys):
 
 def test_frontier_writes_infinite_epsilon_one_way_in_text_and_in_json(finished_sweep, capsys):
     """People read ∞; JSON carries the string "inf" (plain JSON has no infinity, null loses it)."""
-    from sweeper.frontier import main
+    from sweeper.cli.frontier_command import main
 
     _, first, _ = finished_sweep
     assert math.inf in set(first.results.epsilon)

@@ -371,7 +371,7 @@ def a_landed_sweep(tmp_path: Path, uri: str) -> Path:
 
 
 def test_sync_says_a_server_that_is_not_mlflow_is_not_one(tmp_path, plain_web_server, capsys):
-    from sweeper.tracking.sync import main as sync_main
+    from sweeper.cli.sync_command import main as sync_main
 
     store = a_landed_sweep(tmp_path, plain_web_server)
     for args in (["--tracking-uri", plain_web_server], []):  # given, or the sweep's own
@@ -395,7 +395,7 @@ def test_a_sweep_refuses_a_server_that_is_not_mlflow_before_anything(tmp_path, p
 
 
 def test_sync_says_a_databricks_uri_has_no_profile(tmp_path, monkeypatch, capsys):
-    from sweeper.tracking.sync import main as sync_main
+    from sweeper.cli.sync_command import main as sync_main
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("DATABRICKS_HOST", raising=False)
@@ -501,7 +501,7 @@ def test_the_frontier_command_refuses_a_link_where_it_writes_before_the_table(tm
     """Issue 54: `sweeper frontier` overwrote the file a link at `frontier.png` pointed at.  Its
     figures, and a --csv or --plot inside the store, go through the store's write path; the
     links are named before the table, exit 2."""
-    from sweeper.frontier import main as frontier_main
+    from sweeper.cli.frontier_command import main as frontier_main
 
     store = landed_store(tmp_path)
     outside, untouched = outside_targets(tmp_path)
@@ -528,7 +528,7 @@ def test_the_frontier_command_refuses_a_link_where_it_writes_before_the_table(tm
 def test_a_link_put_in_the_store_after_the_check_is_refused_as_it_is_met(tmp_path, capsys,
                                                                         monkeypatch):
     """The check before the table cannot see a link made after it: the write path refuses it."""
-    import sweeper.frontier as frontier
+    import sweeper.cli.frontier_command as frontier
 
     store = landed_store(tmp_path)
     outside, untouched = outside_targets(tmp_path)
@@ -545,7 +545,7 @@ def test_a_link_put_in_the_store_after_the_check_is_refused_as_it_is_met(tmp_pat
 def test_frontier_writes_a_csv_into_a_folder_not_there_yet(tmp_path, capsys):
     """Issue 54: `--csv <missing folder>/x.csv --no-plot` ended in a traceback; the folder is
     made, as for --plot (its creation was checked before the table)."""
-    from sweeper.frontier import main as frontier_main
+    from sweeper.cli.frontier_command import main as frontier_main
 
     store = landed_store(tmp_path)
     target = tmp_path / "new" / "deeper" / "x.csv"
@@ -561,7 +561,7 @@ def test_sync_refuses_a_link_where_mlflow_would_write_and_writes_nothing(tmp_pat
                                                                         planted):
     """Issue 54: with `<store>/mlflow.db` a link to an outside file, `sweeper sync` made that
     file an MLflow database.  What MLflow writes in the store is looked for before it opens."""
-    from sweeper.tracking.sync import main as sync_main
+    from sweeper.cli.sync_command import main as sync_main
 
     store = landed_store(tmp_path)
     manifest = store.read_manifest("s")

@@ -12,6 +12,7 @@ import socket
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
+from sweeper.cluster.address import submitted_job_address
 from sweeper.config.problems import Check, did_you_mean, local_accelerator
 from sweeper.config.schema import SweepConfig, TaskResources
 from sweeper.credentials import (ENV_VARS_KEY, looks_secret, redact, secret_in,
@@ -95,14 +96,10 @@ def unbindable(host: str) -> Optional[str]:
     return None
 
 
-#: Set by Ray's job supervisor in the environment of a job's driver (with RAY_ADDRESS).
-JOB_CONFIG_VARIABLE = "RAY_JOB_CONFIG_JSON_ENV_VAR"
-
-
 def _in_ray_job() -> bool:
     """This process runs as a Ray job (`ray job submit`): the sweep joins that cluster, whose
-    dashboard is not started here (`sweeper.cluster.start.submitted_job_address`)."""
-    return JOB_CONFIG_VARIABLE in os.environ
+    dashboard is not started here."""
+    return submitted_job_address() is not None
 
 
 def _check_runtime_env(env: Any, check: Check) -> None:

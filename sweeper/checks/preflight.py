@@ -16,7 +16,7 @@ import math
 import re
 import typing
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import (ConfigAttributeError, ConfigKeyError, ConfigTypeError,
@@ -29,6 +29,9 @@ from sweeper.checks.hydra_adapter import (option_names, overrides_anywhere, pars
 from sweeper.paths import option_problem
 from sweeper.grid.scale import scaled
 from sweeper.checks.validation import validate
+
+if TYPE_CHECKING:  # the planner imports the engine: loaded once a configuration is checked
+    from sweeper.grid.plan import SweepPlan
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 CONFIG_NAME = "config"
@@ -113,14 +116,15 @@ def preflight(overrides: list[str], config_name: str = CONFIG_NAME) -> SweepConf
     unknown keys, unknown config group options), each with the field, the value given, what is
     allowed and the close matches; then everything `validate` checks on the configuration at its
     `scale`.  Composes in memory only: nothing is written, Ray is not started.  Returns the
-    configuration as given (`run_sweep` applies `scale` itself).
+    configuration at its scale (`sweeper.grid.scale.scaled`).
     """
-    return composed(overrides, config_name)[0]
+    return composed(overrides, config_name)[0].config
 
 
-def composed(overrides: list[str], config_name: str = CONFIG_NAME) -> tuple[SweepConfig, DictConfig]:
-    """`preflight`'s configuration and Hydra's own settings of the same composition (`hydra.*`:
-    its logging), so that a plain run composes once."""
+def composed(overrides: list[str], config_name: str = CONFIG_NAME) -> tuple[SweepPlan, DictConfig]:
+    """`preflight`'s plan, as validation built and checked it (its `config`: the configuration
+    at its scale), and Hydra's own settings of the same composition (`hydra.*`: its logging), so
+    that a plain run composes once and plans once."""
     overrides = _with_default_experiment(yaml_specials(overrides))
     problems = (_path_problems(overrides, config_name) + _number_problems(overrides)
                 + _boolean_problems(overrides) + _output_subdir_problems(overrides))
@@ -169,15 +173,16 @@ def composed(overrides: list[str], config_name: str = CONFIG_NAME) -> tuple[Swee
         cfg = to_sweep_config(OmegaConf.create(data))
     except OmegaConfBaseException as error:  # e.g. an interpolation ${…} that resolves to nothing
         raise ConfigError([*problems, _omegaconf_problem(error, data)]) from None
+    plan: Optional[SweepPlan] = None
     try:
-        validate(scaled(cfg))
+        plan = validate(scaled(cfg))
     except ConfigError as invalid:
         # Not a refused key again, checked at the default its refusal left (public_size=None)
         problems += [problem for problem in invalid.problems
                      if not any(problem.startswith(f"{key}=") for key in refused)]
-    if problems:
+    if problems or plan is None:
         raise ConfigError(problems)
-    return cfg, hydra_cfg
+    return plan, hydra_cfg
 
 
 def _output_subdir_problems(overrides: list[str]) -> list[str]:

@@ -1,4 +1,5 @@
-"""`python -m sweeper.tracking.sync`: log to MLflow what a sweep's Parquet results hold and MLflow lacks.
+"""Log to MLflow what a sweep's Parquet results hold and MLflow lacks (`sync`; the command is
+`sweeper sync`, `sweeper.cli.sync_command`).
 
 A sweep keeps going when its tracking server goes down (results land in Parquet either way) and
 warns what it could not log.  Once the server is back, this fills MLflow in: the sweep's run
@@ -8,19 +9,14 @@ when the sweep's run has none.  It is idempotent: a second sync logs nothing.
 
 from __future__ import annotations
 
-import argparse
-import logging
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
-from sweeper import VERSION_TEXT
-from sweeper.console import Progress, shown
-from sweeper.tracking.database import UnknownSchema, database_path
+from sweeper.console import Progress
+from sweeper.tracking.database import database_path
 from sweeper.store.artifacts import ArtifactStore, links_on_the_way, links_refusal
-from sweeper.credentials import redact, scrub, tracking_uri_problem
-from sweeper.errors import error_chain
+from sweeper.credentials import redact, tracking_uri_problem
 from sweeper.paths import name_problem
 from sweeper.tracking.locations import tracking_location_problem
 from sweeper.probes import not_mlflow_problem, tracking_server_problem
@@ -29,8 +25,6 @@ from sweeper.tracking.run_records import config_params, summary_metrics
 from sweeper.store.files import DiskFull
 from sweeper.tracking.recorder import (SweepTracker, default_tracking_uri,
                                        mlflow_artifact_location, tracking_disk_full)
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -146,56 +140,3 @@ def _require_server(uri: str, field: str) -> None:
     problem = not_mlflow_problem(uri, field)
     if problem:
         raise SyncRefused(problem)
-
-
-def _parser(prog: str = "python -m sweeper.tracking.sync") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Log a sweep's results to MLflow after its tracking server was down: one "
-                    "run per cell not logged yet, and the figures. Safe to run again: a second "
-                    "sync logs nothing.")
-    parser.add_argument("--experiment", default="quickstart",
-                        help="sweep name, i.e. the experiment's `name` (default: quickstart)")
-    parser.add_argument("--store-root", default="runs",
-                        help="the sweep's store.root, a folder or a URI (default: runs)")
-    parser.add_argument("--tracking-uri",
-                        help="MLflow tracking URI (default: the sweep's tracking.uri, else "
-                             "MLFLOW_TRACKING_URI, else the SQLite file under the store)")
-    parser.add_argument("--version", action="version", version=VERSION_TEXT)
-    return parser
-
-
-def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.tracking.sync") -> int:
-    """The command: the sync's report printed (its output), what went wrong logged (`shown`)."""
-    args = _parser(prog).parse_args(argv)
-    with shown():
-        try:
-            report = sync(args.store_root, args.experiment, args.tracking_uri, progress=True)
-        except (FileNotFoundError, SyncRefused, UnknownSchema) as error:
-            logger.error("%s", scrub(str(error)))
-            return 2
-        except Unreachable as error:
-            logger.error("%s; nothing was logged, run this again once it is back.", error)
-            return 1
-        except DiskFull as error:
-            logger.error("%s", scrub(f"{error}: what was logged is kept; free space there, then "
-                                     "run this again to log the rest."))
-            return 1
-        except Exception as error:  # noqa: BLE001 - the server is down still: say so, exit 1
-            if any(isinstance(link, ImportError) or "out-of-date database schema" in str(link)
-                   for link in error_chain(error)):  # not an outage: a driver, a server's schema
-                logger.error("%s", scrub(f"MLflow cannot open this tracking store "
-                                         f"({type(error).__name__}: {error}); running this again "
-                                         "will not help: name a tracking URI it can open."))
-                return 2
-            logger.error("%s", scrub(f"MLflow is unavailable ({type(error).__name__}: {error}); "
-                                     "nothing lost, run this again once it is back."))
-            return 1
-    print(f"MLflow {report.tracking_uri}: {report.cells} cells in the store, {report.logged} "
-          f"logged now ({report.cells - report.logged} were already there), "
-          f"{report.artifacts} figure(s) attached")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

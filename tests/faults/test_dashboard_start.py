@@ -52,11 +52,11 @@ def test_a_missing_dashboard_module_is_named_not_blamed_on_the_port(tmp_path, hi
 
 RACE = """
 import sys
-import sweeper.cluster.start as ray_start
+import sweeper.cluster.dashboard as ray_dashboard
 from sweeper.__main__ import cli
 
 # Another program took the port between this sweep's probe and its Ray's bind: the probe said free.
-ray_start.free_dashboard_port = lambda host, port: port
+ray_dashboard.free_dashboard_port = lambda host, port: port
 
 cli(sys.argv[1:])
 """

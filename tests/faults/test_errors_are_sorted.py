@@ -9,8 +9,8 @@ import time
 import pytest
 from ray.util.state import list_tasks
 
-from sweeper.frontier import EXIT_INCOMPLETE
-from sweeper.frontier import main as frontier_main
+from sweeper.cli.frontier_command import EXIT_INCOMPLETE
+from sweeper.cli.frontier_command import main as frontier_main
 from sweeper.runner import run_sweep
 from sweeper.store.artifacts import ArtifactStore
 

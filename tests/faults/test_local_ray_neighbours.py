@@ -80,15 +80,16 @@ def test_env_vars_reach_tasks_not_ray_logs_and_taken_ports_are_avoided(procs):
 RACE_CHILD = """
 import sys
 import ray
-import sweeper.cluster.start as ray_start
+import sweeper.cluster.dashboard as ray_dashboard
+from sweeper.cluster.start import ray_session
 from sweeper.config import SweepConfig
 
 # Another sweep took the port between this one's probe and its Ray's bind: the probe said free.
-ray_start.free_dashboard_port = lambda host, port: port
+ray_dashboard.free_dashboard_port = lambda host, port: port
 cfg = SweepConfig()
 cfg.cluster.num_cpus = 1
 cfg.cluster.include_dashboard = sys.argv[1] == "true"
-with ray_start.ray_session(cfg) as url:
+with ray_session(cfg) as url:
     print("up", url, ray.get(ray.remote(lambda: 7).remote()))
 """
 

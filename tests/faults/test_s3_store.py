@@ -1,6 +1,6 @@
 """`store.root` as an S3 URI, against a real S3-compatible server (moto) on loopback that checks
 credentials: the whole sweep runs through `python -m sweeper`, its results read back with
-`python -m sweeper.frontier`, and the credentials, which come from the environment only, reach
+`python -m sweeper.cli.frontier_command`, and the credentials, which come from the environment only, reach
 no MLflow param, no log line and no stored object."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlite3
 import pandas as pd
 
 from sweeper.frontier import load_frontier
-from sweeper.frontier import main as frontier_main
+from sweeper.cli.frontier_command import main as frontier_main
 from sweeper.store.artifacts import ArtifactStore
 
 

@@ -32,7 +32,7 @@ from sweeper.checks.validation import validate
 from sweeper.checks.validation import find_problems
 from sweeper.credentials import redact_tree, scrub
 from sweeper.interrupts import RESUME_LINE
-from sweeper.cluster.start import auth_hint
+from sweeper.cluster.dashboard import auth_hint
 from sweeper.runner import run_sweep
 from sweeper.store.artifacts import MARKER, ArtifactStore, CorruptArtifact
 from sweeper.tracking.recorder import CELL_KEY_TAG, PARENT_TAG
@@ -441,7 +441,7 @@ def test_full_disks_under_results_and_mlflows_database_are_said_as_full_disks(ma
     sweep = [sys.executable, "-m", "sweeper", *make_tiny_overrides(root, name="full", **{
         "grid.epsilon": "[4]", "grid.p": "[0.5]", "grid.attack": "[loss]",
         "tracking.uri": f"sqlite:///{database}"})]
-    sync = [sys.executable, "-m", "sweeper.tracking.sync", "--store-root", str(root),
+    sync = [sys.executable, "-m", "sweeper.cli.sync_command", "--store-root", str(root),
             "--experiment", "full", "--tracking-uri", f"sqlite:///{database}"]
     script = (f"mount -t tmpfs -o size=4k tmpfs {root / 'results'} || exit 77; "
               f"mount -t tmpfs -o size=4k tmpfs {disk} || exit 77; "

@@ -19,7 +19,7 @@ from mlflow import MlflowClient
 
 from sweeper.summary import print_summary
 from sweeper.runner import run_sweep
-from sweeper.tracking.sync import main as sync_main
+from sweeper.cli.sync_command import main as sync_main
 from sweeper.tracking.sync import sync
 from sweeper.tracking.recorder import CELL_KEY_TAG, PARENT_TAG
 
