@@ -149,6 +149,7 @@ from pathlib import Path
 from sweeper.__main__ import run
 
 cfg = build_tiny_config(Path(sys.argv[2]))
+cfg.grid.epsilon, cfg.grid.p, cfg.grid.attack = [4.0], [0.5], ["loss"]  # one model: Ray's start is the test
 cfg.cluster.include_dashboard = True
 cfg.cluster.num_cpus = 1
 code = run(cfg)
