@@ -18,6 +18,7 @@ sweep resumes where it stopped.
 from __future__ import annotations
 
 import contextlib
+import copy
 import ctypes
 import logging
 import os
@@ -44,7 +45,8 @@ from sweeper.probes import not_mlflow_problem, store_endpoint_problem, tracking_
 from sweeper.cluster.start import auth_hint, joins_cluster, ray_session
 from sweeper.cluster.store_reach import require_shared_store
 from sweeper.grid.sweep_data import sweep_data
-from sweeper.store.results import CELLS_DATASET, compact, sort_frontier
+from sweeper.sequential import Decisions, replay, run_sequential, with_decisions
+from sweeper.store.results import CELLS_DATASET, compact, needed_cells, sort_frontier
 from sweeper.grid.scale import scaled
 from sweeper.store.files import DiskFull, LinkInStore, sweep_stale_parts
 from sweeper.store.artifacts import ArtifactStore
@@ -78,6 +80,8 @@ class SweepResult:
     task_times: dict[str, KindTime] = field(default_factory=dict)
     tracking_warning: Optional[str] = None  # what MLflow missed, when it went down mid-sweep
     tracking_page: Optional[str] = None  # the sweep's page in MLflow's UI (`experiment_page`)
+    # A sequential sweep's decisions by kind and models used (`Decisions.summary`); None: fixed.
+    sequential: Optional[dict[str, Any]] = None
 
 
 @dataclass
@@ -94,6 +98,9 @@ class Sweep:
     tracking_uri: str
     config: dict[str, Any]  # the config as plain containers (MLflow params, the manifest)
     manifest: dict[str, Any]  # its cells, where it is tracked, its config (credentials masked)
+    # A sequential sweep's bookkeeping (`sweeper.sequential`), its stored rows replayed; None
+    # for a fixed grid.
+    decisions: Optional[Decisions] = None
 
 
 def run_sweep(cfg: SweepConfig, progress: bool = True,
@@ -186,6 +193,11 @@ def prepare(cfg: SweepConfig, validated: bool = False,
             logger.info("removed %d partial files that interrupted writes left in the store", swept)
     states = cell_states(store, cfg.name, plan.cells)
     todo_cells = [cell for cell in plan.cells if states[cell.key] != "present"]
+    decisions = None
+    if cfg.sequential.enabled:  # only the first round: the rest is asked for as cells land
+        decisions = Decisions(plan, cfg.sequential)
+        replay(decisions, plan, store, [c for c in plan.cells if states[c.key] == "present"])
+        todo_cells = copy.deepcopy(decisions).next_cells()
     # Only models a missing cell reads: a finished cell never waits on a retrain.
     needed = {key for cell in todo_cells for key in (cell.scores.target, *cell.scores.shadows)}
     todo_models = [spec for key, spec in plan.models.items()
@@ -197,10 +209,12 @@ def prepare(cfg: SweepConfig, validated: bool = False,
     tracking_uri = cfg.tracking.uri or default_tracking_uri(store.local_root)
     manifest = {"name": cfg.name, "sweep_key": plan.key, "cells": [c.key for c in plan.cells],
                 "earlier_keys": earlier_keys, "tracking_uri": redact(tracking_uri), "config": redact_tree(config)}
+    if decisions is not None and not todo_cells:  # finished: the cells it did not need
+        manifest["sequential"] = {"skipped": decisions.skipped(), **decisions.summary()}
     return Sweep(cfg=cfg, plan=plan, store=store, data_dir=data_dir, todo_cells=todo_cells,
                  todo_models=todo_models,
                  corrupt={key for key, state in states.items() if state == "corrupt"},
-                 tracking_uri=tracking_uri, config=config, manifest=manifest)
+                 tracking_uri=tracking_uri, config=config, manifest=manifest, decisions=decisions)
 
 
 def cell_states(store: ArtifactStore, sweep: str, cells: Sequence[Cell]) -> dict[str, str]:
@@ -251,8 +265,17 @@ def execute(sweep: Sweep, listeners: Listeners, progress: bool
     with start_up(sweep.cfg, sweep.plan, sweep.data_dir, listeners) as (dashboard_url, data):
         if dashboard_url:
             logger.info("Ray dashboard: %s  (%s)", dashboard_url, auth_hint())
-        failures, trained, spans = _execute(sweep.plan, sweep.todo_models, sweep.todo_cells,
-                                            data, sweep.store, listeners, progress)
+        if sweep.decisions is not None:
+            listeners.append(sweep.decisions)  # told of each row, after the store keeps it
+            failures, trained, spans = run_sequential(sweep.plan, sweep.decisions, data,
+                                                      sweep.store, listeners, progress)
+            if not any(frontier.in_flight for frontier in sweep.decisions.frontiers.values()):
+                sweep.manifest["sequential"] = {"skipped": sweep.decisions.skipped(),
+                                                **sweep.decisions.summary()}
+                sweep.store.write_manifest(sweep.cfg.name, sweep.manifest)
+        else:
+            failures, trained, spans = _execute(sweep.plan, sweep.todo_models, sweep.todo_cells,
+                                                data, sweep.store, listeners, progress)
     if sweep.corrupt:
         failed = {label for label, _ in failures}
         redone = sum(cell_label(cell) not in failed for cell in sweep.todo_cells
@@ -267,7 +290,9 @@ def collect(sweep: Sweep) -> pd.DataFrame:
 
     The rows are read back from the store, which compacts them into its results dataset.
     """
-    results = sort_frontier(compact(sweep.store, sweep.cfg.name, sweep.manifest["cells"]).frame)
+    results = sort_frontier(with_decisions(
+        compact(sweep.store, sweep.cfg.name, needed_cells(sweep.manifest)).frame,
+        sweep.manifest["config"]))
     release_freed_memory()
     return results
 
@@ -280,13 +305,15 @@ def summarize(sweep: Sweep, end: SweepEnd, dashboard_url: Optional[str]) -> Swee
         results_dir=store.location(CELLS_DATASET),
         tracking_uri=redact(sweep.tracking_uri), models_total=len(plan.models),
         models_trained=end.models_trained, cells_total=len(plan.cells),
-        cells_computed=len(sweep.todo_cells) - len(end.failures),
+        cells_computed=(len(sweep.todo_cells) if sweep.decisions is None
+                        else sweep.decisions.landed - sweep.decisions.replayed) - len(end.failures),
         seconds=time.perf_counter() - end.started, dashboard_url=dashboard_url,
         failures=end.failures, plot_path=figures[0] if figures else None,
         csv_path=figures[1] if figures else None,
         report_paths=[path for path in figures[2:] if path != end.html_report],
         html_report=end.html_report, tracking_warning=end.tracking_warning,
         tracking_page=end.tracking_page, task_times=end.task_times,
+        sequential=None if sweep.decisions is None else sweep.decisions.summary(),
     )
 
 

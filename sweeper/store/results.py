@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import pandas as pd
 import pyarrow as pa
@@ -127,12 +127,19 @@ def compact(store: ArtifactStore, sweep: str, cell_keys: list[str]) -> Results:
     return Results(cells.to_pandas(), coverage)
 
 
+def needed_cells(manifest: dict[str, Any]) -> list[str]:
+    """The cells a sweep's results should hold: its manifest's, but for those a finished
+    sequential sweep did not need (`sweeper.sequential`: trials past each cell's decision)."""
+    skipped = set(manifest.get("sequential", {}).get("skipped", ()))
+    return [key for key in manifest["cells"] if key not in skipped]
+
+
 def load_results(store: ArtifactStore, sweep: str, cell_keys: Optional[list[str]] = None) -> Results:
     """The rows of the latest run of `sweep` (of `cell_keys`, when given): the compacted dataset
     when it is there and whole, plus any cell that landed after it (read from the landing zone,
     and said so); cells neither holds are counted as failed, corrupt or missing.  Raises
     FileNotFoundError (no sweep) or `ManifestError` (an unreadable sweep.json)."""
-    keys = store.read_manifest(sweep)["cells"] if cell_keys is None else cell_keys
+    keys = needed_cells(store.read_manifest(sweep)) if cell_keys is None else cell_keys
     wanted = set(keys)
     coverage = Coverage(total=len(keys))
     tables = []

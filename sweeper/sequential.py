@@ -1,0 +1,322 @@
+"""The sequential frontier: each frontier cell gets trials one after another, only until its
+precision interval meets its goal (`sequential.*`, docs/sequential.md).
+
+Why.  A fixed grid gives every (ε, p) cell `grid.trial`'s trials whatever its data already say.
+Here a frontier cell (every coordinate but the trial) gets `min_trials` trials at once, then its
+next trial as soon as its last one lands while it is undecided, up to `max_trials`; its interval
+is anytime-valid (`sweeper.bounds.sequential`), so looking after every trial does not spoil it.
+A trial's target model is trained only when some cell that reads it asks for that trial.
+
+    cell_decision      the rule, on one cell's per-trial counts in trial order (pure)
+    frontier_decisions the rule on a sweep's rows, one line per frontier cell (the frontier's)
+    Decisions          the driver's view while the sweep runs: what to submit next, what is left
+    run_sequential     the driver's loop: submit, land (`sweeper.runner._land`), decide, submit
+
+Decisions are a function of the landed rows alone, read in trial order: a resumed sweep reads
+its stored rows back and finds the decisions it had; the same seeds give the same rows, hence the
+same decisions (unless `max_models` runs out, when which cell got the last model depends on
+which landed first).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from sweeper import interrupts
+from sweeper.bounds.sequential import anytime_precision_interval, decide
+from sweeper.config.schema import SequentialConfig
+from sweeper.console import Progress
+from sweeper.grid.plan import Cell, SweepPlan
+from sweeper.listeners import Listener, Listeners
+
+logger = logging.getLogger(__name__)
+
+#: A frontier cell still short of its goal when its trials (or the sweep's models) ran out.
+UNDECIDED = "undecided"
+
+
+@dataclass(frozen=True)
+class CellDecision:
+    """Where one frontier cell stands: `decision` ("violation", "below", "width", "" while
+    undecided), the look it was taken at (`trials` pooled), and that look's interval."""
+
+    decision: str
+    trials: int
+    low: float
+    high: float
+
+
+def cell_decision(tp: Sequence[int], fp: Sequence[int], bound: float,
+                  settings: SequentialConfig) -> CellDecision:
+    """The sequential rule on one cell's per-trial counts, in trial order: the first look at or
+    after `min_trials` whose anytime interval (`anytime_precision_interval`) meets the goal
+    (`sweeper.bounds.sequential.decide`), else the last look, undecided."""
+    if not len(tp):
+        return CellDecision("", 0, math.nan, math.nan)
+    low, high = anytime_precision_interval(np.cumsum(tp), np.cumsum(fp), settings.level)
+    goal = decide(low, high, bound, settings.width, settings.margin)
+    looked = np.arange(1, len(tp) + 1) >= settings.min_trials
+    met = np.flatnonzero(looked & (goal != ""))
+    at = int(met[0]) if met.size else len(tp) - 1
+    return CellDecision(str(goal[at]) if met.size else "", at + 1, float(low[at]), float(high[at]))
+
+
+def frontier_decisions(frame: pd.DataFrame, keys: Sequence[str],
+                       settings: SequentialConfig, max_trials: int) -> pd.DataFrame:
+    """`cell_decision` for each frontier cell of a sweep's rows (grouped by `keys`, the
+    frontier's pooling keys, trials in order): `decision` (how it was decided, or "undecided"
+    at the budget, or "running" when it may still get trials), `decided_at` (the trials its
+    decision pooled), and its anytime interval `sequential_low`, `sequential_high`."""
+    rows = []
+    for key, group in frame.sort_values("trial").groupby(list(keys), sort=True, dropna=False):
+        verdict = cell_decision(group["tp"].to_numpy(int), group["fp"].to_numpy(int),
+                                float(group["bound"].mean()), settings)
+        said = verdict.decision or (UNDECIDED if verdict.trials >= max_trials else "running")
+        rows.append({**dict(zip(keys, key)), "decision": said,
+                     "decided_at": verdict.trials if verdict.decision else math.nan,
+                     "sequential_low": verdict.low, "sequential_high": verdict.high})
+    return pd.DataFrame(rows, columns=[*keys, "decision", "decided_at", "sequential_low",
+                                       "sequential_high"])
+
+
+def with_decisions(frame: pd.DataFrame, config: dict[str, Any]) -> pd.DataFrame:
+    """A sweep's rows with its frontier cells' decisions on each (`frontier_decisions`'
+    columns), when its config (`config`, plain containers: the manifest's) is sequential; the
+    rows as they are otherwise."""
+    settings = config.get("sequential") or {}
+    if not settings.get("enabled") or frame.empty:
+        return frame
+    from sweeper.axes import pooling_keys
+
+    keys = pooling_keys(frame)
+    decided = frontier_decisions(frame, keys, SequentialConfig(**settings),
+                                 len(config["grid"]["trial"]))
+    return frame.merge(decided, on=keys, how="left")
+
+
+def frontier_key(cell: Cell) -> tuple[tuple[str, str], ...]:
+    """A frontier cell's identity: every coordinate but the trial (NaN-safe, hashable)."""
+    return tuple((name, repr(value)) for name, value in sorted(cell.coordinates.items())
+                 if name != "trial")
+
+
+@dataclass
+class _Frontier:
+    """One frontier cell's trials in order and what became of each."""
+
+    cells: list[Cell]  # one per trial, in trial order
+    counts: dict[int, tuple[int, int]] = field(default_factory=dict)  # trial index -> (tp, fp)
+    bound: float = math.nan
+    in_flight: set[int] = field(default_factory=set)
+    failed: bool = False
+
+
+class Decisions(Listener):
+    """The sequential driver's bookkeeping, told of each landed row as a listener: per frontier
+    cell, which trials landed, which are in flight, whether it is decided; and the target
+    models the sweep has used (its `max_models` budget)."""
+
+    def __init__(self, plan: SweepPlan, settings: SequentialConfig) -> None:
+        self.settings = settings
+        order = {trial: index for index, trial in enumerate(plan.config.grid.trial)}
+        by_key: dict[tuple, list[Cell]] = defaultdict(list)
+        for cell in plan.cells:
+            by_key[frontier_key(cell)].append(cell)
+        self.frontiers = {key: _Frontier(sorted(cells, key=lambda c: order[c.trial]))
+                          for key, cells in by_key.items()}
+        self.where = {cell.key: (key, index) for key, frontier in self.frontiers.items()
+                      for index, cell in enumerate(frontier.cells)}
+        self.max_trials = len(plan.config.grid.trial)
+        self.models_used: set[str] = set()
+        self.target_models = {cell.scores.target for cell in plan.cells}
+        self.replayed = 0  # rows read back from the store (`replay`)
+
+    @property
+    def landed(self) -> int:
+        """The rows landed, read back or computed."""
+        return sum(len(frontier.counts) for frontier in self.frontiers.values())
+
+    def record(self, cell: Cell, tp: int, fp: int, bound: float) -> None:
+        key, index = self.where[cell.key]
+        frontier = self.frontiers[key]
+        frontier.counts[index] = (int(tp), int(fp))
+        frontier.bound = float(bound)
+        frontier.in_flight.discard(index)
+        self.models_used.add(cell.scores.target)
+
+    def on_cell_landed(self, cell: Cell, row: dict[str, Any]) -> None:
+        self.record(cell, row["tp"], row["fp"], row["bound"])
+
+    def on_cell_failed(self, cell: Cell, failure: Any) -> None:
+        self.lost(cell)
+
+    def lost(self, cell: Cell) -> None:
+        """A trial that will not land: its cell stops where it is (a gap, reported as failed)."""
+        key, index = self.where[cell.key]
+        self.frontiers[key].in_flight.discard(index)
+        self.frontiers[key].failed = True
+
+    def landed_in_order(self, frontier: _Frontier) -> int:
+        looks = 0
+        while looks in frontier.counts:
+            looks += 1
+        return looks
+
+    def verdict(self, frontier: _Frontier) -> CellDecision:
+        looks = self.landed_in_order(frontier)
+        counts = [frontier.counts[index] for index in range(looks)]
+        return cell_decision([c[0] for c in counts], [c[1] for c in counts], frontier.bound,
+                             self.settings)
+
+    def next_cells(self) -> list[Cell]:
+        """The trials to submit now: for each undecided cell, its first `min_trials` and then
+        the one after its last landed trial, none in flight or landed already; a trial whose
+        target model would pass `max_models` is held back (its cell ends undecided)."""
+        budget = self.settings.max_models
+        wanted = []
+        for frontier in self.frontiers.values():
+            if frontier.failed:
+                continue
+            looks = self.landed_in_order(frontier)
+            if looks >= self.settings.min_trials and self.verdict(frontier).decision:
+                continue
+            upto = min(self.max_trials, max(self.settings.min_trials, looks + 1))
+            for index in range(upto):
+                if index in frontier.counts or index in frontier.in_flight:
+                    continue
+                target = frontier.cells[index].scores.target
+                if budget is not None and target not in self.models_used \
+                        and len(self.models_used) >= budget:
+                    break
+                self.models_used.add(target)
+                frontier.in_flight.add(index)
+                wanted.append(frontier.cells[index])
+        return wanted
+
+    def skipped(self) -> list[str]:
+        """The keys of the cells the sequential rule did not need: every trial past what each
+        cell landed, once nothing is in flight (a failed cell's gap is its failure's)."""
+        return [cell.key for frontier in self.frontiers.values() if not frontier.failed
+                for index, cell in enumerate(frontier.cells)
+                if index not in frontier.counts and index not in frontier.in_flight]
+
+    def summary(self) -> dict[str, Any]:
+        """What the sweep's summary says: the decisions by kind, and the target models used
+        against the fixed grid's at `max_trials`."""
+        kinds: dict[str, int] = defaultdict(int)
+        for frontier in self.frontiers.values():
+            verdict = self.verdict(frontier)
+            kinds["failed" if frontier.failed else verdict.decision or UNDECIDED] += 1
+        return {"decisions": dict(kinds), "models_used": len(self.models_used),
+                "models_fixed": len(self.target_models), "max_trials": self.max_trials}
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    """'sequential: trained N of the M models the fixed grid of max_trials would; …'."""
+    decisions = ", ".join(f"{count} {kind}" for kind, count in sorted(summary["decisions"].items()))
+    return (f"sequential: trained {summary['models_used']} of the {summary['models_fixed']} "
+            f"target models the fixed grid of {summary['max_trials']} trials would "
+            f"({summary['models_used'] / max(1, summary['models_fixed']):.0%}; shadows as the "
+            f"fixed grid); cells: {decisions}")
+
+
+def replay(decisions: Decisions, plan: SweepPlan, store: Any, present: Sequence[Cell]) -> None:
+    """Tell `decisions` of the rows a resumed sweep already holds (`ArtifactStore.read_cell_table`),
+    so it goes on from the decisions it had."""
+    for cell in present:
+        table = store.read_cell_table(plan.config.name, cell.key)
+        row = table.select(["tp", "fp", "bound"]).to_pylist()[0]
+        decisions.record(cell, row["tp"], row["fp"], row["bound"])
+        decisions.replayed += 1
+
+
+def run_sequential(plan: SweepPlan, decisions: Decisions, data: Any, store: Any,
+                   listeners: Listeners, progress: bool
+                   ) -> tuple[list[tuple[str, str]], int, dict[str, list[tuple[float, float]]]]:
+    """Submit each cell's trials as `decisions` asks for them, landing each attack's cells as
+    it finishes (`sweeper.runner._land`, which tells `decisions` too) and asking again: no
+    barrier between rounds.  The failed cells with their reasons, the models stored, and the
+    finished tasks' spans by kind (`sweeper.task_times`)."""
+    import ray
+
+    from sweeper.cluster.submission import (submit_attacks, submit_queries, submit_training,
+                                            task_options)
+    from sweeper.runner import CHECK_SECONDS, _finished, _land, release_freed_memory
+
+    cfg = plan.config
+    train_options, attack_options = task_options(cfg.resources.train), task_options(cfg.resources.attack)
+    retries = (cfg.resources.train.max_retries, cfg.resources.attack.max_retries)
+    data_ref = ray.put(data)
+    training: dict[str, Any] = {}
+    querying: dict[str, Any] = {}
+    scoring: dict[Any, Any] = {}
+    pending: list[Any] = []
+    model_refs: set = set()
+    query_refs: set = set()
+    failures: list[tuple[str, str]] = []
+    trained = 0
+    spans: dict[str, list[tuple[float, float]]] = {"queries": [], "attacks": []}
+    training_spans: dict[float, float] = {}  # a training task's start → its last model's end
+    fixed_cells = len(plan.cells)
+    with Progress(len(decisions.target_models), "target models used", "model", progress) as models_bar, \
+         Progress(fixed_cells, "cells computed (of the fixed grid's)", "cell", progress) as cells_bar:
+        while True:
+            batch = decisions.next_cells()
+            if batch:
+                needed = {key for cell in batch for key in (cell.scores.target, *cell.scores.shadows)}
+                new_models = [plan.models[key] for key in sorted(needed)
+                              if key not in training and not store.has_model(key)]
+                started = submit_training(plan, new_models, data_ref, store.uri, train_options)
+                training.update(started)
+                model_refs.update(started.values())
+                asked = submit_queries(plan, batch, store, training, data_ref, train_options,
+                                       submitted=querying)
+                querying.update(asked)
+                query_refs.update(asked.values())
+                attacks = submit_attacks(plan, batch, training, querying, data, store.uri,
+                                         attack_options)
+                scoring.update(attacks)
+                pending += [*started.values(), *asked.values(), *attacks]
+                models_bar.update(len({cell.scores.target for cell in batch}
+                                      & {spec.key for spec in new_models}))
+            if not pending:
+                break
+            interrupts.check()
+            done, pending = ray.wait(pending, num_returns=1, timeout=CHECK_SECONDS)
+            if pending:
+                more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
+                done += more
+            for ref in done:
+                if ref in model_refs:
+                    meta = _finished(ref)
+                    if meta is not None:
+                        trained += 1
+                        if "started_at" in meta:
+                            start = meta["started_at"]
+                            training_spans[start] = max(training_spans.get(start, start),
+                                                        meta["ended_at"])
+                    continue
+                if ref in query_refs:
+                    span = _finished(ref)
+                    if span is not None:
+                        spans["queries"].append(tuple(span))
+                    continue
+                submitted = scoring.pop(ref)
+                failures += _land(ref, submitted.cells, submitted.upstream, listeners, *retries,
+                                  spans["attacks"])
+                for cell in submitted.cells:  # told neither landed nor failed: not landed
+                    key, index = decisions.where[cell.key]
+                    if index in decisions.frontiers[key].in_flight:
+                        decisions.lost(cell)
+                cells_bar.update(len(submitted.cells))
+        release_freed_memory()
+    spans["training"] = list(training_spans.items())
+    logger.info("%s", summary_line(decisions.summary()))
+    return failures, trained, spans
