@@ -1,0 +1,133 @@
+"""The sequential frontier (`sweeper.sequential`) end to end on real Ray, Opacus and Parquet: a
+tiny grid decided cell by cell, rerun as a resume; and its settings' refusals and its driver's
+bookkeeping, which need no Ray."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+from scipy.stats import binomtest
+
+from sweeper.config import ConfigError
+from sweeper.checks.validation import validate
+from sweeper.grid.plan import build_plan
+from sweeper.grid.scale import scaled
+from sweeper.sequential import Decisions, frontier_key
+
+MAX_TRIALS = 4
+
+
+def sequential_config(cfg):
+    """The tiny grid, two cheap attacks (no shadows), decided on margin alone (the width goal
+    is out of reach), at most four trials a cell."""
+    cfg.grid.attack = ["loss", "always_member"]
+    cfg.sequential.enabled = True
+    cfg.sequential.max_trials = MAX_TRIALS
+    cfg.sequential.width = 0.01
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def sequential_sweep(ray_local, make_tiny_config, tmp_path_factory):
+    from sweeper.runner import run_sweep
+
+    cfg = sequential_config(make_tiny_config(tmp_path_factory.mktemp("sequential")))
+    first = run_sweep(cfg, progress=False)
+    again = run_sweep(cfg, progress=False)
+    return cfg, first, again
+
+
+def test_each_cell_stops_at_its_decision_with_an_interval_that_meets_its_goal(sequential_sweep):
+    """Every frontier cell is decided or has all its trials; none has a trial past its decision;
+    each decided cell's interval, recomputed by SciPy's exact binomial interval at the level the
+    union bound spends at that look, meets the goal it names."""
+    cfg, first, _ = sequential_sweep
+    assert not first.failures
+    rows = first.results
+    settings = cfg.sequential
+    for _, cell in rows.groupby(["epsilon", "p", "attack"]):
+        cell = cell.sort_values("trial")
+        decision, at = cell["decision"].iloc[0], cell["decided_at"].iloc[0]
+        assert cell["trial"].tolist() == list(range(len(cell)))
+        if decision == "undecided":
+            assert len(cell) == MAX_TRIALS
+            continue
+        assert decision in ("below", "violation", "width") and len(cell) == at
+        tp, fp = int(cell["tp"].sum()), int(cell["fp"].sum())
+        spent = (1 - settings.level) * 6 / (math.pi ** 2 * at ** 2)
+        ci = binomtest(tp, tp + fp).proportion_ci(1 - spent, method="exact")
+        bound = float(cell["bound"].iloc[0])
+        assert {"below": ci.high < bound - settings.margin, "violation": ci.low > bound,
+                "width": ci.high - ci.low < settings.width}[decision]
+        # earlier looks (past min_trials) met no goal: the cell went on for a reason
+        for look in range(settings.min_trials, at):
+            early = cell.iloc[:look]
+            t, f = int(early["tp"].sum()), int(early["fp"].sum())
+            e = binomtest(t, t + f).proportion_ci(
+                1 - (1 - settings.level) * 6 / (math.pi ** 2 * look ** 2), method="exact")
+            assert not (e.high < bound - settings.margin or e.low > bound)
+
+
+def test_it_trains_fewer_target_models_than_the_fixed_grid(sequential_sweep):
+    cfg, first, _ = sequential_sweep
+    fixed = len(cfg.grid.epsilon) * len(cfg.grid.p) * MAX_TRIALS
+    summary = first.sequential
+    assert summary["models_fixed"] == fixed == first.models_total
+    assert summary["models_used"] == first.models_trained < fixed
+    assert len(list((Path(cfg.store.root) / "models").iterdir())) == first.models_trained
+    assert sum(summary["decisions"].values()) == len(cfg.grid.epsilon) * len(cfg.grid.p) * 2
+
+
+def test_a_rerun_resumes_with_the_decisions_it_had_and_trains_nothing(sequential_sweep):
+    cfg, first, again = sequential_sweep
+    assert again.models_trained == 0 and again.cells_computed == 0
+    assert again.sequential == first.sequential
+    columns = ["epsilon", "p", "attack", "trial", "tp", "fp", "decision", "decided_at"]
+    assert again.results[columns].equals(first.results[columns])
+    from sweeper.frontier import load_frontier
+
+    read = load_frontier(run_dir=Path(cfg.store.root) / "sweeps" / cfg.name)
+    assert len(read) == len(first.results) and read["decision"].notna().all()
+
+
+def test_the_driver_asks_each_undecided_cell_for_its_next_trial_only(tiny_config):
+    """No barrier: a cell whose trial landed undecided asks for its next one at once, a decided
+    cell for none, a cell whose rows are read back (a resume) goes on from where they leave it;
+    `max_models` holds back trials whose target would pass it."""
+    cfg = scaled(sequential_config(tiny_config))
+    cfg.sequential.min_trials = 2
+    plan = build_plan(cfg)
+    decisions = Decisions(plan, cfg.sequential)
+    first = decisions.next_cells()
+    assert sorted({c.trial for c in first}) == [0, 1]  # min_trials at once
+    assert len(first) == len(plan.cells) // MAX_TRIALS * 2
+    assert decisions.next_cells() == []  # all in flight
+    cells = {(c.epsilon, c.p, c.attack, c.trial): c for c in plan.cells}
+    sure, unsure = (4.0, 0.3, "always_member"), (4.0, 0.3, "loss")
+    for trial in (0, 1):
+        decisions.record(cells[(*sure, trial)], 30, 90, 0.96)  # far below U − margin
+        decisions.record(cells[(*unsure, trial)], 1, 1, 0.96)  # two records: undecided
+    asked = decisions.next_cells()
+    assert [(c.attack, c.trial) for c in asked] == [("loss", 2)]
+    assert frontier_key(asked[0]) == frontier_key(cells[(*unsure, 0)])
+
+    budget = dataclasses.replace(cfg.sequential, max_models=4)
+    capped = Decisions(plan, budget)
+    assert len({c.scores.target for c in capped.next_cells()}) == 4
+
+
+def test_bad_sequential_settings_are_refused_each_named(tiny_config):
+    cfg = sequential_config(tiny_config)
+    cfg.sequential.level = 1.5
+    cfg.sequential.width = 0.0
+    cfg.sequential.min_trials = 9
+    cfg.sequential.max_models = 0
+    with pytest.raises(ConfigError) as refused:
+        validate(scaled(cfg))
+    said = str(refused.value)
+    for part in ("sequential.level=1.5", "sequential.width=0.0", "sequential.max_models=0",
+                 "sequential.min_trials=9: more than the 4 trial(s)"):
+        assert part in said
