@@ -131,3 +131,27 @@ def test_bad_sequential_settings_are_refused_each_named(tiny_config):
     for part in ("sequential.level=1.5", "sequential.width=0.0", "sequential.max_models=0",
                  "sequential.min_trials=9: more than the 4 trial(s)"):
         assert part in said
+
+
+def test_mlflow_logs_each_cells_decision(sequential_sweep):
+    """The sweep's run holds the frontier table with each cell's decision and its trial."""
+    import json
+
+    from mlflow import MlflowClient
+
+    from sweeper.tracking.recorder import FRONTIER_TABLE, PARENT_TAG
+
+    cfg, first, _ = sequential_sweep
+    client = MlflowClient(first.tracking_uri)
+    experiment = client.get_experiment_by_name(cfg.tracking.experiment)
+    (sweep_run,) = [run for run in client.search_runs([experiment.experiment_id])
+                    if PARENT_TAG not in run.data.tags]
+    with open(client.download_artifacts(sweep_run.info.run_id, FRONTIER_TABLE)) as handle:
+        stored = json.load(handle)
+    table = [dict(zip(stored["columns"], row)) for row in stored["data"]]
+    decided = first.results.groupby(["epsilon", "p", "attack"])["decided_at"].first()
+    assert len(table) == len(decided)
+    for row in table:
+        epsilon = math.inf if row["epsilon"] == "inf" else row["epsilon"]
+        assert row["decision"] in ("below", "violation", "width", "undecided")
+        assert row["decided_at"] == decided[(epsilon, row["p"], row["attack"])]
