@@ -155,3 +155,21 @@ def test_mlflow_logs_each_cells_decision(sequential_sweep):
         epsilon = math.inf if row["epsilon"] == "inf" else row["epsilon"]
         assert row["decision"] in ("below", "violation", "width", "undecided")
         assert row["decided_at"] == decided[(epsilon, row["p"], row["attack"])]
+
+
+def test_the_figure_marks_undecided_cells_hollow(sequential_sweep):
+    """A cell the budget left undecided is drawn hollow, said in the legend; a decided one is
+    not, and the bars are the anytime intervals."""
+    from sweeper.reports.frontier_chart import UNDECIDED_TEXT, frontier_figure, pooled_by_p
+
+    _, first, _ = sequential_sweep
+    rows = first.results.copy()
+    texts = lambda figure: [t.get_text() for legend in figure.legends for t in legend.get_texts()]
+    assert UNDECIDED_TEXT not in texts(frontier_figure(rows))
+    loss = rows["attack"] == "loss"
+    rows.loc[loss & (rows["p"] == 0.3), "decision"] = "undecided"
+    assert UNDECIDED_TEXT in texts(frontier_figure(rows))
+    at = pooled_by_p(rows[loss & (rows["epsilon"] == 4.0)])
+    assert at["undecided"].tolist() == [True, False]
+    assert at["high"].tolist() == rows[loss & (rows["epsilon"] == 4.0)].groupby("p")[
+        "sequential_high"].first().tolist()
