@@ -40,6 +40,15 @@ logger = logging.getLogger(__name__)
 
 #: A frontier cell still short of its goal when its trials (or the sweep's models) ran out.
 UNDECIDED = "undecided"
+#: A measure per record (PDTP) has no precision to decide on: it gets `min_trials` trials.
+MEASURE = "measure"
+
+
+def measures_records(attack: str) -> bool:
+    """Whether `attack` is a measure per record (PDTP), not a membership test with a precision."""
+    from jobs.attacks.contract import ATTACKS
+
+    return attack in ATTACKS and ATTACKS[attack].measures_records
 
 
 @dataclass(frozen=True)
@@ -72,10 +81,15 @@ def frontier_decisions(frame: pd.DataFrame, keys: Sequence[str],
                        settings: SequentialConfig, max_trials: int) -> pd.DataFrame:
     """`cell_decision` for each frontier cell of a sweep's rows (grouped by `keys`, the
     frontier's pooling keys, trials in order): `decision` (how it was decided, or "undecided"
-    at the budget, or "running" when it may still get trials), `decided_at` (the trials its
-    decision pooled), and its anytime interval `sequential_low`, `sequential_high`."""
+    at the budget, "running" when it may still get trials, "measure" for PDTP, which has no
+    precision), `decided_at` (the trials its decision pooled), and its anytime interval
+    `sequential_low`, `sequential_high`."""
     rows = []
     for key, group in frame.sort_values("trial").groupby(list(keys), sort=True, dropna=False):
+        if measures_records(group["attack"].iloc[0]):
+            rows.append({**dict(zip(keys, key)), "decision": MEASURE, "decided_at": math.nan,
+                         "sequential_low": math.nan, "sequential_high": math.nan})
+            continue
         verdict = cell_decision(group["tp"].to_numpy(int), group["fp"].to_numpy(int),
                                 float(group["bound"].mean()), settings)
         said = verdict.decision or (UNDECIDED if verdict.trials >= max_trials else "running")
@@ -116,12 +130,14 @@ class _Frontier:
     bound: float = math.nan
     in_flight: set[int] = field(default_factory=set)
     failed: bool = False
+    measure: bool = False  # PDTP: `min_trials` trials, nothing to decide
 
 
 class Decisions(Listener):
     """The sequential driver's bookkeeping, told of each landed row as a listener: per frontier
     cell, which trials landed, which are in flight, whether it is decided; and the target
-    models the sweep has used (its `max_models` budget)."""
+    models the sweep has used (its `max_models` budget).  A measure per record (PDTP) gets its
+    `min_trials` trials and no more: it has no precision to decide on."""
 
     def __init__(self, plan: SweepPlan, settings: SequentialConfig) -> None:
         self.settings = settings
@@ -129,7 +145,8 @@ class Decisions(Listener):
         by_key: dict[tuple, list[Cell]] = defaultdict(list)
         for cell in plan.cells:
             by_key[frontier_key(cell)].append(cell)
-        self.frontiers = {key: _Frontier(sorted(cells, key=lambda c: order[c.trial]))
+        self.frontiers = {key: _Frontier(sorted(cells, key=lambda c: order[c.trial]),
+                                         measure=measures_records(cells[0].attack))
                           for key, cells in by_key.items()}
         self.where = {cell.key: (key, index) for key, frontier in self.frontiers.items()
                       for index, cell in enumerate(frontier.cells)}
@@ -185,7 +202,8 @@ class Decisions(Listener):
             if frontier.failed:
                 continue
             looks = self.landed_in_order(frontier)
-            if looks >= self.settings.min_trials and self.verdict(frontier).decision:
+            if looks >= self.settings.min_trials and (frontier.measure
+                                                     or self.verdict(frontier).decision):
                 continue
             upto = min(self.max_trials, max(self.settings.min_trials, looks + 1))
             for index in range(upto):
@@ -212,6 +230,9 @@ class Decisions(Listener):
         against the fixed grid's at `max_trials`."""
         kinds: dict[str, int] = defaultdict(int)
         for frontier in self.frontiers.values():
+            if frontier.measure:
+                kinds[MEASURE] += 1
+                continue
             verdict = self.verdict(frontier)
             kinds["failed" if frontier.failed else verdict.decision or UNDECIDED] += 1
         return {"decisions": dict(kinds), "models_used": len(self.models_used),

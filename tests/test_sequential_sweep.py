@@ -5,7 +5,9 @@ bookkeeping, which need no Ray."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -32,19 +34,43 @@ def sequential_config(cfg):
 
 @pytest.fixture(scope="module")
 def sequential_sweep(ray_local, make_tiny_config, tmp_path_factory):
+    """The sweep; its rerun (nothing left to do); and a resume from the state a kill leaves
+    (`killed`), rerun."""
     from sweeper.runner import run_sweep
 
     cfg = sequential_config(make_tiny_config(tmp_path_factory.mktemp("sequential")))
     first = run_sweep(cfg, progress=False)
     again = run_sweep(cfg, progress=False)
-    return cfg, first, again
+    lost = killed(Path(cfg.store.root), cfg.name, first.results)
+    resumed = run_sweep(cfg, progress=False)
+    return cfg, first, again, (lost, resumed)
+
+
+def killed(root: Path, name: str, rows) -> tuple[set[str], set[str]]:
+    """The store as a kill mid-sweep leaves it: the cell that took the most trials lost its later
+    rows (half of them, at least one) and their target models, and the manifest says nothing of
+    the cells the finished sweep did not need.  The cells and models removed."""
+    longest = rows.loc[rows["decided_at"].idxmax()]
+    cell = rows[(rows["epsilon"] == longest["epsilon"]) & (rows["p"] == longest["p"])
+                & (rows["attack"] == longest["attack"])]
+    gone = cell[cell["trial"] >= int(longest["decided_at"]) // 2]
+    for key in gone["cell_key"]:
+        for suffix in ("", ".sha256"):
+            (root / "sweeps" / name / "cells" / f"{key}.parquet{suffix}").unlink()
+    for key in gone["model_key"]:
+        shutil.rmtree(root / "models" / key)
+    manifest = root / "sweeps" / name / "sweep.json"
+    written = json.loads(manifest.read_text())
+    del written["sequential"]
+    manifest.write_text(json.dumps(written))
+    return set(gone["cell_key"]), set(gone["model_key"])
 
 
 def test_each_cell_stops_at_its_decision_with_an_interval_that_meets_its_goal(sequential_sweep):
     """Every frontier cell is decided or has all its trials; none has a trial past its decision;
     each decided cell's interval, recomputed by SciPy's exact binomial interval at the level the
     union bound spends at that look, meets the goal it names."""
-    cfg, first, _ = sequential_sweep
+    cfg, first, *_ = sequential_sweep
     assert not first.failures
     rows = first.results
     settings = cfg.sequential
@@ -72,7 +98,7 @@ def test_each_cell_stops_at_its_decision_with_an_interval_that_meets_its_goal(se
 
 
 def test_it_trains_fewer_target_models_than_the_fixed_grid(sequential_sweep):
-    cfg, first, _ = sequential_sweep
+    cfg, first, *_ = sequential_sweep
     fixed = len(cfg.grid.epsilon) * len(cfg.grid.p) * MAX_TRIALS
     summary = first.sequential
     assert summary["models_fixed"] == fixed == first.models_total
@@ -82,7 +108,7 @@ def test_it_trains_fewer_target_models_than_the_fixed_grid(sequential_sweep):
 
 
 def test_a_rerun_resumes_with_the_decisions_it_had_and_trains_nothing(sequential_sweep):
-    cfg, first, again = sequential_sweep
+    cfg, first, again, _ = sequential_sweep
     assert again.models_trained == 0 and again.cells_computed == 0
     assert again.sequential == first.sequential
     columns = ["epsilon", "p", "attack", "trial", "tp", "fp", "decision", "decided_at"]
@@ -91,6 +117,18 @@ def test_a_rerun_resumes_with_the_decisions_it_had_and_trains_nothing(sequential
 
     read = load_frontier(run_dir=Path(cfg.store.root) / "sweeps" / cfg.name)
     assert len(read) == len(first.results) and read["decision"].notna().all()
+
+
+def test_a_killed_sweep_resumes_computing_only_what_it_lost_with_the_same_decisions(
+        sequential_sweep):
+    """A kill's state: a cell's later rows and their models gone, the manifest unfinished.  The
+    resume retrains exactly those models and lands exactly those cells (the stored rows before
+    them are read back, not recomputed), and the same seeds give the same rows and decisions."""
+    _, first, _, ((cells, models), resumed) = sequential_sweep
+    assert resumed.models_trained == len(models) and resumed.cells_computed == len(cells)
+    columns = ["epsilon", "p", "attack", "trial", "tp", "fp", "decision", "decided_at"]
+    assert resumed.results[columns].equals(first.results[columns])
+    assert resumed.sequential == first.sequential
 
 
 def test_the_driver_asks_each_undecided_cell_for_its_next_trial_only(tiny_config):
@@ -113,6 +151,15 @@ def test_the_driver_asks_each_undecided_cell_for_its_next_trial_only(tiny_config
     asked = decisions.next_cells()
     assert [(c.attack, c.trial) for c in asked] == [("loss", 2)]
     assert frontier_key(asked[0]) == frontier_key(cells[(*unsure, 0)])
+
+    assert decisions.next_cells() == []  # nothing landed since: nothing more to ask
+
+    # a measure per record (PDTP) has no precision: its min_trials and no more
+    cfg.grid.attack = ["loss", "pdtp"]
+    measured = Decisions(build_plan(cfg), cfg.sequential)
+    for cell in measured.next_cells():
+        measured.record(cell, 0, 0, 0.96)
+    assert {c.attack for c in measured.next_cells()} == {"loss"}
 
     budget = dataclasses.replace(cfg.sequential, max_models=4)
     capped = Decisions(plan, budget)
@@ -141,7 +188,7 @@ def test_mlflow_logs_each_cells_decision(sequential_sweep):
 
     from sweeper.tracking.recorder import FRONTIER_TABLE, PARENT_TAG
 
-    cfg, first, _ = sequential_sweep
+    cfg, first, *_ = sequential_sweep
     client = MlflowClient(first.tracking_uri)
     experiment = client.get_experiment_by_name(cfg.tracking.experiment)
     (sweep_run,) = [run for run in client.search_runs([experiment.experiment_id])
@@ -162,7 +209,7 @@ def test_the_figure_marks_undecided_cells_hollow(sequential_sweep):
     not, and the bars are the anytime intervals."""
     from sweeper.reports.frontier_chart import UNDECIDED_TEXT, frontier_figure, pooled_by_p
 
-    _, first, _ = sequential_sweep
+    _, first, *_ = sequential_sweep
     rows = first.results.copy()
     texts = lambda figure: [t.get_text() for legend in figure.legends for t in legend.get_texts()]
     assert UNDECIDED_TEXT not in texts(frontier_figure(rows))
