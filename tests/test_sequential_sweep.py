@@ -117,6 +117,12 @@ def test_a_rerun_resumes_with_the_decisions_it_had_and_trains_nothing(sequential
 
     read = load_frontier(run_dir=Path(cfg.store.root) / "sweeps" / cfg.name)
     assert len(read) == len(first.results) and read["decision"].notna().all()
+    # whole: the cells past each decision are counted as not needed, not as missing
+    from sweeper.frontier import open_sweep
+
+    coverage = open_sweep(cfg.store.root, cfg.name)[1].coverage
+    assert coverage.complete and coverage.not_needed == first.cells_total - len(first.results)
+    assert "not needed (sequential" in coverage.summary()
 
 
 def test_a_killed_sweep_resumes_computing_only_what_it_lost_with_the_same_decisions(

@@ -56,6 +56,8 @@ class Coverage:
     corrupt: list[str] = field(default_factory=list)  # landed, but failed their checksum
     missing: list[str] = field(default_factory=list)  # neither landed nor failed
     notes: list[str] = field(default_factory=list)  # where the rows came from, when not whole
+    # a finished sequential sweep's cells past each decision (`needed_cells`): not in `total`
+    not_needed: int = 0
 
     @property
     def complete(self) -> bool:
@@ -65,7 +67,9 @@ class Coverage:
         """One line: e.g. "cells: 2 of 4 present, 1 failed, 1 corrupt, 0 missing"."""
         return (f"cells: {self.present} of {self.total} present, {len(self.failed)} failed, "
                 f"{len(self.corrupt)} corrupt (failed their checksum), {len(self.missing)} missing "
-                "(never stored)")
+                "(never stored)" + (f"; {self.not_needed} more of the fixed grid's not needed "
+                                    "(sequential: their cells were decided)"
+                                    if self.not_needed else ""))
 
 
 @dataclass
@@ -139,9 +143,15 @@ def load_results(store: ArtifactStore, sweep: str, cell_keys: Optional[list[str]
     when it is there and whole, plus any cell that landed after it (read from the landing zone,
     and said so); cells neither holds are counted as failed, corrupt or missing.  Raises
     FileNotFoundError (no sweep) or `ManifestError` (an unreadable sweep.json)."""
-    keys = needed_cells(store.read_manifest(sweep)) if cell_keys is None else cell_keys
+    not_needed = 0
+    if cell_keys is None:
+        manifest = store.read_manifest(sweep)
+        keys = needed_cells(manifest)
+        not_needed = len(manifest["cells"]) - len(keys)
+    else:
+        keys = cell_keys
     wanted = set(keys)
-    coverage = Coverage(total=len(keys))
+    coverage = Coverage(total=len(keys), not_needed=not_needed)
     tables = []
     compacted = store.read_results_manifest(sweep)
     rel = part_path(CELLS_DATASET, sweep)
