@@ -52,9 +52,10 @@ def anytime_precision_interval(tp: ArrayLike, fp: ArrayLike, level: float = 0.95
     """The precision interval after each look, valid at every look at once at `level`.
 
     Args:
-        tp, fp: cumulative true and false positives after each look, along the last axis
-            (look k = index k − 1: the trials pooled so far); leading axes are independent
-            sequences (a simulation's, say).  Non-decreasing along the last axis.
+        tp: cumulative true positives after each look, along the last axis (look k = index
+            k − 1: the trials pooled so far); leading axes are independent sequences (a
+            simulation's, say).  Non-decreasing along the last axis.
+        fp: cumulative false positives, shaped as `tp`.
         level: 1 − α: the chance that every look's interval holds the precision.
 
     Returns:
