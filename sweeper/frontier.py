@@ -97,7 +97,7 @@ def sweep_location(experiment: str, store_root: str | Path,
 def open_sweep(root: str, name: str) -> tuple[ArtifactStore, Results]:
     """The sweep's store and results; a sequential sweep's rows carry their cells' decisions
     (`sweeper.sequential.with_decisions`)."""
-    from sweeper.sequential import with_decisions
+    from sweeper.decisions import with_decisions
 
     store = ArtifactStore(root)
     results = load_results(store, name)

@@ -45,7 +45,8 @@ from sweeper.probes import not_mlflow_problem, store_endpoint_problem, tracking_
 from sweeper.cluster.start import auth_hint, joins_cluster, ray_session
 from sweeper.cluster.store_reach import require_shared_store
 from sweeper.grid.sweep_data import sweep_data
-from sweeper.sequential import Decisions, replay, run_sequential, with_decisions
+from sweeper.decisions import with_decisions
+from sweeper.sequential import Decisions, replay, run_sequential
 from sweeper.store.results import CELLS_DATASET, compact, needed_cells, sort_frontier
 from sweeper.grid.scale import scaled
 from sweeper.store.files import DiskFull, LinkInStore, sweep_stale_parts

@@ -7,10 +7,10 @@ next trial as soon as its last one lands while it is undecided, up to `max_trial
 is anytime-valid (`sweeper.bounds.sequential`), so looking after every trial does not spoil it.
 A trial's target model is trained only when some cell that reads it asks for that trial.
 
-    cell_decision      the rule, on one cell's per-trial counts in trial order (pure)
-    frontier_decisions the rule on a sweep's rows, one line per frontier cell (the frontier's)
     Decisions          the driver's view while the sweep runs: what to submit next, what is left
     run_sequential     the driver's loop: submit, land (`sweeper.runner._land`), decide, submit
+
+The rule itself, on a cell's rows, is `sweeper.decisions` (light: the frontier command reads it).
 
 Decisions are a function of the landed rows alone, read in trial order: a resumed sweep reads
 its stored rows back and finds the decisions it had; the same seeds give the same rows, hence the
@@ -26,93 +26,20 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-import numpy as np
-import pandas as pd
-
 from sweeper import interrupts
-from sweeper.bounds.sequential import anytime_precision_interval, decide
 from sweeper.config.schema import SequentialConfig
 from sweeper.console import Progress
+from sweeper.decisions import MEASURE, UNDECIDED, CellDecision, Goal, cell_decision
 from sweeper.grid.plan import Cell, SweepPlan
 from sweeper.listeners import Listener, Listeners
 
 logger = logging.getLogger(__name__)
-
-#: A frontier cell still short of its goal when its trials (or the sweep's models) ran out.
-UNDECIDED = "undecided"
-#: A measure per record (PDTP) has no precision to decide on: it gets `min_trials` trials.
-MEASURE = "measure"
-
 
 def measures_records(attack: str) -> bool:
     """Whether `attack` is a measure per record (PDTP), not a membership test with a precision."""
     from jobs.attacks.contract import ATTACKS
 
     return attack in ATTACKS and ATTACKS[attack].measures_records
-
-
-@dataclass(frozen=True)
-class CellDecision:
-    """Where one frontier cell stands: `decision` ("violation", "below", "width", "" while
-    undecided), the look it was taken at (`trials` pooled), and that look's interval."""
-
-    decision: str
-    trials: int
-    low: float
-    high: float
-
-
-def cell_decision(tp: Sequence[int], fp: Sequence[int], bound: float,
-                  settings: SequentialConfig) -> CellDecision:
-    """The sequential rule on one cell's per-trial counts, in trial order: the first look at or
-    after `min_trials` whose anytime interval (`anytime_precision_interval`) meets the goal
-    (`sweeper.bounds.sequential.decide`), else the last look, undecided."""
-    if not len(tp):
-        return CellDecision("", 0, math.nan, math.nan)
-    low, high = anytime_precision_interval(np.cumsum(tp), np.cumsum(fp), settings.level)
-    goal = decide(low, high, bound, settings.width, settings.margin)
-    looked = np.arange(1, len(tp) + 1) >= settings.min_trials
-    met = np.flatnonzero(looked & (goal != ""))
-    at = int(met[0]) if met.size else len(tp) - 1
-    return CellDecision(str(goal[at]) if met.size else "", at + 1, float(low[at]), float(high[at]))
-
-
-def frontier_decisions(frame: pd.DataFrame, keys: Sequence[str],
-                       settings: SequentialConfig, max_trials: int) -> pd.DataFrame:
-    """`cell_decision` for each frontier cell of a sweep's rows (grouped by `keys`, the
-    frontier's pooling keys, trials in order): `decision` (how it was decided, or "undecided"
-    at the budget, "running" when it may still get trials, "measure" for PDTP, which has no
-    precision), `decided_at` (the trials its decision pooled), and its anytime interval
-    `sequential_low`, `sequential_high`."""
-    rows = []
-    for key, group in frame.sort_values("trial").groupby(list(keys), sort=True, dropna=False):
-        if measures_records(group["attack"].iloc[0]):
-            rows.append({**dict(zip(keys, key)), "decision": MEASURE, "decided_at": math.nan,
-                         "sequential_low": math.nan, "sequential_high": math.nan})
-            continue
-        verdict = cell_decision(group["tp"].to_numpy(int), group["fp"].to_numpy(int),
-                                float(group["bound"].mean()), settings)
-        said = verdict.decision or (UNDECIDED if verdict.trials >= max_trials else "running")
-        rows.append({**dict(zip(keys, key)), "decision": said,
-                     "decided_at": verdict.trials if verdict.decision else math.nan,
-                     "sequential_low": verdict.low, "sequential_high": verdict.high})
-    return pd.DataFrame(rows, columns=[*keys, "decision", "decided_at", "sequential_low",
-                                       "sequential_high"])
-
-
-def with_decisions(frame: pd.DataFrame, config: dict[str, Any]) -> pd.DataFrame:
-    """A sweep's rows with its frontier cells' decisions on each (`frontier_decisions`'
-    columns), when its config (`config`, plain containers: the manifest's) is sequential; the
-    rows as they are otherwise."""
-    settings = config.get("sequential") or {}
-    if not settings.get("enabled") or frame.empty:
-        return frame
-    from sweeper.axes import pooling_keys
-
-    keys = pooling_keys(frame)
-    decided = frontier_decisions(frame, keys, SequentialConfig(**settings),
-                                 len(config["grid"]["trial"]))
-    return frame.merge(decided, on=keys, how="left")
 
 
 def frontier_key(cell: Cell) -> tuple[tuple[str, str], ...]:
@@ -140,7 +67,7 @@ class Decisions(Listener):
     `min_trials` trials and no more: it has no precision to decide on."""
 
     def __init__(self, plan: SweepPlan, settings: SequentialConfig) -> None:
-        self.settings = settings
+        self.settings, self.goal = settings, Goal.of(settings)
         order = {trial: index for index, trial in enumerate(plan.config.grid.trial)}
         by_key: dict[tuple, list[Cell]] = defaultdict(list)
         for cell in plan.cells:
@@ -190,7 +117,7 @@ class Decisions(Listener):
         looks = self.landed_in_order(frontier)
         counts = [frontier.counts[index] for index in range(looks)]
         return cell_decision([c[0] for c in counts], [c[1] for c in counts], frontier.bound,
-                             self.settings)
+                             self.goal)
 
     def next_cells(self) -> list[Cell]:
         """The trials to submit now: for each undecided cell, its first `min_trials` and then
