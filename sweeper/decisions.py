@@ -1,6 +1,6 @@
 """The sequential frontier's rule on a cell's rows: decided (how, at which trial) or not.
 
-Pure and light (NumPy, pandas, `sweeper.bounds.sequential`): the sweep's driver
+Pure and light (NumPy, pandas, `sweeper.bounds.anytime`): the sweep's driver
 (`sweeper.sequential`) and the frontier command, which reads a sequential sweep's decisions back
 from its rows and its config (`with_decisions`), apply the same rule.  Decisions are a function
 of the rows alone, read in trial order.
@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from sweeper.bounds.sequential import anytime_precision_interval, decide
+from sweeper.bounds.anytime import anytime_precision_interval, decide
 
 #: A frontier cell still short of its goal when its trials (or the sweep's models) ran out.
 UNDECIDED = "undecided"
@@ -56,7 +56,7 @@ def cell_decision(tp: Sequence[int], fp: Sequence[int], bound: float,
                   goal: Goal) -> CellDecision:
     """The sequential rule on one cell's per-trial counts, in trial order: the first look at or
     after `min_trials` whose anytime interval (`anytime_precision_interval`) meets the goal
-    (`sweeper.bounds.sequential.decide`), else the last look, undecided."""
+    (`sweeper.bounds.anytime.decide`), else the last look, undecided."""
     if not len(tp):
         return CellDecision("", 0, math.nan, math.nan)
     low, high = anytime_precision_interval(np.cumsum(tp), np.cumsum(fp), goal.level)
@@ -103,3 +103,12 @@ def with_decisions(frame: pd.DataFrame, config: dict[str, Any]) -> pd.DataFrame:
     keys = pooling_keys(frame)
     decided = frontier_decisions(frame, keys, Goal.of(settings), len(config["grid"]["trial"]))
     return frame.merge(decided, on=keys, how="left")
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    """'sequential: trained N of the M models the fixed grid of max_trials would; …'."""
+    decisions = ", ".join(f"{count} {kind}" for kind, count in sorted(summary["decisions"].items()))
+    return (f"sequential: trained {summary['models_used']} of the {summary['models_fixed']} "
+            f"target models the fixed grid of {summary['max_trials']} trials would "
+            f"({summary['models_used'] / max(1, summary['models_fixed']):.0%}; shadows as the "
+            f"fixed grid); cells: {decisions}")

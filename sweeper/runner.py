@@ -45,8 +45,8 @@ from sweeper.probes import not_mlflow_problem, store_endpoint_problem, tracking_
 from sweeper.cluster.start import auth_hint, joins_cluster, ray_session
 from sweeper.cluster.store_reach import require_shared_store
 from sweeper.grid.sweep_data import sweep_data
-from sweeper.decisions import with_decisions
-from sweeper.sequential import Decisions, replay, run_sequential
+from sweeper.decisions import summary_line, with_decisions
+from sweeper.sequential import Decisions, replay
 from sweeper.store.results import CELLS_DATASET, compact, needed_cells, sort_frontier
 from sweeper.grid.scale import scaled
 from sweeper.store.files import DiskFull, LinkInStore, sweep_stale_parts
@@ -268,8 +268,8 @@ def execute(sweep: Sweep, listeners: Listeners, progress: bool
             logger.info("Ray dashboard: %s  (%s)", dashboard_url, auth_hint())
         if sweep.decisions is not None:
             listeners.append(sweep.decisions)  # told of each row, after the store keeps it
-            failures, trained, spans = run_sequential(sweep.plan, sweep.decisions, data,
-                                                      sweep.store, listeners, progress)
+            failures, trained, spans = _execute_sequential(sweep.plan, sweep.decisions, data,
+                                                           sweep.store, listeners, progress)
             if not any(frontier.in_flight for frontier in sweep.decisions.frontiers.values()):
                 sweep.manifest["sequential"] = {"skipped": sweep.decisions.skipped(),
                                                 **sweep.decisions.summary()}
@@ -365,6 +365,87 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
                         len(todo_cells), listeners,
                         (cfg.resources.train.max_retries, cfg.resources.attack.max_retries),
                         progress)
+
+
+def _execute_sequential(plan: SweepPlan, decisions: Decisions, data: Any, store: ArtifactStore,
+                        listeners: Listeners, progress: bool
+                        ) -> tuple[list[tuple[str, str]], int, dict[str, list[tuple[float, float]]]]:
+    """A sequential sweep's execution (`sweeper.sequential`): submit each cell's trials as
+    `decisions` asks for them, land each attack's cells as it finishes (`_land`, which tells
+    `decisions` too) and ask again: no barrier between rounds.  The failed cells with their
+    reasons, the models stored, and the finished tasks' spans by kind (`sweeper.task_times`)."""
+    import ray
+
+    cfg = plan.config
+    train_options, attack_options = task_options(cfg.resources.train), task_options(cfg.resources.attack)
+    retries = (cfg.resources.train.max_retries, cfg.resources.attack.max_retries)
+    data_ref = ray.put(data)
+    training: dict[str, Any] = {}
+    querying: dict[str, Any] = {}
+    scoring: dict[Any, Any] = {}
+    pending: list[Any] = []
+    model_refs: set = set()
+    query_refs: set = set()
+    failures: list[tuple[str, str]] = []
+    trained = 0
+    spans: dict[str, list[tuple[float, float]]] = {"queries": [], "attacks": []}
+    training_spans: dict[float, float] = {}  # a training task's start → its last model's end
+    fixed_cells = len(plan.cells)
+    with Progress(len(decisions.target_models), "target models used", "model", progress) as models_bar, \
+         Progress(fixed_cells, "cells computed (of the fixed grid's)", "cell", progress) as cells_bar:
+        while True:
+            batch = decisions.next_cells()
+            if batch:
+                needed = {key for cell in batch for key in (cell.scores.target, *cell.scores.shadows)}
+                new_models = [plan.models[key] for key in sorted(needed)
+                              if key not in training and not store.has_model(key)]
+                started = submit_training(plan, new_models, data_ref, store.uri, train_options)
+                training.update(started)
+                model_refs.update(started.values())
+                asked = submit_queries(plan, batch, store, training, data_ref, train_options,
+                                       submitted=querying)
+                querying.update(asked)
+                query_refs.update(asked.values())
+                attacks = submit_attacks(plan, batch, training, querying, data, store.uri,
+                                         attack_options)
+                scoring.update(attacks)
+                pending += [*started.values(), *asked.values(), *attacks]
+                models_bar.update(len({cell.scores.target for cell in batch}
+                                      & {spec.key for spec in new_models}))
+            if not pending:
+                break
+            interrupts.check()
+            done, pending = ray.wait(pending, num_returns=1, timeout=CHECK_SECONDS)
+            if pending:
+                more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
+                done += more
+            for ref in done:
+                if ref in model_refs:
+                    meta = _finished(ref)
+                    if meta is not None:
+                        trained += 1
+                        if "started_at" in meta:
+                            start = meta["started_at"]
+                            training_spans[start] = max(training_spans.get(start, start),
+                                                        meta["ended_at"])
+                    continue
+                if ref in query_refs:
+                    span = _finished(ref)
+                    if span is not None:
+                        spans["queries"].append(tuple(span))
+                    continue
+                submitted = scoring.pop(ref)
+                failures += _land(ref, submitted.cells, submitted.upstream, listeners, *retries,
+                                  spans["attacks"])
+                for cell in submitted.cells:  # told neither landed nor failed: not landed
+                    key, index = decisions.where[cell.key]
+                    if index in decisions.frontiers[key].in_flight:
+                        decisions.lost(cell)
+                cells_bar.update(len(submitted.cells))
+        release_freed_memory()
+    spans["training"] = list(training_spans.items())
+    logger.info("%s", summary_line(decisions.summary()))
+    return failures, trained, spans
 
 
 def _await_cells(scoring: dict[Any, Submitted], model_refs: set, query_refs: set, cells: int,

@@ -4,11 +4,14 @@ precision interval meets its goal (`sequential.*`, docs/sequential.md).
 Why.  A fixed grid gives every (ε, p) cell `grid.trial`'s trials whatever its data already say.
 Here a frontier cell (every coordinate but the trial) gets `min_trials` trials at once, then its
 next trial as soon as its last one lands while it is undecided, up to `max_trials`; its interval
-is anytime-valid (`sweeper.bounds.sequential`), so looking after every trial does not spoil it.
+is anytime-valid (`sweeper.bounds.anytime`), so looking after every trial does not spoil it.
 A trial's target model is trained only when some cell that reads it asks for that trial.
 
     Decisions          the driver's view while the sweep runs: what to submit next, what is left
-    run_sequential     the driver's loop: submit, land (`sweeper.runner._land`), decide, submit
+    replay             a resumed sweep's stored rows, told to it
+
+The driver's loop that asks it is `sweeper.runner`'s (`_execute_sequential`): submit, land,
+decide, submit.
 
 The rule itself, on a cell's rows, is `sweeper.decisions` (light: the frontier command reads it).
 
@@ -20,20 +23,16 @@ which landed first).
 
 from __future__ import annotations
 
-import logging
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from sweeper import interrupts
 from sweeper.config.schema import SequentialConfig
-from sweeper.console import Progress
 from sweeper.decisions import MEASURE, UNDECIDED, CellDecision, Goal, cell_decision
 from sweeper.grid.plan import Cell, SweepPlan
-from sweeper.listeners import Listener, Listeners
+from sweeper.listeners import Listener
 
-logger = logging.getLogger(__name__)
 
 def measures_records(attack: str) -> bool:
     """Whether `attack` is a measure per record (PDTP), not a membership test with a precision."""
@@ -166,15 +165,6 @@ class Decisions(Listener):
                 "models_fixed": len(self.target_models), "max_trials": self.max_trials}
 
 
-def summary_line(summary: dict[str, Any]) -> str:
-    """'sequential: trained N of the M models the fixed grid of max_trials would; …'."""
-    decisions = ", ".join(f"{count} {kind}" for kind, count in sorted(summary["decisions"].items()))
-    return (f"sequential: trained {summary['models_used']} of the {summary['models_fixed']} "
-            f"target models the fixed grid of {summary['max_trials']} trials would "
-            f"({summary['models_used'] / max(1, summary['models_fixed']):.0%}; shadows as the "
-            f"fixed grid); cells: {decisions}")
-
-
 def replay(decisions: Decisions, plan: SweepPlan, store: Any, present: Sequence[Cell]) -> None:
     """Tell `decisions` of the rows a resumed sweep already holds (`ArtifactStore.read_cell_table`),
     so it goes on from the decisions it had."""
@@ -183,88 +173,3 @@ def replay(decisions: Decisions, plan: SweepPlan, store: Any, present: Sequence[
         row = table.select(["tp", "fp", "bound"]).to_pylist()[0]
         decisions.record(cell, row["tp"], row["fp"], row["bound"])
         decisions.replayed += 1
-
-
-def run_sequential(plan: SweepPlan, decisions: Decisions, data: Any, store: Any,
-                   listeners: Listeners, progress: bool
-                   ) -> tuple[list[tuple[str, str]], int, dict[str, list[tuple[float, float]]]]:
-    """Submit each cell's trials as `decisions` asks for them, landing each attack's cells as
-    it finishes (`sweeper.runner._land`, which tells `decisions` too) and asking again: no
-    barrier between rounds.  The failed cells with their reasons, the models stored, and the
-    finished tasks' spans by kind (`sweeper.task_times`)."""
-    import ray
-
-    from sweeper.cluster.submission import (submit_attacks, submit_queries, submit_training,
-                                            task_options)
-    from sweeper.runner import CHECK_SECONDS, _finished, _land, release_freed_memory
-
-    cfg = plan.config
-    train_options, attack_options = task_options(cfg.resources.train), task_options(cfg.resources.attack)
-    retries = (cfg.resources.train.max_retries, cfg.resources.attack.max_retries)
-    data_ref = ray.put(data)
-    training: dict[str, Any] = {}
-    querying: dict[str, Any] = {}
-    scoring: dict[Any, Any] = {}
-    pending: list[Any] = []
-    model_refs: set = set()
-    query_refs: set = set()
-    failures: list[tuple[str, str]] = []
-    trained = 0
-    spans: dict[str, list[tuple[float, float]]] = {"queries": [], "attacks": []}
-    training_spans: dict[float, float] = {}  # a training task's start → its last model's end
-    fixed_cells = len(plan.cells)
-    with Progress(len(decisions.target_models), "target models used", "model", progress) as models_bar, \
-         Progress(fixed_cells, "cells computed (of the fixed grid's)", "cell", progress) as cells_bar:
-        while True:
-            batch = decisions.next_cells()
-            if batch:
-                needed = {key for cell in batch for key in (cell.scores.target, *cell.scores.shadows)}
-                new_models = [plan.models[key] for key in sorted(needed)
-                              if key not in training and not store.has_model(key)]
-                started = submit_training(plan, new_models, data_ref, store.uri, train_options)
-                training.update(started)
-                model_refs.update(started.values())
-                asked = submit_queries(plan, batch, store, training, data_ref, train_options,
-                                       submitted=querying)
-                querying.update(asked)
-                query_refs.update(asked.values())
-                attacks = submit_attacks(plan, batch, training, querying, data, store.uri,
-                                         attack_options)
-                scoring.update(attacks)
-                pending += [*started.values(), *asked.values(), *attacks]
-                models_bar.update(len({cell.scores.target for cell in batch}
-                                      & {spec.key for spec in new_models}))
-            if not pending:
-                break
-            interrupts.check()
-            done, pending = ray.wait(pending, num_returns=1, timeout=CHECK_SECONDS)
-            if pending:
-                more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
-                done += more
-            for ref in done:
-                if ref in model_refs:
-                    meta = _finished(ref)
-                    if meta is not None:
-                        trained += 1
-                        if "started_at" in meta:
-                            start = meta["started_at"]
-                            training_spans[start] = max(training_spans.get(start, start),
-                                                        meta["ended_at"])
-                    continue
-                if ref in query_refs:
-                    span = _finished(ref)
-                    if span is not None:
-                        spans["queries"].append(tuple(span))
-                    continue
-                submitted = scoring.pop(ref)
-                failures += _land(ref, submitted.cells, submitted.upstream, listeners, *retries,
-                                  spans["attacks"])
-                for cell in submitted.cells:  # told neither landed nor failed: not landed
-                    key, index = decisions.where[cell.key]
-                    if index in decisions.frontiers[key].in_flight:
-                        decisions.lost(cell)
-                cells_bar.update(len(submitted.cells))
-        release_freed_memory()
-    spans["training"] = list(training_spans.items())
-    logger.info("%s", summary_line(decisions.summary()))
-    return failures, trained, spans

@@ -27,7 +27,7 @@ def print_summary(result) -> None:
           f"{result.models_total} models, computed {result.cells_computed} of "
           f"{result.cells_total} cells")
     if result.sequential is not None:
-        from sweeper.sequential import summary_line
+        from sweeper.decisions import summary_line
 
         print(summary_line(result.sequential))
     if any(kind.tasks for kind in result.task_times.values()):  # a rerun that ran no task: none

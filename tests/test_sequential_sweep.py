@@ -226,3 +226,61 @@ def test_the_figure_marks_undecided_cells_hollow(sequential_sweep):
     assert at["undecided"].tolist() == [True, False]
     assert at["high"].tolist() == rows[loss & (rows["epsilon"] == 4.0)].groupby("p")[
         "sequential_high"].first().tolist()
+
+
+def _rows(counts: dict[str, list[tuple[int, int]]]):
+    """A frontier's rows at one (ε, p): per attack, its trials' (TP, FP) in order."""
+    import pandas as pd
+
+    return pd.DataFrame([
+        dict(dataset="mnist_subset", model="mnist_cnn", attack=attack, policy="quantile_max",
+             epsilon=4.0, delta=1e-5, p=0.5, target_precision=math.nan, trial=trial, tp=tp, fp=fp,
+             precision=tp / (tp + fp), bound=0.98, violation=False, baseline=0.5)
+        for attack, trials in counts.items() for trial, (tp, fp) in enumerate(trials)])
+
+
+def test_the_frontier_reads_each_cells_decision_from_its_rows_and_config():
+    """A sequential sweep's rows (its manifest's config) get their decisions: decided below U −
+    margin at trial 1, undecided after all 3 trials, still running after 1 of 3; the pooled
+    table shows the anytime interval (SciPy's exact interval at the spent level) and the
+    decision; a fixed sweep's rows and table are left as they were."""
+    from sweeper.decisions import summary_line, with_decisions
+    from sweeper.frontier import format_summary, summarize_frontier
+
+    rows = _rows({"loss": [(40, 60)], "lira_online": [(2, 1), (3, 1), (1, 1)], "rmia": [(2, 1)]})
+    settings = {"enabled": True, "min_trials": 1, "max_trials": 3, "level": 0.95, "width": 0.1,
+                "margin": 0.05}
+    config = {"sequential": settings, "grid": {"trial": [0, 1, 2]}}
+    summary = summarize_frontier(with_decisions(rows, config)).set_index("attack")
+    assert summary["decision"].to_dict() == {"loss": "below", "lira_online": "undecided",
+                                             "rmia": "running"}
+    assert summary.loc["loss", "decided_at"] == 1
+    for attack, (tp, n, look) in {"loss": (40, 100, 1), "lira_online": (6, 9, 3)}.items():
+        ci = binomtest(tp, n).proportion_ci(1 - 0.05 * 6 / (math.pi ** 2 * look ** 2), "exact")
+        assert summary.loc[attack, "precision_ci_low"] == pytest.approx(ci.low, rel=1e-9)
+        assert summary.loc[attack, "precision_ci_high"] == pytest.approx(ci.high, rel=1e-9)
+    text = format_summary(with_decisions(rows, config))
+    assert "below @1" in text and "undecided" in text and "decision (sequential)" in text
+
+    fixed = {"sequential": {**settings, "enabled": False}, "grid": {"trial": [0, 1, 2]}}
+    assert with_decisions(rows, fixed) is rows
+    assert "decision" not in summarize_frontier(rows) and "decision" not in format_summary(rows)
+    assert summary_line({"decisions": {"below": 2, "undecided": 1}, "models_used": 5,
+                         "models_fixed": 12, "max_trials": 3}) == (
+        "sequential: trained 5 of the 12 target models the fixed grid of 3 trials would (42%; "
+        "shadows as the fixed grid); cells: 2 below, 1 undecided")
+
+
+def test_the_driver_says_what_it_did_not_need_once_done(tiny_config):
+    """Once every cell is decided, the trials past each decision are the cells it skipped, and
+    its summary counts the decisions and the target models used against the fixed grid's."""
+    cfg = scaled(sequential_config(tiny_config))
+    plan = build_plan(cfg)
+    decisions = Decisions(plan, cfg.sequential)
+    for cell in decisions.next_cells():  # every trial 0, each far below U − margin
+        decisions.record(cell, 30, 90, 0.96)
+    assert decisions.next_cells() == []
+    skipped = set(decisions.skipped())
+    assert skipped == {cell.key for cell in plan.cells if cell.trial > 0}
+    assert decisions.summary() == {"decisions": {"below": 8}, "models_used": 4,
+                                   "models_fixed": 16, "max_trials": MAX_TRIALS}

@@ -221,7 +221,7 @@ class MetricsConfig:
 class SequentialConfig:
     """The sequential frontier (`sweeper.sequential`, docs/sequential.md): each frontier cell
     gets trials, one after another, only until its anytime-valid precision interval
-    (`sweeper.bounds.sequential`) meets its goal."""
+    (`sweeper.bounds.anytime`) meets its goal."""
 
     enabled: bool = Setting(
         False, None,

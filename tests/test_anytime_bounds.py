@@ -1,4 +1,4 @@
-"""The sequential frontier's intervals (`sweeper.bounds.sequential`): exact at each look by
+"""The sequential frontier's intervals (`sweeper.bounds.anytime`): exact at each look by
 SciPy's own Clopper–Pearson, and valid under optional stopping by simulation, where the plain
 per-look interval (the planted mistake) is not.
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy.stats import beta, binomtest
 
-from sweeper.bounds.sequential import anytime_precision_interval, decide, look_alpha
+from sweeper.bounds.anytime import anytime_precision_interval, decide, look_alpha
 
 #: A precision the simulations know, and the looks each sequence may take.
 PRECISION, LOOKS, SEQUENCES = 0.6, 40, 3000
