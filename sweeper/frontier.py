@@ -80,8 +80,14 @@ def sweep_location(experiment: str, store_root: str | Path,
 
 
 def open_sweep(root: str, name: str) -> tuple[ArtifactStore, Results]:
+    """The sweep's store and results; a sequential sweep's rows carry their cells' decisions
+    (`sweeper.sequential.with_decisions`)."""
+    from sweeper.decisions import with_decisions
+
     store = ArtifactStore(root)
-    return store, load_results(store, name)
+    results = load_results(store, name)
+    results.frame = with_decisions(results.frame, store.read_manifest(name).get("config", {}))
+    return store, results
 
 
 #: Columns a summary row averages over its trials.
@@ -99,7 +105,20 @@ def summarize_frontier(frame: pd.DataFrame) -> pd.DataFrame:
     from sweeper.reports.stats import pooled_table
 
     cells = frame.drop(pdtp_rows(frame).index)
-    return pooled_table(cells, pooling_keys(cells), SUMMARY_MEANS)
+    keys = pooling_keys(cells)
+    summary = pooled_table(cells, keys, SUMMARY_MEANS)
+    if "decision" not in cells or summary.empty:
+        return summary
+    # a sequential sweep's: its decision, and the anytime interval in place of the fixed one
+    decided = cells.groupby(keys, sort=True, dropna=False)[SEQUENTIAL_COLUMNS].first()
+    summary = summary.drop(columns=["precision_ci_low", "precision_ci_high"]).merge(
+        decided.reset_index(), on=keys, how="left")
+    return summary.rename(columns={"sequential_low": "precision_ci_low",
+                                   "sequential_high": "precision_ci_high"})
+
+
+#: A sequential sweep's columns (`sweeper.sequential.frontier_decisions`), kept per pooled row.
+SEQUENTIAL_COLUMNS = ["decision", "decided_at", "sequential_low", "sequential_high"]
 
 
 def pdtp_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -186,16 +205,34 @@ def _layout(rows: pd.DataFrame, counted: dict[str, pd.Series], precision_label: 
     if rows["epsilon_last_iterate"].notna().any():  # the final model's heuristic ε (DP-SGD)
         shown["ε last iterate"] = rows["epsilon_last_iterate"].map(
             lambda value: "" if math.isnan(value) else format_epsilon(round(value, 2)))
+    if "decision" in rows:  # a sequential sweep's pooled rows
+        shown["decision"] = [decision_text(d, at) for d, at in zip(rows["decision"], rows["decided_at"])]
     shown["flag"] = list(flags)
-    for column in ("attack", "policy", precision_label, "bound@TPR", "flag"):  # text: left
+    for column in ("attack", "policy", precision_label, "bound@TPR", "decision", "flag"):  # text: left
         if column in shown:
             width = max(len(column), *shown[column].map(len))
             shown[column] = shown[column].map(lambda text, w=width: text.ljust(w))
             shown = shown.rename(columns={column: column.ljust(width)})
     table = [line.rstrip() for line in shown.to_string(index=False).splitlines()]
     legend = [textwrap.fill(text, LEGEND_WIDTH, subsequent_indent="  ") for text in
-              (BOUND_AT_TPR_LEGEND if differs.any() else BOUND_AT_TPR_SAME, flag_legend)]
+              (BOUND_AT_TPR_LEGEND if differs.any() else BOUND_AT_TPR_SAME, flag_legend,
+               *([DECISION_LEGEND] if "decision" in rows else []))]
     return "\n".join([*table, "", *legend])
+
+
+def decision_text(decision: Any, decided_at: Any) -> str:
+    """A sequential cell's decision as the table says it: "width @3" (decided by its goal's
+    width at its 3rd trial), "below @1", "violation @2", or "undecided" / "running"."""
+    if not isinstance(decision, str):
+        return ""
+    return f"{decision} @{int(decided_at)}" if decided_at == decided_at else decision
+
+
+#: What a sequential sweep's `decision` column says, under its table.
+DECISION_LEGEND = ("decision (sequential): how the cell's anytime-valid interval met its goal and "
+                   "at which trial (width: narrower than sequential.width; below: wholly below "
+                   "U − sequential.margin; violation: wholly above U), or undecided at "
+                   "sequential.max_trials / max_models; the interval shown is the anytime one")
 
 
 def select(frame: pd.DataFrame, attacks: Sequence[str] = (), epsilons: Sequence[float] = (),

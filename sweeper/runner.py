@@ -19,6 +19,7 @@ sweep resumes where it stopped.
 from __future__ import annotations
 
 import contextlib
+import copy
 import ctypes
 import logging
 import os
@@ -47,7 +48,9 @@ from sweeper.cluster.dashboard import auth_hint
 from sweeper.cluster.start import ray_session
 from sweeper.cluster.store_reach import require_shared_store
 from sweeper.grid.sweep_data import sweep_data
-from sweeper.store.results import CELLS_DATASET, compact, sort_frontier
+from sweeper.decisions import summary_line, with_decisions
+from sweeper.sequential import Decisions, replay
+from sweeper.store.results import CELLS_DATASET, compact, needed_cells, sort_frontier
 from sweeper.grid.scale import scaled
 from sweeper.store.files import DiskFull, LinkInStore, sweep_stale_parts
 from sweeper.store.artifacts import ArtifactStore
@@ -81,6 +84,8 @@ class SweepResult:
     task_times: dict[str, KindTime] = field(default_factory=dict)
     tracking_warning: Optional[str] = None  # what MLflow missed, when it went down mid-sweep
     tracking_page: Optional[str] = None  # the sweep's page in MLflow's UI (`experiment_page`)
+    # A sequential sweep's decisions by kind and models used (`Decisions.summary`); None: fixed.
+    sequential: Optional[dict[str, Any]] = None
 
 
 @dataclass
@@ -97,6 +102,9 @@ class Sweep:
     tracking_uri: str
     config: dict[str, Any]  # the config as plain containers (MLflow params, the manifest)
     manifest: dict[str, Any]  # its cells, where it is tracked, its config (credentials masked)
+    # A sequential sweep's bookkeeping (`sweeper.sequential`), its stored rows replayed; None
+    # for a fixed grid.
+    decisions: Optional[Decisions] = None
 
 
 def run_sweep(cfg: SweepConfig | SweepPlan, progress: bool = True,
@@ -185,6 +193,11 @@ def prepare(cfg: SweepConfig | SweepPlan, claimed: Optional[contextlib.ExitStack
             logger.info("removed %d partial files that interrupted writes left in the store", swept)
     states = cell_states(store, cfg.name, plan.cells)
     todo_cells = [cell for cell in plan.cells if states[cell.key] != "present"]
+    decisions = None
+    if cfg.sequential.enabled:  # only the first round: the rest is asked for as cells land
+        decisions = Decisions(plan, cfg.sequential)
+        replay(decisions, plan, store, [c for c in plan.cells if states[c.key] == "present"])
+        todo_cells = copy.deepcopy(decisions).next_cells()
     # Only models a missing cell reads: a finished cell never waits on a retrain.
     needed = {key for cell in todo_cells for key in (cell.scores.target, *cell.scores.shadows)}
     todo_models = [spec for key, spec in plan.models.items()
@@ -196,10 +209,12 @@ def prepare(cfg: SweepConfig | SweepPlan, claimed: Optional[contextlib.ExitStack
     tracking_uri = cfg.tracking.uri or default_tracking_uri(store.local_root)
     manifest = {"name": cfg.name, "sweep_key": plan.key, "cells": [c.key for c in plan.cells],
                 "earlier_keys": earlier_keys, "tracking_uri": redact(tracking_uri), "config": redact_tree(config)}
+    if decisions is not None and not todo_cells:  # finished: the cells it did not need
+        manifest["sequential"] = {"skipped": decisions.skipped(), **decisions.summary()}
     return Sweep(cfg=cfg, plan=plan, store=store, data_dir=data_dir, todo_cells=todo_cells,
                  todo_models=todo_models,
                  corrupt={key for key, state in states.items() if state == "corrupt"},
-                 tracking_uri=tracking_uri, config=config, manifest=manifest)
+                 tracking_uri=tracking_uri, config=config, manifest=manifest, decisions=decisions)
 
 
 def cell_states(store: ArtifactStore, sweep: str, cells: Sequence[Cell]) -> dict[str, str]:
@@ -250,8 +265,17 @@ def execute(sweep: Sweep, listeners: Listeners, progress: bool
     with start_up(sweep.cfg, sweep.plan, sweep.data_dir, listeners) as (dashboard_url, data):
         if dashboard_url:
             logger.info("Ray dashboard: %s  (%s)", dashboard_url, auth_hint())
-        failures, trained, spans = _execute(sweep.plan, sweep.todo_models, sweep.todo_cells,
-                                            data, sweep.store, listeners, progress)
+        if sweep.decisions is not None:
+            listeners.append(sweep.decisions)  # told of each row, after the store keeps it
+            failures, trained, spans = _execute_sequential(sweep.plan, sweep.decisions, data,
+                                                           sweep.store, listeners, progress)
+            if not any(frontier.in_flight for frontier in sweep.decisions.frontiers.values()):
+                sweep.manifest["sequential"] = {"skipped": sweep.decisions.skipped(),
+                                                **sweep.decisions.summary()}
+                sweep.store.write_manifest(sweep.cfg.name, sweep.manifest)
+        else:
+            failures, trained, spans = _execute(sweep.plan, sweep.todo_models, sweep.todo_cells,
+                                                data, sweep.store, listeners, progress)
     if sweep.corrupt:
         failed = {label for label, _ in failures}
         redone = sum(cell_label(cell) not in failed for cell in sweep.todo_cells
@@ -266,7 +290,9 @@ def collect(sweep: Sweep) -> pd.DataFrame:
 
     The rows are read back from the store, which compacts them into its results dataset.
     """
-    results = sort_frontier(compact(sweep.store, sweep.cfg.name, sweep.manifest["cells"]).frame)
+    results = sort_frontier(with_decisions(
+        compact(sweep.store, sweep.cfg.name, needed_cells(sweep.manifest)).frame,
+        sweep.manifest["config"]))
     release_freed_memory()
     return results
 
@@ -279,13 +305,15 @@ def summarize(sweep: Sweep, end: SweepEnd, dashboard_url: Optional[str]) -> Swee
         results_dir=store.location(CELLS_DATASET),
         tracking_uri=redact(sweep.tracking_uri), models_total=len(plan.models),
         models_trained=end.models_trained, cells_total=len(plan.cells),
-        cells_computed=len(sweep.todo_cells) - len(end.failures),
+        cells_computed=(len(sweep.todo_cells) if sweep.decisions is None
+                        else sweep.decisions.landed - sweep.decisions.replayed) - len(end.failures),
         seconds=time.perf_counter() - end.started, dashboard_url=dashboard_url,
         failures=end.failures, plot_path=figures[0] if figures else None,
         csv_path=figures[1] if figures else None,
         report_paths=[path for path in figures[2:] if path != end.html_report],
         html_report=end.html_report, tracking_warning=end.tracking_warning,
         tracking_page=end.tracking_page, task_times=end.task_times,
+        sequential=None if sweep.decisions is None else sweep.decisions.summary(),
     )
 
 
@@ -336,6 +364,87 @@ def _execute(plan: SweepPlan, todo_models, todo_cells: list[Cell], data, store: 
                         len(todo_cells), listeners,
                         (cfg.resources.train.max_retries, cfg.resources.attack.max_retries),
                         progress)
+
+
+def _execute_sequential(plan: SweepPlan, decisions: Decisions, data: Any, store: ArtifactStore,
+                        listeners: Listeners, progress: bool
+                        ) -> tuple[list[tuple[str, str]], int, dict[str, list[tuple[float, float]]]]:
+    """A sequential sweep's execution (`sweeper.sequential`): submit each cell's trials as
+    `decisions` asks for them, land each attack's cells as it finishes (`_land`, which tells
+    `decisions` too) and ask again: no barrier between rounds.  The failed cells with their
+    reasons, the models stored, and the finished tasks' spans by kind (`sweeper.task_times`)."""
+    import ray
+
+    cfg = plan.config
+    train_options, attack_options = task_options(cfg.resources.train), task_options(cfg.resources.attack)
+    retries = (cfg.resources.train.max_retries, cfg.resources.attack.max_retries)
+    data_ref = ray.put(data)
+    training: dict[str, Any] = {}
+    querying: dict[str, Any] = {}
+    scoring: dict[Any, Any] = {}
+    pending: list[Any] = []
+    model_refs: set = set()
+    query_refs: set = set()
+    failures: list[tuple[str, str]] = []
+    trained = 0
+    spans: dict[str, list[tuple[float, float]]] = {"queries": [], "attacks": []}
+    training_spans: dict[float, float] = {}  # a training task's start → its last model's end
+    fixed_cells = len(plan.cells)
+    with Progress(len(decisions.target_models), "target models used", "model", progress) as models_bar, \
+         Progress(fixed_cells, "cells computed (of the fixed grid's)", "cell", progress) as cells_bar:
+        while True:
+            batch = decisions.next_cells()
+            if batch:
+                needed = {key for cell in batch for key in (cell.scores.target, *cell.scores.shadows)}
+                new_models = [plan.models[key] for key in sorted(needed)
+                              if key not in training and not store.has_model(key)]
+                started = submit_training(plan, new_models, data_ref, store.uri, train_options)
+                training.update(started)
+                model_refs.update(started.values())
+                asked = submit_queries(plan, batch, store, training, data_ref, train_options,
+                                       submitted=querying)
+                querying.update(asked)
+                query_refs.update(asked.values())
+                attacks = submit_attacks(plan, batch, training, querying, data, store.uri,
+                                         attack_options)
+                scoring.update(attacks)
+                pending += [*started.values(), *asked.values(), *attacks]
+                models_bar.update(len({cell.scores.target for cell in batch}
+                                      & {spec.key for spec in new_models}))
+            if not pending:
+                break
+            interrupts.check()
+            done, pending = ray.wait(pending, num_returns=1, timeout=CHECK_SECONDS)
+            if pending:
+                more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
+                done += more
+            for ref in done:
+                if ref in model_refs:
+                    meta = _finished(ref)
+                    if meta is not None:
+                        trained += 1
+                        if "started_at" in meta:
+                            start = meta["started_at"]
+                            training_spans[start] = max(training_spans.get(start, start),
+                                                        meta["ended_at"])
+                    continue
+                if ref in query_refs:
+                    span = _finished(ref)
+                    if span is not None:
+                        spans["queries"].append(tuple(span))
+                    continue
+                submitted = scoring.pop(ref)
+                failures += _land(ref, submitted.cells, submitted.upstream, listeners, *retries,
+                                  spans["attacks"])
+                for cell in submitted.cells:  # told neither landed nor failed: not landed
+                    key, index = decisions.where[cell.key]
+                    if index in decisions.frontiers[key].in_flight:
+                        decisions.lost(cell)
+                cells_bar.update(len(submitted.cells))
+        release_freed_memory()
+    spans["training"] = list(training_spans.items())
+    logger.info("%s", summary_line(decisions.summary()))
+    return failures, trained, spans
 
 
 def _await_cells(scoring: dict[Any, Submitted], model_refs: set, query_refs: set, cells: int,

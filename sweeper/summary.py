@@ -26,6 +26,10 @@ def print_summary(result) -> None:
     print(f"done in {result.seconds:.1f} s: trained {result.models_trained} of "
           f"{result.models_total} models, computed {result.cells_computed} of "
           f"{result.cells_total} cells")
+    if result.sequential is not None:
+        from sweeper.decisions import summary_line
+
+        print(summary_line(result.sequential))
     if any(kind.tasks for kind in result.task_times.values()):  # a rerun that ran no task: none
         from sweeper.task_times import wall_split_line
 

@@ -243,6 +243,12 @@ CASES = [
                                         "attack.canary_input_count=100000000"],
      ["attack.canary_input_count=100000000: more input canaries than dataset.name='mnist_subset' "
       "has pool records (4000)"]),
+    ("sequential_settings_out_of_range",
+     ["sequential.enabled=true", "sequential.level=1", "sequential.width=0",
+      "sequential.margin=-0.1", "sequential.max_trials=3", "sequential.min_trials=5"],
+     ["sequential.level=1.0: must be in (0, 1)", "sequential.width=0.0: must be in (0, 1]",
+      "sequential.margin=-0.1: must be in [0, 1)",
+      "sequential.min_trials=5: more than the 3 trial(s) a cell may get"]),
     ("runtime_env_uri_with_password",
      ["+cluster.runtime_env.env_vars.DB_URL='postgresql://app:hunter2@db:5432/x'"],
      ["cluster.runtime_env.env_vars.DB_URL", "its value holds a password", "secret store"]),

@@ -345,11 +345,29 @@ def _check_grid_axes(grid: GridConfig, check: Check) -> None:
                                       f"are {sorted(known)}{did_you_mean(value, known)}")
 
 
+def check_sequential(cfg: SweepConfig, check: Check) -> None:
+    """`sequential`: each setting's rule, and a first look no later than the last trial."""
+    sequential = cfg.sequential
+    for problem in setting_problems(sequential, "sequential."):
+        check(False, problem)
+    if not sequential.enabled or not isinstance(sequential.min_trials, int):
+        return
+    trials = len(cfg.grid.trial)
+    check(sequential.min_trials <= trials,
+          f"sequential.min_trials={sequential.min_trials}: more than the {trials} trial(s) a cell "
+          "may get (sequential.max_trials, else grid.trial's); give at most that")
+    measured = [name for name in cfg.grid.attack
+                if name in ATTACKS and not ATTACKS[name].measures_records]
+    check(bool(measured) or not cfg.grid.attack,
+          f"sequential.enabled=true: grid.attack={list(cfg.grid.attack)} has no attack with a "
+          "precision to decide on")
+
+
 #: The checks `section_problems` runs, one per section of the configuration, in this order.
 SECTIONS: tuple[Callable[[SweepConfig, Check], None], ...] = (
     check_top_level, check_dataset, check_grid, check_shadows_and_attacks,
-    check_policies_and_metrics, check_train, check_resources, check_cluster, check_store,
-    check_tracking, check_secrets)
+    check_policies_and_metrics, check_sequential, check_train, check_resources, check_cluster,
+    check_store, check_tracking, check_secrets)
 #: The checks that read `model.name`: run again for each architecture `grid.model` sweeps.
 MODEL_SECTIONS: tuple[Callable[[SweepConfig, Check], None], ...] = (
     check_dataset, check_shadows_and_attacks, check_train)

@@ -17,7 +17,7 @@ import functools
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Container
 
 from sweeper.config import ConfigError, SweepConfig
 from sweeper.config.schema import TaskResources
@@ -121,15 +121,18 @@ def longest_first(specs: list[ModelSpec]) -> list[ModelSpec]:
 
 
 def submit_queries(plan: SweepPlan, todo_cells: list[Cell], store: ArtifactStore,
-                   training: dict[str, Any], data_ref, train_options: dict[str, Any]) -> dict[str, Any]:
+                   training: dict[str, Any], data_ref, train_options: dict[str, Any],
+                   submitted: Container[str] = ()) -> dict[str, Any]:
     """One task per model query the cells ask that the store does not hold (augmented logits,
-    Merlin), after its model's training when that is submitted too; by query key.  A query
-    loads a trained model again, so it asks for a trainer's resources."""
+    Merlin) and that is not among `submitted` (a sequential sweep's earlier rounds), after its
+    model's training when that is submitted too; by query key.  A query loads a trained model
+    again, so it asks for a trainer's resources."""
     import ray
 
     cfg = plan.config
     query_remote = ray.remote(_query_after_training)
-    asked = {key for cell in todo_cells for key in cell.scores.queries if not store.has_query(key)}
+    asked = {key for cell in todo_cells for key in cell.scores.queries
+             if key not in submitted and not store.has_query(key)}
     threads = max(1, int(train_options["num_cpus"]))
     querying = {}
     for key in sorted(asked):

@@ -218,6 +218,38 @@ class MetricsConfig:
 
 
 @dataclass
+class SequentialConfig:
+    """The sequential frontier (`sweeper.sequential`, docs/sequential.md): each frontier cell
+    gets trials, one after another, only until its anytime-valid precision interval
+    (`sweeper.bounds.anytime`) meets its goal."""
+
+    enabled: bool = Setting(
+        False, None,
+        "Decide each cell sequentially rather than train every trial of grid.trial.").field()
+    min_trials: int = Setting(
+        1, Between(1, integer=True),
+        "Trials every cell gets before its goal is looked at, submitted at once.").field()
+    max_trials: Optional[int] = Setting(
+        None, Between(1, integer=True, nullable=True, null_means="grid.trial's trials"),
+        "Trials a cell may get at most: the sweep plans trials 0 … max_trials − 1 in place of "
+        "grid.trial, and stops a cell there, undecided, when its goal is not met.").field()
+    max_models: Optional[int] = Setting(
+        None, Between(1, integer=True, nullable=True, null_means="no cap but max_trials"),
+        "Target models the whole sweep may train or read, over all cells (shadows not "
+        "counted): a cell still undecided when it is spent stays undecided.").field()
+    level: float = Setting(
+        0.95, Between(0, 1, low_open=True, high_open=True),
+        "Confidence that every look's interval holds the precision at once (1 − α).").field()
+    width: float = Setting(
+        0.1, Between(0, 1, low_open=True),
+        "Goal: a cell is decided once its interval is narrower than this.").field()
+    margin: float = Setting(
+        0.05, Between(0, 1, high_open=True),
+        "Goal: a cell is decided once its interval lies wholly below U − margin (or wholly "
+        "above U: a violation, proven).").field()
+
+
+@dataclass
 class StoreConfig:
     root: str = "runs"
     # A run whose grid or settings differ from what its name already holds in the store is
@@ -292,6 +324,7 @@ class SweepConfig:
     attack: AttackSettings = field(default_factory=AttackSettings)
     calibration: CalibrationSettings = field(default_factory=CalibrationSettings)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    sequential: SequentialConfig = field(default_factory=SequentialConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)

@@ -22,7 +22,9 @@ SMOKE_SHADOWS = 4  # the least that LiRA under the calibrated policy accepts
 
 
 def scaled(cfg: SweepConfig) -> SweepConfig:
-    """The configuration at its `scale`: unchanged at "full", shrunk at "smoke"."""
+    """The configuration at its `scale`: unchanged at "full", shrunk at "smoke"; a sequential
+    sweep's `sequential.max_trials` given as its trials (`sequential_trials`) first."""
+    cfg = sequential_trials(cfg)
     if cfg.scale != "smoke":
         return cfg
     small = copy.deepcopy(cfg)
@@ -47,6 +49,8 @@ def scaled(cfg: SweepConfig) -> SweepConfig:
     data.test_size = min(data.test_size, SMOKE_TEST_SIZE)
     for name, cap in smoke_caps(small.attack).items():  # each attack size, as declared
         setattr(small.attack, name, min(getattr(small.attack, name), cap))
+    if isinstance(small.sequential.min_trials, int):  # no more first trials than smoke keeps
+        small.sequential.min_trials = max(1, min(small.sequential.min_trials, len(small.grid.trial)))
     return small
 
 
@@ -56,3 +60,16 @@ def full_batch(cfg: SweepConfig) -> bool:
     data = cfg.dataset
     records = data.members if data.members is not None else data.pool_size
     return records is not None and cfg.train.batch_size >= records
+
+
+def sequential_trials(cfg: SweepConfig) -> SweepConfig:
+    """With `sequential.enabled` and `sequential.max_trials` set, the grid's trials are 0 …
+    max_trials − 1 (grid.trial's are replaced: the sequential frontier looks at them in that
+    order); any other configuration is returned as it is."""
+    sequential = cfg.sequential
+    if not sequential.enabled or not isinstance(sequential.max_trials, int) \
+            or sequential.max_trials < 1:
+        return cfg
+    planned = copy.deepcopy(cfg)
+    planned.grid.trial = list(range(sequential.max_trials))
+    return planned

@@ -34,6 +34,8 @@ PROFILE_TEXT = ("bound_profile (bar marks): the least U over the training's whol
 PRIOR_TEXT = "precision = p (grey diagonal): guessing 'member' for everyone"
 BASELINE_TEXT = "always-member baseline, measured (share of members evaluated)"
 VIOLATION_TEXT = "violation: the data prove a precision (or an ε) above the bound: a bug"
+UNDECIDED_TEXT = ("hollow: undecided at the sequential budget (sequential.max_trials / max_models); "
+                  "bar: its anytime-valid interval")
 ORACLE_TEXT = ("oracle: the threshold is the best of the top 2.5 %·i score quantiles, chosen on "
                "the target's own membership labels — an upper estimate of what a real attacker "
                "reaches, not an attack one could deploy")
@@ -104,7 +106,7 @@ def frontier_figure(frame: pd.DataFrame, title: str = ""):
 
     fig = Figure(figsize=(4.4 * len(panels) + 0.4, 4.4))
     axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
-    violations = oracle = profiled = False
+    violations = oracle = profiled = undecided = False
     for axis, (key, cells) in zip(axes, panels):
         key = key if isinstance(key, tuple) else (key,)
         axis.plot([0, 1], [0, 1], color="lightgrey", lw=0.9, zorder=1)
@@ -127,6 +129,11 @@ def frontier_figure(frame: pd.DataFrame, title: str = ""):
                              marker="_", s=220, linewidths=2.2, color=colour, alpha=0.6,
                              zorder=PROFILE_ZORDER)
                 profiled = True
+            still = at_eps["undecided"].to_numpy()
+            if still.any():  # a sequential sweep's cells undecided at its budget: hollow
+                undecided = True
+                axis.scatter(x[still], at_eps["precision"].to_numpy()[still], marker="o", s=34,
+                             facecolors="white", edgecolors=colour, zorder=POINT_ZORDER + 0.5)
             bad = at_eps["violations"].to_numpy() > 0
             if bad.any():
                 violations = True
@@ -166,6 +173,9 @@ def frontier_figure(frame: pd.DataFrame, title: str = ""):
         handles.append(Line2D([], [], marker="s", ls="none", color="grey", label=BASELINE_TEXT))
     if violations:
         handles.append(Line2D([], [], marker="X", ls="none", ms=10, color="red", label=VIOLATION_TEXT))
+    if undecided:
+        handles.append(Line2D([], [], marker="o", ls="none", color="black", mfc="white",
+                              label=UNDECIDED_TEXT))
     # Below the panels, not beside them: a figure as wide as three panels and a legend would be
     # drawn tiny wherever it is shown at a page's width (MLflow's artifact view, a README).
     legend = fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0),
@@ -183,9 +193,17 @@ def frontier_figure(frame: pd.DataFrame, title: str = ""):
 
 
 def pooled_by_p(cells: pd.DataFrame) -> pd.DataFrame:
-    """`pooled_table` by p, indexed by p, with the columns the figure draws."""
+    """`pooled_table` by p, indexed by p, with the columns the figure draws; a sequential
+    sweep's (`sweeper.sequential.with_decisions`) with its anytime interval as the bar and
+    `undecided` marking the cells its budget left undecided."""
     table = pooled_table(cells, ["p"]).set_index("p")
-    return table.rename(columns={"precision_ci_low": "low", "precision_ci_high": "high"})
+    table = table.rename(columns={"precision_ci_low": "low", "precision_ci_high": "high"})
+    table["undecided"] = False
+    if "decision" in cells and not table.empty:
+        decided = cells.groupby("p")[["decision", "sequential_low", "sequential_high"]].first()
+        table["low"], table["high"] = decided["sequential_low"], decided["sequential_high"]
+        table["undecided"] = decided["decision"] == "undecided"
+    return table
 
 
 def plot_frontier(frame: pd.DataFrame, path: str | Path, title: str = "",

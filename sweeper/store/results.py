@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import pandas as pd
 import pyarrow as pa
@@ -56,6 +56,8 @@ class Coverage:
     corrupt: list[str] = field(default_factory=list)  # landed, but failed their checksum
     missing: list[str] = field(default_factory=list)  # neither landed nor failed
     notes: list[str] = field(default_factory=list)  # where the rows came from, when not whole
+    # a finished sequential sweep's cells past each decision (`needed_cells`): not in `total`
+    not_needed: int = 0
 
     @property
     def complete(self) -> bool:
@@ -65,7 +67,9 @@ class Coverage:
         """One line: e.g. "cells: 2 of 4 present, 1 failed, 1 corrupt, 0 missing"."""
         return (f"cells: {self.present} of {self.total} present, {len(self.failed)} failed, "
                 f"{len(self.corrupt)} corrupt (failed their checksum), {len(self.missing)} missing "
-                "(never stored)")
+                "(never stored)" + (f"; {self.not_needed} more of the fixed grid's not needed "
+                                    "(sequential: their cells were decided)"
+                                    if self.not_needed else ""))
 
 
 @dataclass
@@ -127,14 +131,27 @@ def compact(store: ArtifactStore, sweep: str, cell_keys: list[str]) -> Results:
     return Results(cells.to_pandas(), coverage)
 
 
+def needed_cells(manifest: dict[str, Any]) -> list[str]:
+    """The cells a sweep's results should hold: its manifest's, but for those a finished
+    sequential sweep did not need (`sweeper.sequential`: trials past each cell's decision)."""
+    skipped = set(manifest.get("sequential", {}).get("skipped", ()))
+    return [key for key in manifest["cells"] if key not in skipped]
+
+
 def load_results(store: ArtifactStore, sweep: str, cell_keys: Optional[list[str]] = None) -> Results:
     """The rows of the latest run of `sweep` (of `cell_keys`, when given): the compacted dataset
     when it is there and whole, plus any cell that landed after it (read from the landing zone,
     and said so); cells neither holds are counted as failed, corrupt or missing.  Raises
     FileNotFoundError (no sweep) or `ManifestError` (an unreadable sweep.json)."""
-    keys = store.read_manifest(sweep)["cells"] if cell_keys is None else cell_keys
+    not_needed = 0
+    if cell_keys is None:
+        manifest = store.read_manifest(sweep)
+        keys = needed_cells(manifest)
+        not_needed = len(manifest["cells"]) - len(keys)
+    else:
+        keys = cell_keys
     wanted = set(keys)
-    coverage = Coverage(total=len(keys))
+    coverage = Coverage(total=len(keys), not_needed=not_needed)
     tables = []
     compacted = store.read_results_manifest(sweep)
     rel = part_path(CELLS_DATASET, sweep)
