@@ -9,10 +9,13 @@ lines to draw — and cuts only sizes: epochs, records, shadows, seeds, perturba
 from __future__ import annotations
 
 import copy
+import math
+from typing import Optional
 
 from jobs.settings import smoke_caps
 from sweeper.axes import GRID_AXES
 from sweeper.config import SweepConfig
+from sweeper.config.schema import sampling_rates
 
 #: What `smoke` keeps of each size (of each axis's values: as the axis declares, `Axis.smoke`).
 SMOKE_POOL = 400
@@ -56,9 +59,15 @@ def scaled(cfg: SweepConfig) -> SweepConfig:
 
 def full_batch(cfg: SweepConfig) -> bool:
     """Whether every step takes a model's whole training set (q = 1: the black-box audits'
-    recipe), which a batch no smaller than the members, or than the whole pool, guarantees."""
+    recipe): the batch holds the whole pool its training set is drawn from (members ÷ the
+    smallest p, or the pool size), so no draw of the training set can exceed it."""
     data = cfg.dataset
-    records = data.members if data.members is not None else data.pool_size
+    rates = sampling_rates(cfg.grid)
+    records: Optional[int]
+    if data.members is not None and rates and min(rates) > 0:
+        records = math.ceil(data.members / min(rates))
+    else:
+        records = data.pool_size
     return records is not None and cfg.train.batch_size >= records
 
 
