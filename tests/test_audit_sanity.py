@@ -18,14 +18,15 @@ from scipy.stats import binom
 import sweeper.bounds.audit_columns as audits
 import sweeper.bounds.family as family
 from jobs.metrics import quantile_max
-from sweeper.bounds.audit_columns import (AUDIT_COLUMNS, Training, audit_epsilons, law_claim,
-                                          threshold_counts)
+from sweeper.bounds.audit_columns import (AUDIT_COLUMNS, Training, audit_epsilons,
+                                          final_law_claim, law_claim, threshold_counts)
 from sweeper.bounds import best_one_run_epsilon, epsilon_clopper_pearson, epsilon_from_rates
 from sweeper.grid.cells import audit_from_precision, audit_from_rates
 
 ALPHA, DELTA, CANARIES, AUDITS = 0.2, 1e-5, 200, 50
-#: Full-batch DP-SGD (the family audit's profile in closed form, so the test stays quick).
-TRAINING = Training(1.0, 1.0, 30)
+#: Full-batch DP-SGD (the family audit's profile in closed form, so the test stays quick), plain
+#: SGD (the final model's law audit reads it).
+TRAINING = Training(1.0, 1.0, 30, final_sums_steps=True)
 
 
 def random_audits(estimators, count=AUDITS, seed=0, canaries=CANARIES):
@@ -49,10 +50,10 @@ def limit(count=AUDITS):
 
 def every_estimator(scores, members):
     found = {**audit_epsilons(scores, members, p=0.5, delta=DELTA, alpha=ALPHA,
-                              family=TRAINING, likelihood_ratio=True),
+                              family=TRAINING, likelihood_ratio=True, final_displacement=True),
              **{f"{name} (split)": value for name, value in audit_epsilons(
                  scores, members, p=0.5, delta=DELTA, alpha=ALPHA, family=TRAINING,
-                 selection="split", likelihood_ratio=True).items()}}
+                 selection="split", likelihood_ratio=True, final_displacement=True).items()}}
     point = quantile_max(scores, members)  # the sweep's oracle policy, 40 thresholds searched
     found["precision"] = audit_from_precision(point, 0.5, ALPHA)
     found["rates"] = audit_from_rates(point, DELTA, ALPHA)
@@ -87,12 +88,42 @@ def test_random_scores_prove_nothing_through_the_family_law(canaries):
     assert {name: n for name, n in claims.items() if n > limit()} == {}
 
 
+@pytest.mark.parametrize("canaries", [100, 4_000])
+def test_random_scores_prove_nothing_through_the_final_law(canaries):
+    """The final model's law audit on random displacements centred on 0 (as the family's out
+    law is: off centre it withdraws its claim, NaN), on any scale, in both directions, at
+    q = 0.1 and q = 1."""
+    def law(scores, members):
+        return {f"{scale:g} q={training.sample_rate:g}": final_law_claim(
+                    scale * (scores - 0.5), members, training, DELTA, ALPHA)
+                for scale in (1.0, -1e6)
+                for training in (TRAINING, Training(0.937, 0.1, 100, final_sums_steps=True))}
+
+    claims = random_audits(law, canaries=canaries)
+    assert len(claims) == 4
+    assert {name: n for name, n in claims.items() if n > limit()} == {}
+
+
+def test_the_final_law_taking_the_clip_as_claimed_is_caught(monkeypatch):
+    """The final law with the clip norm taken as claimed (c = 1) and no separation test:
+    random displacements' small spread reads as little noise, and it claims ε > 0 in every
+    audit.  (Either guard alone holds them: the clip bound leaves c = 0 where the in canaries'
+    sum is no larger than chance.)"""
+    import sweeper.bounds.final_law as final_law
+
+    monkeypatch.setattr(final_law, "canaries_separate", lambda *args: True)
+    monkeypatch.setattr(final_law, "clip_lower", lambda *args: 1.0)
+    claims = random_audits(lambda scores, members: {"law": final_law_claim(
+        scores - 0.5, members, Training(0.937, 0.1, 100, True), DELTA, ALPHA)}, canaries=100)
+    assert claims["law"] > limit()
+
+
 def test_the_law_audit_as_it_was_is_caught(monkeypatch):
     """The law audit of issue 41, reading the out canaries' values alone: no separation test,
     and the clip norm taken as claimed rather than bounded by the in canaries (issue 50):
     random scores fit an engine and claim ε > 0 far beyond α at 100 canaries.  (Either guard
     alone now holds them: the clip bound leaves no claim where in and out do not differ.)"""
-    monkeypatch.setattr(family, "_separates", lambda *args: True)
+    monkeypatch.setattr(family, "canaries_separate", lambda *args: True)
     monkeypatch.setattr(family, "_in_thresholds", lambda *args: np.where(
         family.SIGNAL < 1.0, -np.inf, np.inf))
     claims = random_audits(lambda scores, members: {
@@ -150,7 +181,8 @@ def test_the_split_proves_what_the_held_out_half_shows():
     scores = rng.normal(size=2_000) + 2.0 * members
     split = audit_epsilons(scores, members, p=0.5, delta=DELTA, alpha=0.05, family=TRAINING,
                            selection="split")
-    assert all(split[name] > 0 for name in AUDIT_COLUMNS if name != "epsilon_audit_family_lr")
+    law_audits = ("epsilon_audit_family_lr", "epsilon_audit_final_law")  # they pick no threshold
+    assert all(split[name] > 0 for name in AUDIT_COLUMNS if name not in law_audits)
     pick, test = audits.halves(2_000)
     candidates = np.unique(audits.quantile_thresholds(scores[pick]))
     chosen = [split["epsilon_audit_cp"] == pytest.approx(float(epsilon_clopper_pearson(

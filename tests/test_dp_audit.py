@@ -101,26 +101,39 @@ def test_clipping_turned_off_is_flagged(compose_config, tmp_path, monkeypatch, a
         assert row["dp_sample_rate"] < 0.2 and "audit_family" in row["violation_reason"]
 
 
+#: `SUBSAMPLED` with the final-weights adversary beside the every-iterate one (one model, two
+#: rows): the law audits of both.
+BOTH_WHITE_BOXES = [*(override for override in SUBSAMPLED if not override.startswith("grid.attack")),
+                    "grid.attack=[canary_gradient_iterates,canary_gradient_final]"]
+
+
 @pytest.mark.parametrize("clip,noise,kind", [(0.5, 0.5, "noise"), (2.0, 1.0, "clip")],
                          ids=["C/2 with σ/2 noise", "2C with σ noise"])
 def test_an_engine_clipping_to_another_norm_is_flagged_without_a_made_up_epsilon(
         compose_config, tmp_path, monkeypatch, clip, noise, kind):
     """Issue 50 through the engine at q ≈ 0.1: clipping every gradient (the canaries' too) to
-    another norm, with the noise scaled or not, is flagged by the law audit with the evidence of
-    its kind, and the ε it proves stays under the engine's own: ε = 2 for C/2 with σ/2 noise (as
-    private as claimed), and under 2C with σ noise, DP-SGD at σ/2."""
+    another norm, with the noise scaled or not, is flagged by both law audits (every iterate;
+    the final weights alone) with the evidence of its kind, and the ε each proves stays under
+    the engine's own: ε = 2 for C/2 with σ/2 noise (as private as claimed), and under 2C with
+    σ noise, DP-SGD at σ/2 (its last iterate's, for the final weights)."""
     real_clip, real_step = clipping.clip_factors, steps.noisy_step
     monkeypatch.setattr(clipping, "clip_factors",
                         lambda norms, max_grad_norm: real_clip(norms, clip * max_grad_norm))
     monkeypatch.setattr(steps, "noisy_step",
                         lambda model, optimizer, std, batch, rng: real_step(
                             model, optimizer, noise * std, batch, rng))
-    (row,) = run_in_process(compose_config, tmp_path, SUBSAMPLED)
-    assert row["dp_sample_rate"] < 0.2
-    assert "audit_family_lr" in row["violation_reason"].split("+")
-    assert [line.split(":")[0] for line in row["audit_departure"].split("; ")] == [kind]
-    true_sigma = row["noise_multiplier"] * noise / clip
-    assert 0 < row["epsilon_audit_family_lr"] <= _accountant_epsilon(true_sigma, row)
+    rows = {row["attack"]: row for row in run_in_process(compose_config, tmp_path,
+                                                          BOTH_WHITE_BOXES)}
+    iterates, final = rows["canary_gradient_iterates"], rows["canary_gradient_final"]
+    assert iterates["dp_sample_rate"] < 0.2
+    assert "audit_family_lr" in iterates["violation_reason"].split("+")
+    assert "audit_final_law" in final["violation_reason"].split("+")
+    for row in (iterates, final):
+        assert [line.split(":")[0] for line in row["audit_departure"].split("; ")] == [kind]
+    true_sigma = iterates["noise_multiplier"] * noise / clip
+    assert 0 < iterates["epsilon_audit_family_lr"] <= _accountant_epsilon(true_sigma, iterates)
+    assert 0 < final["epsilon_audit_final_law"] <= last_iterate_epsilon(
+        true_sigma, final["dp_sample_rate"], final["steps"], final["delta"])
 
 
 def _accountant_epsilon(sigma, row):
@@ -171,11 +184,18 @@ def test_an_accountant_given_half_the_sampling_rate_is_flagged_at_the_rates_peop
 
 def test_the_correct_engine_at_the_rates_people_train_with_is_flagged_by_none(compose_config,
                                                                             tmp_path):
-    """The suite's control: the same cell, no mistake planted: no audit flags it, and the law
-    audit proves a share of ε without stating more."""
-    (row,) = run_in_process(compose_config, tmp_path, SUBSAMPLED)
-    assert row["dp_sample_rate"] < 0.2 and not row["violation"], row["violation_reason"]
-    assert row["audit_departure"] == "" and 0 < row["epsilon_audit_family_lr"] <= 2.0
+    """The suite's control: the same cell, no mistake planted: no audit flags it, and each law
+    audit proves a share of its ceiling without stating more (every iterate: ε; the final
+    weights: the last iterate's ε)."""
+    rows = {row["attack"]: row for row in run_in_process(compose_config, tmp_path,
+                                                          BOTH_WHITE_BOXES)}
+    for row in rows.values():
+        assert row["dp_sample_rate"] < 0.2 and not row["violation"], row["violation_reason"]
+        assert row["audit_departure"] == ""
+    assert 0 < rows["canary_gradient_iterates"]["epsilon_audit_family_lr"] <= 2.0
+    final = rows["canary_gradient_final"]
+    assert (final["optimizer"], final["momentum"]) == ("sgd", 0.0)
+    assert 0 < final["epsilon_audit_final_law"] <= final["epsilon_last_iterate"]
 
 
 def test_noise_divided_twice_is_flagged(compose_config, tmp_path, monkeypatch):

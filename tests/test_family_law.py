@@ -145,7 +145,7 @@ def test_a_law_with_one_step_s_variance_is_caught(monkeypatch):
 
 
 def test_the_separation_is_the_auc_s_lower_end_above_one_half():
-    """`_separates` against the AUC counted pair by pair (ties 1/2) and Hoeffding's margin
+    """`canaries_separate` against the AUC counted pair by pair (ties 1/2) and Hoeffding's margin
     √(ln(1/α)/(2k)) written out, on draws either side of the line, ties included."""
     rng, alpha = np.random.default_rng(4), 0.05
     seen = set()
@@ -156,7 +156,7 @@ def test_the_separation_is_the_auc_s_lower_end_above_one_half():
         auc = np.mean((ins[:, None] > outs[None, :]) + 0.5 * (ins[:, None] == outs[None, :]))
         margin = math.sqrt(math.log(1 / alpha) / (2 * min(ins.size, outs.size)))
         expected = bool(auc - margin > 0.5)
-        assert family._separates(scores, members, alpha) is expected
+        assert family.canaries_separate(scores, members, alpha) is expected
         seen.add(expected)
     assert seen == {True, False}
 

@@ -260,7 +260,8 @@ class CanaryGradientSettings:
 
 
 @register_attack("canary_gradient_final", CanaryGradientSettings, needs_shadows=False,
-                 evaluates=GRADIENT_CANARIES, threat_model="white_box_final")
+                 evaluates=GRADIENT_CANARIES, threat_model="white_box_final",
+                 scores_final_displacement=True)
 def canary_gradient_final(inputs: AttackInputs, settings: CanaryGradientSettings) -> np.ndarray:
     """Nasr et al.'s white-box adversary with the final weights: how far each canary's weight
     moved against its planted gradient, (θ0 − θT)_j (the initial weights are public)."""

@@ -116,6 +116,10 @@ class Attack:
     # the steps, at the training's σ and q (canary_gradient_iterates): a statistic whose law is
     # known for every noise level of DP-SGD's family (`sweeper.bounds.family_law_audit`).
     scores_likelihood_ratio: bool = False
+    # Its score is each gradient canary's final displacement in units of the claimed step C/B
+    # (canary_gradient_final): under SGD without momentum, c·Binomial(T, q) + N(0, T·σ′²) in and
+    # N(0, T·σ′²) out, a law known for every clip and noise (`sweeper.bounds.final_law_audit`).
+    scores_final_displacement: bool = False
 
     @property
     def independent(self) -> bool:

@@ -22,6 +22,9 @@ importing them pulls in NumPy only (figures: `sweeper.bounds.plots`; command lin
 * `profile`  DP-SGD's whole privacy profile δ(ε′) and the least bound over it (`bound_profile`);
 * `last_iterate`  the heuristic ε of the final model alone (Steinke et al. 2025): the ceiling of
              final-model audits;
+* `final_law` the final-model audit through the law of gradient canaries' final displacements
+             (hidden state, Cebere et al. 2025): which clip and noise they leave, and the last
+             iterate's ε there;
 * `anytime`  precision intervals valid at every look (a union bound over looks on
              Clopper–Pearson), and the sequential frontier's stopping rule (`decide`);
 * `audit_columns`  not re-exported: what one cell's canary scores prove, as the audit columns of
@@ -40,12 +43,13 @@ Conventions, for every function:
 """
 
 # Each family module declares its public names once (its `__all__`); this package's are theirs.
-from sweeper.bounds import (earlier, family, last_iterate, one_run_fdp, planning, profile, proven,
-                            anytime, thudi)
+from sweeper.bounds import (earlier, family, final_law, last_iterate, one_run_fdp, planning,
+                            profile, proven, anytime, thudi)
 from sweeper.bounds._checks import BOUND_FORMS
 from sweeper.bounds.proven import *  # noqa: F401,F403
 from sweeper.bounds.earlier import *  # noqa: F401,F403
 from sweeper.bounds.family import *  # noqa: F401,F403
+from sweeper.bounds.final_law import *  # noqa: F401,F403
 from sweeper.bounds.last_iterate import *  # noqa: F401,F403
 from sweeper.bounds.one_run_fdp import *  # noqa: F401,F403
 from sweeper.bounds.planning import *  # noqa: F401,F403
@@ -54,5 +58,5 @@ from sweeper.bounds.anytime import *  # noqa: F401,F403
 from sweeper.bounds.thudi import *  # noqa: F401,F403
 
 __all__ = ["BOUND_FORMS", *thudi.__all__, *planning.__all__, *earlier.__all__, *proven.__all__,
-           *one_run_fdp.__all__, *family.__all__, *profile.__all__, *last_iterate.__all__,
-           *anytime.__all__]
+           *one_run_fdp.__all__, *family.__all__, *final_law.__all__, *profile.__all__,
+           *last_iterate.__all__, *anytime.__all__]

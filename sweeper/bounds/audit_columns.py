@@ -14,7 +14,9 @@ flag: one run (Steinke et al.'s, and its f-DP reading) always; Clopper–Pearson
 canaries (independent observations);
 Gaussian DP only for those, and only where training is exactly a Gaussian mechanism (q = 1);
 the DP-SGD family's audits for those on DP-SGD, its law audit only where the scores are the
-training's summed log-likelihood ratios (`Attack.scores_likelihood_ratio`).
+training's summed log-likelihood ratios (`Attack.scores_likelihood_ratio`), the final model's law
+audit only where they are final displacements of SGD without momentum
+(`Attack.scores_final_displacement`, `Training.final_sums_steps`).
 """
 
 from __future__ import annotations
@@ -30,17 +32,30 @@ from sweeper.bounds import (best_one_run_epsilon, bound_profile, epsilon_clopper
                             epsilon_gaussian_dp, epsilon_one_run_fdp, family_audit,
                             family_law_audit, last_iterate_epsilon, law_departures,
                             noise_ruled_out)
+from sweeper.bounds.final_law import final_law_audit, final_law_departures
 from sweeper.bounds.proven import ONE_RUN_SHARES
 
 
 @dataclass(frozen=True)
 class Training:
     """What the target's training publishes about its privacy: DP-SGD's σ, q and steps
-    (NaN σ or q: not DP-SGD, e.g. ε = ∞ or an exact mechanism's release)."""
+    (NaN σ or q: not DP-SGD, e.g. ε = ∞ or an exact mechanism's release), and whether its final
+    weights move by the plain sum of the steps' noisy gradients (SGD without momentum), which
+    the final model's law audit reads (`sweeper.bounds.final_law`)."""
 
     noise_multiplier: float
     sample_rate: float
     steps: int
+    final_sums_steps: bool = False
+
+    @staticmethod
+    def sums_steps(optimizer: object, momentum: object) -> bool:
+        """Plain SGD, momentum 0: the final displacement is the sum of the steps (anything
+        unknown, as rows from before these columns: not)."""
+        try:
+            return optimizer == "sgd" and float(momentum) == 0.0  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return False
 
     @property
     def is_dpsgd(self) -> bool:
@@ -55,7 +70,8 @@ class Training:
 
 #: The audit columns, each named in `violation_reason` without its `epsilon_` (audit_cp …).
 AUDIT_COLUMNS = ("epsilon_audit_cp", "epsilon_audit_gdp", "epsilon_audit_one_run",
-                 "epsilon_audit_one_run_fdp", "epsilon_audit_family", "epsilon_audit_family_lr")
+                 "epsilon_audit_one_run_fdp", "epsilon_audit_family", "epsilon_audit_family_lr",
+                 "epsilon_audit_final_law")
 
 
 #: How an audit picks its threshold (or one run its number of guesses): "bonferroni" searches
@@ -83,19 +99,27 @@ def threshold_counts(scores: np.ndarray, members: np.ndarray,
 def audit_epsilons(scores: np.ndarray, members: np.ndarray, *, p: float, delta: float,
                    alpha: float, family: Optional["Training"] = None,
                    selection: str = "bonferroni",
-                   likelihood_ratio: bool = False) -> dict[str, float]:
+                   likelihood_ratio: bool = False,
+                   final_displacement: bool = False) -> dict[str, float]:
     """The ε each audit proves with confidence 1 − alpha (NaN where it cannot speak: no
     members or non-members; the Gaussian-DP one at δ = 0, where μ-GDP proves no finite ε; the
     family audits without `family`, the DP-SGD training whose family they test; the family's
     law audit unless the scores are that training's summed log-likelihood ratios,
-    `likelihood_ratio`).  `selection`: one of `SELECTIONS` (`split_audits` for "split"; the
-    law audit searches no threshold, so it reads every canary either way)."""
+    `likelihood_ratio`; the final model's law audit unless they are its gradient canaries'
+    final displacements, `final_displacement`, under SGD without momentum).  `selection`: one
+    of `SELECTIONS` (`split_audits` for "split"; the law audits search no threshold, so they
+    read every canary either way)."""
     if selection not in SELECTIONS:
         raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}; got {selection!r}")
-    law = law_claim(scores, members, family if likelihood_ratio else None, delta, alpha)
+    laws = {"epsilon_audit_family_lr": law_claim(scores, members,
+                                                 family if likelihood_ratio else None, delta,
+                                                 alpha),
+            "epsilon_audit_final_law": final_law_claim(scores, members,
+                                                       family if final_displacement else None,
+                                                       delta, alpha)}
     if selection == "split":
         return {**split_audits(scores, members, p=p, delta=delta, alpha=alpha, family=family),
-                "epsilon_audit_family_lr": law}
+                **laws}
     members = np.asarray(members, dtype=bool)
     positives, negatives = int(members.sum()), int((~members).sum())
     if positives == 0 or negatives == 0 or len(scores) == 0:
@@ -115,7 +139,7 @@ def audit_epsilons(scores: np.ndarray, members: np.ndarray, *, p: float, delta: 
             "epsilon_audit_one_run": float(one_run), "epsilon_audit_one_run_fdp": one_run_fdp,
             "epsilon_audit_family": family_claim(tp, fp, positives, negatives, family, delta,
                                                  alpha),
-            "epsilon_audit_family_lr": law}
+            **laws}
 
 
 #: The level of Annamalai & De Cristofaro's estimate: each rate's exact interval end at 0.05
@@ -229,6 +253,36 @@ def law_claim(scores: np.ndarray, members: np.ndarray, training: Optional["Train
                             alpha=alpha)
 
 
+def _final_sums_steps(training: "Training", members: np.ndarray) -> bool:
+    return (training.is_dpsgd and training.final_sums_steps and bool(members.any())
+            and not bool(members.all()))
+
+
+def final_law_claim(scores: np.ndarray, members: np.ndarray, training: Optional["Training"],
+                    delta: float, alpha: float) -> float:
+    """`sweeper.bounds.final_law_audit` for gradient canaries' final displacements under a
+    DP-SGD training whose final weights sum its steps (NaN for anything else, and without
+    members or non-members)."""
+    members = np.asarray(members, dtype=bool)
+    if training is None or not _final_sums_steps(training, members) or delta <= 0:
+        return math.nan
+    return final_law_audit(scores, members, noise_multiplier=training.noise_multiplier,
+                           sample_rate=training.sample_rate, steps=training.steps, delta=delta,
+                           alpha=alpha)
+
+
+def final_law_departures_of(scores: np.ndarray, members: np.ndarray,
+                            training: Optional["Training"], alpha: float) -> list[str]:
+    """How gradient canaries' final displacements depart from the claimed engine at `alpha`
+    (`sweeper.bounds.final_law_departures`): none where they fit or cannot be read."""
+    members = np.asarray(members, dtype=bool)
+    if training is None or not _final_sums_steps(training, members):
+        return []
+    return final_law_departures(scores, members, noise_multiplier=training.noise_multiplier,
+                                sample_rate=training.sample_rate, steps=training.steps,
+                                alpha=alpha)
+
+
 def family_claim(tp: np.ndarray, fp: np.ndarray, positives: int, negatives: int,
                  training: Optional["Training"], delta: float, alpha: float) -> float:
     """`sweeper.bounds.family_audit` for a DP-SGD training (NaN for anything else)."""
@@ -288,7 +342,8 @@ def last_iterate(training: Training, delta: float) -> float:
 
 
 def valid_audits(training: Training, independent: bool,
-                 likelihood_ratio: bool = False) -> tuple[str, ...]:
+                 likelihood_ratio: bool = False,
+                 final_displacement: bool = False) -> tuple[str, ...]:
     """The audit columns that are proofs for this cell.
 
     One run (Steinke et al., and Mahloujifar et al.'s f-DP reading of the same guesses) always:
@@ -298,7 +353,9 @@ def valid_audits(training: Training, independent: bool,
     draws) and not for records or input canaries of one model, where they are estimates; the
     Gaussian-DP one moreover only where training is exactly a Gaussian mechanism (q = 1).  The
     family's audits read gradient canaries of DP-SGD; its law audit moreover scores that are
-    the training's summed log-likelihood ratios (`likelihood_ratio`), whose law it knows.
+    the training's summed log-likelihood ratios (`likelihood_ratio`), whose law it knows, and the
+    final model's law audit final displacements (`final_displacement`) of a training whose
+    final weights sum its steps (`Training.final_sums_steps`).
     """
     names = ["epsilon_audit_one_run", "epsilon_audit_one_run_fdp"]
     if independent:
@@ -307,6 +364,8 @@ def valid_audits(training: Training, independent: bool,
             names.append("epsilon_audit_family")
             if likelihood_ratio:
                 names.append("epsilon_audit_family_lr")
+            if final_displacement and training.final_sums_steps:
+                names.append("epsilon_audit_final_law")
         if training.gaussian:
             names.append("epsilon_audit_gdp")
     return tuple(names)

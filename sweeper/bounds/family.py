@@ -185,7 +185,7 @@ def _canaries(scores, members) -> tuple[np.ndarray, np.ndarray]:
     return s, inside
 
 
-def _separates(scores: np.ndarray, inside: np.ndarray, alpha: float) -> bool:
+def canaries_separate(scores: np.ndarray, inside: np.ndarray, alpha: float) -> bool:
     """Whether the in canaries' statistics lie above the out canaries' more than chance allows,
     at level alpha: the Mann–Whitney AUC, P̂(S_in > S_out) with ties 1/2, less
     √(ln(1/alpha)/(2k)) (k the fewer of in and out) still above 1/2.  Scores alike in and out
@@ -288,7 +288,7 @@ def _in_family(outs: np.ndarray, sigma: float, q: float, steps: int, below: floa
     """Whether the out canaries' mean and variance both fit the law of one σ″ ≤ `below` (within
     `FAMILY_SLACK` standard deviations each): a check of `family_law_audit`'s premise, that
     withdraws a claim from values no engine of the family gives (another statistic); it cannot
-    refuse ~100 random numbers, which may fit some engine (`_separates` does)."""
+    refuse ~100 random numbers, which may fit some engine (`canaries_separate` does)."""
     n = outs.size
     if n < 4 or not np.isfinite(outs).all():
         return False
@@ -321,7 +321,7 @@ def law_departures(scores: np.ndarray, members: np.ndarray, *, noise_multiplier:
     s, inside = _canaries(scores, members)
     outs, ins = s[~inside], s[inside]
     if (q == 1.0 or outs.size == 0 or ins.size == 0 or np.isnan(s).any()
-            or not _separates(s, inside, level)):
+            or not canaries_separate(s, inside, level)):
         return []
     found = []
     noise = float(_out_thresholds(sigma, q, count, np.array([sigma]), outs.size, level / 2)[0])
@@ -381,7 +381,7 @@ def family_law_audit(scores: np.ndarray, members: np.ndarray, *, noise_multiplie
 
     But values alone can fool it: ~100 uniform random scores fit some engine's out law and
     "proved" ε > 0 in every audit.  So a claim also needs what separates members from
-    non-members (`_separates`): the canaries' AUC, in against out, above 1/2 at level alpha
+    non-members (`canaries_separate`): the canaries' AUC, in against out, above 1/2 at level alpha
     (Hoeffding's bound for a two-sample U statistic, rank-based).  0 when they do not separate
     or nothing is bounded, that of σ/4 when less is left; NaN where the out canaries' mean and
     variance fit no σ″ ≤ σ* (`_in_family`, a check of the premise below that only ever
@@ -404,7 +404,7 @@ def family_law_audit(scores: np.ndarray, members: np.ndarray, *, noise_multiplie
     outs, ins = s[~inside], s[inside]
     if q == 1.0 or outs.size == 0 or np.isnan(s).any():
         return math.nan
-    if not _separates(s, inside, level):
+    if not canaries_separate(s, inside, level):
         return 0.0
     weakest = _weakest_engine(outs, ins, sigma, q, count, level)
     if weakest > GRID[-1]:

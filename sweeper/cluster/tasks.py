@@ -141,6 +141,7 @@ def _model_meta(spec: ModelSpec, **figures: Any) -> dict[str, Any]:
     that trained it (`training_node`)."""
     return {"key": spec.key, "role": spec.role, "label": spec.label, "sample_rate": spec.sample_rate,
             **figures, "epsilon": spec.train.epsilon, "delta": spec.train.delta,
+            "optimizer": spec.train.optimizer, "momentum": spec.train.momentum,
             "public_size": spec.public_size,
             "visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES"), **training_node()}
 

@@ -25,8 +25,9 @@ from jobs.metrics import (OperatingPoint, clopper_pearson_lower, clopper_pearson
                           max_advantage, ppv, roc_auc, tpr_at_fpr)
 from jobs.policies import POLICIES
 from sweeper.bounds.audit_columns import (Training, audit_epsilons, claimed_noise_ruled_out,
-                                          best_valid, last_iterate, law_departures_of,
-                                          profile_bound, valid_audits, violations)
+                                          best_valid, final_law_departures_of, last_iterate,
+                                          law_departures_of, profile_bound, valid_audits,
+                                          violations)
 from sweeper.bounds import epsilon_from_precision, epsilon_from_rates, precision_bound, \
     precision_lower_bound, tightest_bound
 from sweeper.store.columns import RESULTS_SCHEMA_VERSION
@@ -97,7 +98,9 @@ def training_of(target_meta: dict[str, Any]) -> Training:
     """What the target's training publishes about its privacy (`sweeper.bounds.audit_columns.Training`)."""
     return Training(float(target_meta.get("noise_multiplier") or math.nan),
                     float(target_meta.get("dp_sample_rate", math.nan)),
-                    int(target_meta.get("steps") or 0))
+                    int(target_meta.get("steps") or 0),
+                    Training.sums_steps(target_meta.get("optimizer"),
+                                        target_meta.get("momentum")))
 
 
 def audited(point: OperatingPoint, scores: np.ndarray, members: np.ndarray, cell: Cell,
@@ -108,18 +111,19 @@ def audited(point: OperatingPoint, scores: np.ndarray, members: np.ndarray, cell
     at the TPR's lower end ("profile")."""
     test = violation_test(point, cell)
     training = training_of(target_meta)
-    independent = ATTACKS[cell.attack].independent
-    ratio = ATTACKS[cell.attack].scores_likelihood_ratio
-    valid = valid_audits(training, independent, ratio)
-    family = training if independent else None  # the family audit reads independent canaries
+    attack = ATTACKS[cell.attack]
+    ratio, final = attack.scores_likelihood_ratio, attack.scores_final_displacement
+    valid = valid_audits(training, attack.independent, likelihood_ratio=ratio,
+                         final_displacement=final)
+    family = training if attack.independent else None  # the family audits read independent canaries
     claims = audit_epsilons(scores, members, p=cell.p, delta=cell.delta, alpha=cell.audit_alpha,
-                            family=family, likelihood_ratio=ratio)
+                            family=family, likelihood_ratio=ratio, final_displacement=final)
     fired = [reason for reason in test["violation_reason"].split("+") if reason]
     proven, departures = math.nan, []
     if math.isfinite(cell.epsilon):
         strict = audit_epsilons(scores, members, p=cell.p, delta=cell.delta,
                                 alpha=cell.violation_alpha, family=family,
-                                likelihood_ratio=ratio)
+                                likelihood_ratio=ratio, final_displacement=final)
         fired += violations(strict, cell.epsilon, valid)
         # Its ε, read from the PRV's lower side, can stay under a claim the RDP accountant
         # made while the noise itself is proven short: the noise is what is tested.
@@ -128,10 +132,12 @@ def audited(point: OperatingPoint, scores: np.ndarray, members: np.ndarray, cell
             fired.append("audit_family")
         # An engine other than the one claimed (noise or clip norm) is a violation with its
         # evidence, whatever ε it is proven to spend.
-        departures = law_departures_of(scores, members, family, cell.violation_alpha) \
-            if ratio else []
-        if departures and "audit_family_lr" not in fired:
-            fired.append("audit_family_lr")
+        for read_by_law, reason, read in ((ratio, "audit_family_lr", law_departures_of),
+                                          (final, "audit_final_law", final_law_departures_of)):
+            found = read(scores, members, family, cell.violation_alpha) if read_by_law else []
+            departures += found
+            if found and reason not in fired:
+                fired.append(reason)
         proven = best_valid(strict, valid)
         tpr_low, _ = rate_ends(point, cell.violation_alpha / (2 * point.candidates))
         profile_at_tpr_low = profile_bound(training, cell.p, floored(tpr_low, cell.tpr_floor),
@@ -200,6 +206,8 @@ def _model_columns(cell: Cell, target_meta: dict[str, Any]) -> dict[str, Any]:
         "dp_sample_rate": float(target_meta.get("dp_sample_rate", math.nan)),
         "train_seconds": float(target_meta.get("train_seconds", math.nan)),
         "steps": target_meta["steps"],
+        "optimizer": target_meta.get("optimizer"),
+        "momentum": float(target_meta.get("momentum", math.nan)),
         "train_size": target_meta["train_size"],
         "model_key": cell.scores.target,
         "scores_key": cell.scores.key,

@@ -44,10 +44,20 @@ ESTIMATORS = {"epsilon_audit_cp": "Clopper–Pearson", "epsilon_audit_gdp": "Gau
               "epsilon_audit_one_run": "one run", "epsilon_audit_one_run_fdp": "one run, f-DP",
               "epsilon_audit_family": "DP-SGD family",
               "epsilon_audit_family_lr": "DP-SGD family, LR law",
+              "epsilon_audit_final_law": "final model, its law",
               "estimate_gdp_uncorrected": "Gaussian DP, thresholds uncorrected (the paper's estimate)"}
 MARKERS = {"epsilon_audit_cp": "o", "epsilon_audit_gdp": "s", "epsilon_audit_one_run": "^",
            "epsilon_audit_one_run_fdp": "v", "epsilon_audit_family": "D",
-           "epsilon_audit_family_lr": "P", "estimate_gdp_uncorrected": "*"}
+           "epsilon_audit_family_lr": "P", "epsilon_audit_final_law": "X",
+           "estimate_gdp_uncorrected": "*"}
+
+
+def training_of_row(row: pd.Series) -> Training:
+    """What a results row says of its target's training (`Training`); rows from before the
+    optimizer and momentum columns give no final-model law."""
+    return Training(float(row["noise_multiplier"]), float(row["dp_sample_rate"]),
+                    int(row["steps"]),
+                    Training.sums_steps(row.get("optimizer"), row.get("momentum")))
 
 
 def pooled_audits(frame: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
@@ -58,20 +68,21 @@ def pooled_audits(frame: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
         joined = scores[scores["scores_key"].isin(cells["scores_key"])
                         & (scores["policy"] == key[4])].drop_duplicates(["scores_key", "record_id"])
         first = cells.iloc[0]
-        training = Training(float(first["noise_multiplier"]), float(first["dp_sample_rate"]),
-                            int(first["steps"]))
-        independent = ATTACKS[key[3]].independent
-        ratio = ATTACKS[key[3]].scores_likelihood_ratio
+        training = training_of_row(first)
+        attack = ATTACKS[key[3]]
+        ratio, final = attack.scores_likelihood_ratio, attack.scores_final_displacement
         alpha = float(first["audit_alpha"])
         proven = audit_epsilons(joined["score"].to_numpy(float), joined["member"].to_numpy(bool),
                                 p=key[2], delta=key[1], alpha=alpha,
-                                family=training if independent else None, likelihood_ratio=ratio)
-        valid = valid_audits(training, independent, ratio)
+                                family=training if attack.independent else None,
+                                likelihood_ratio=ratio, final_displacement=final)
+        valid = valid_audits(training, attack.independent, likelihood_ratio=ratio,
+                             final_displacement=final)
         best = best_valid(proven, valid)
         # Annamalai & De Cristofaro's own estimate, beside the proofs of their protocol's runs.
         estimate = (gdp_estimate_uncorrected(joined["score"].to_numpy(float),
                                              joined["member"].to_numpy(bool), delta=key[1])
-                    if ATTACKS[key[3]].evaluates == TRAINING_RUNS else math.nan)
+                    if attack.evaluates == TRAINING_RUNS else math.nan)
         # What a perfect attack would prove by one run's guesses on as many observations: an
         # audit below the claim says nothing of a claim above its ceiling.
         ceilings = {f"ceiling_{name}": one_run_ceiling(len(joined), delta=key[1], alpha=alpha,
@@ -227,9 +238,8 @@ def _alpha(table: pd.DataFrame) -> float:
 def _precision_figure(rows: pd.DataFrame, out_dir: Path) -> list[Path]:
     records = []
     for (eps, delta), at in rows.groupby(["epsilon", "delta"], sort=True):
+        training = training_of_row(at.iloc[0])
         first = at.iloc[0]
-        training = Training(float(first["noise_multiplier"]), float(first["dp_sample_rate"]),
-                            int(first["steps"]))
         floor, form = float(first["tpr_floor"]), str(first["bound_form"])
         base = {"epsilon": eps, "delta": delta}
         for (attack, p), cells in at.groupby(["attack", "p"], sort=False):

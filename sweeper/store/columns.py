@@ -130,17 +130,24 @@ CELL_COLUMNS: tuple[Column, ...] = (
                                            "ratios leave, through their law, claimed only where "
                                            "in and out separate (canary_gradient_iterates at "
                                            "q < 1): confidence 1 - audit_alpha"),
+    Column("epsilon_audit_final_law", F64, "ε at δ of the last iterate's mechanism at the "
+                                           "weakest engine (any clip norm, any noise) the "
+                                           "gradient canaries' final displacements leave, "
+                                           "through their law (canary_gradient_final under SGD "
+                                           "without momentum): confidence 1 - audit_alpha"),
     Column("epsilon_proven_audit", F64, "the largest ε the audits valid for this cell prove at "
                                         "level violation_alpha (the violation test)"),
     Column("violation", BOOL, "the data prove training was not (ε, δ)-DP: a bug, never noise"),
     Column("violation_reason", STR, "which tests fired, joined by '+': precision, rates, "
                                     "audit_cp, audit_gdp, audit_one_run, audit_one_run_fdp, "
-                                    "audit_family, audit_family_lr (where valid), profile "
+                                    "audit_family, audit_family_lr, audit_final_law (where "
+                                    "valid), profile "
                                     "(precision above bound_profile), accounting "
                                     "(epsilon_spent above ε); '' none"),
-    Column("audit_departure", STR, "how the gradient canaries' summed log-likelihood ratios "
-                                   "depart from the mechanism claimed (noise, clip), each with "
-                                   "its evidence, at level violation_alpha; '' none"),
+    Column("audit_departure", STR, "how the gradient canaries' summed log-likelihood ratios, "
+                                   "or their final displacements, depart from the mechanism "
+                                   "claimed (noise, clip), each with its evidence, at level "
+                                   "violation_alpha; '' none"),
     Column("tpr_exact", F64, "exact TPR of a mechanism of known privacy (bound_check); NaN else"),
     Column("precision_exact", F64, "exact precision of that mechanism's threshold attack; NaN else"),
     Column("bound_tight", F64, "least bound over that mechanism's privacy profile; NaN else"),
@@ -168,6 +175,8 @@ CELL_COLUMNS: tuple[Column, ...] = (
     Column("noise_multiplier", F64, "DP-SGD noise multiplier (null: non-private)"),
     Column("dp_sample_rate", F64, "DP-SGD's per-step sampling rate q (NaN: non-private)"),
     Column("steps", I64, "optimizer steps of the target's training"),
+    Column("optimizer", STR, "the target's optimizer: sgd, or adam (DP-Adam)"),
+    Column("momentum", F64, "the SGD momentum of the target's training (0: plain SGD)"),
     Column("train_size", I64, "records in the target's training set"),
     # what the cell cost
     Column("train_seconds", F64, "wall seconds the target's training took (since a resume; its "
