@@ -1,4 +1,4 @@
-"""`python -m sweeper.bounds`: each subcommand, its --json, and its refusal of bad input.
+"""`sweeper bounds`: each subcommand, its --json, and its refusal of bad input.
 
 Reference values are derived by hand from the formulas (comments), not from the library.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.bounds.__main__ import main
+from sweeper.cli.bounds_command import main
 
 E = math.e
 REPO = Path(__file__).resolve().parents[1]
@@ -224,11 +224,11 @@ def test_help_explains_each_quantity(command, words, capsys):
 
 
 def test_module_entry_point_runs():
-    done = subprocess.run([sys.executable, "-m", "sweeper.bounds", "precision", "--epsilon", "2",
+    done = subprocess.run([sys.executable, "-m", "sweeper.cli.bounds_command", "precision", "--epsilon", "2",
                            "--p", "0.01", "--json"], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["rows"][0]["upper"] == pytest.approx(0.0694532, abs=1e-7)
-    bad = subprocess.run([sys.executable, "-m", "sweeper.bounds", "plan", "--target", "2",
+    bad = subprocess.run([sys.executable, "-m", "sweeper.cli.bounds_command", "plan", "--target", "2",
                           "--p", "0.5"], cwd=REPO, capture_output=True, text=True)
     assert bad.returncode == 2 and "target" in bad.stderr
 

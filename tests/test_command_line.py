@@ -186,7 +186,7 @@ def test_yamls_inf_alone_in_grid_epsilon_reaches_hydra_as_infinity(tmp_path):
 
 
 def test_bounds_plot_into_an_unwritable_folder_is_one_error_line(tmp_path):
-    result, _ = run_command("sweeper.bounds", "plot", "--out", "/proc/sweeper-plots", cwd=tmp_path)
+    result, _ = run_command("sweeper.cli.bounds_command", "plot", "--out", "/proc/sweeper-plots", cwd=tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]

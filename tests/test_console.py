@@ -49,7 +49,7 @@ def test_the_console_script_is_declared_and_dispatches(capsys):
         assert done.value.code == 0 and f"usage: sweeper {tool}" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("module", ["sweeper.cli.frontier_command", "sweeper.bounds.__main__",
+@pytest.mark.parametrize("module", ["sweeper.cli.frontier_command", "sweeper.cli.bounds_command",
                                     "sweeper.cli.sync_command", "sweeper.cli.report_command",
                                     "sweeper.cli.doc_figures_command"])
 def test_every_tool_prints_sweepers_version(module, capsys):

@@ -4,7 +4,7 @@ Everything here is one Bayes argument (Thudi et al. 2022; TMLR 2024, Theorem 3.3
 different directions, one family per module; this package only re-exports them.  It is pure math
 with no orchestration: the sweep and anyone at a Python prompt use the same functions, and
 importing them pulls in NumPy only (figures: `sweeper.bounds.plots`; command line:
-`sweeper.bounds.__main__`).
+`sweeper.cli.bounds_command`).
 
 * `thudi`    the bound U on any attack's precision and its relatives (lower bound, negative
              mirror, positive advantage, groups of records, the generalization gap); its module

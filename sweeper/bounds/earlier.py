@@ -1,5 +1,5 @@
 """Earlier bounds on membership inference under DP, for comparison with Thudi et al.'s
-(2022 paper, Table 1; `python -m sweeper.bounds compare`).
+(2022 paper, Table 1; `sweeper bounds compare`).
 
 Table 1 of the 2022 paper lists Yeom, Erlingsson and Humphries as *accuracy* bounds for Yeom's
 balanced experiment (p = 0.5): accuracy = (1 + advantage)/2.  The *_accuracy_bound functions

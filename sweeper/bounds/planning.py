@@ -2,7 +2,7 @@
 under a target precision, and how many deletion requests may be declined.
 
 Why apart from `sweeper.bounds.thudi`.  These are what a team asks *before* training (the sweep's
-planner, `python -m sweeper.bounds plan`); each inverts Thudi et al.'s U in closed form, and
+planner, `sweeper bounds plan`); each inverts Thudi et al.'s U in closed form, and
 refuses, with the reason and what would work instead, a target no ε can reach.
 """
 

@@ -4,19 +4,19 @@ script: one command for a sweep and for the tools around it.
     sweeper [+experiment=NAME] [key=value ...]   run a sweep (exactly `python -m sweeper`)
     sweeper frontier [...]                        the frontier table and plots (`python -m sweeper.cli.frontier_command`)
     sweeper report [...]                          the sweep's self-contained HTML report (`python -m sweeper.cli.report_command`)
-    sweeper bounds COMMAND [...]                  the bounds (`python -m sweeper.bounds`)
+    sweeper bounds COMMAND [...]                  the bounds (`python -m sweeper.cli.bounds_command`)
     sweeper sync [...]                            log a sweep to MLflow again (`python -m sweeper.cli.sync_command`)
     sweeper --version
 
 One module a command, each with its `main(argv) -> int` and its `--help`: `frontier_command`,
-`report_command`, `sync_command`, and the maintainers' `columns_command` (the docs' generated
+`report_command`, `bounds_command`, `sync_command`, and the maintainers' `columns_command` (the docs' generated
 tables) and `doc_figures_command` (the docs' figures); the options of a command that reads one
 sweep are `sweep_options`'.  A module's name says it is a command (`*_command`): a basename is
 never shared (`tests/test_layers.py`), and the library keeps the plain one.  What they print
 or write is library code that parses no command line (`sweeper.frontier`, `sweeper.html_report`,
 `sweeper.tracking.sync`, `sweeper.store.columns`, `sweeper.doc_figures`): a notebook imports it
 without argparse.  The sweep's own front end is `sweeper/__main__.py` (`python -m sweeper`
-needs it there; Hydra composes its command line), and the bounds' `sweeper/bounds/__main__.py`.
+needs it there; Hydra composes its command line).
 
 Why one script with subcommands rather than `sweeper-frontier`, `sweeper-bounds`: one name to
 install, complete and remember, as `mlflow ui` and `ray job` are.  The sweep keeps the bare
@@ -39,7 +39,7 @@ from typing import Optional, Sequence
 SUBCOMMANDS = {
     "frontier": "sweeper.cli.frontier_command",
     "report": "sweeper.cli.report_command",
-    "bounds": "sweeper.bounds.__main__",
+    "bounds": "sweeper.cli.bounds_command",
     "sync": "sweeper.cli.sync_command",
 }
 

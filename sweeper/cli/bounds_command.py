@@ -1,4 +1,5 @@
-"""`python -m sweeper.bounds`: the membership-inference bounds at the command line.
+"""`sweeper bounds` (`python -m sweeper.cli.bounds_command`): the membership-inference bounds at
+the command line.
 
 Subcommands answer the questions a team asks before training: how far can any attacker's
 precision go (`precision`), which ε or which sampling rate p keeps it under a target (`plan`),
@@ -215,7 +216,7 @@ def _shared_options() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]
     return delta_term, output
 
 
-def build_parser(prog: str = "python -m sweeper.bounds") -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m sweeper.cli.bounds_command") -> argparse.ArgumentParser:
     delta_term, output = _shared_options()
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -276,7 +277,7 @@ def build_parser(prog: str = "python -m sweeper.bounds") -> argparse.ArgumentPar
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.bounds") -> int:
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sweeper.cli.bounds_command") -> int:
     """Run the command line; return the exit status (2 for bad input, as argparse does)."""
     parser = build_parser(prog)
     try:
