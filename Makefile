@@ -57,12 +57,14 @@ check: lint
 # (in process, nothing shared), the Ray and process tiers in parallel too (each worker its own
 # session Ray; clusters, servers and ports of their own), then the tests marked `serial` one at
 # a time (a signal or a kill timed against a sweep, a wait bounded in seconds, a fixed port),
-# then the cluster tier alone (Ray nodes in namespaces of their own: tests/cluster).
+# then the cluster tier alone (Ray nodes in namespaces of their own), collected from its own
+# folder: a cluster test is one in tests/cluster (tests/conftest.py), and collecting the whole
+# suite for it costs ~14 s of CPU.
 test: lint system-packages
 	$(BIN)/python -m pytest -m 'unit and not slow' -n $(WORKERS) $(DURATIONS)
 	$(BIN)/python -m pytest -m 'not unit and not serial and not cluster and not slow' -n $(WORKERS) $(DURATIONS)
 	$(BIN)/python -m pytest -m 'serial and not slow' $(DURATIONS)
-	$(BIN)/python -m pytest -m 'cluster and not slow' $(DURATIONS)
+	$(BIN)/python -m pytest tests/cluster -m 'cluster and not slow' $(DURATIONS)
 
 # The slowest variants only (tests marked slow); `make test` runs everything else.
 test-slow: $(STAMP)
