@@ -255,7 +255,8 @@ def floored(tpr: float, floor: float) -> float:
 #: The tests behind `violation_reason` (the names of those that fired, joined by "+"; "" none):
 #: `violation_test`'s two, then the audits' (`sweeper.bounds.audit_columns.violations`).
 VIOLATION_TESTS = ("precision", "rates", "audit_cp", "audit_gdp", "audit_one_run",
-                   "audit_one_run_fdp", "audit_family", "audit_family_lr", "profile",
+                   "audit_one_run_fdp", "audit_family", "audit_family_lr", "audit_final_law",
+                   "profile",
                    "accounting")
 
 #: `epsilon_spent` above ε by more than this share is the accountant contradicting the claim

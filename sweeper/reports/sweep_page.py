@@ -28,6 +28,8 @@ import pandas as pd
 
 from sweeper.axes import pooling_keys, swept
 from sweeper.formats import format_epsilon, jsonable
+from sweeper.bounds.audit_columns import AUDIT_COLUMNS
+from sweeper.reports.engine_audit import ESTIMATORS
 from sweeper.reports.stats import pooled_table
 from sweeper.reports.tables import baseline_attacks, not_tests
 
@@ -331,11 +333,9 @@ def violations_html(cells: pd.DataFrame) -> str:
 
 # --- audits -------------------------------------------------------------------------------
 
-#: The pooled audits' estimator columns and their names (`sweeper.reports.engine_audit`).
-ESTIMATOR_NAMES = {"epsilon_audit_cp": "Clopper–Pearson", "epsilon_audit_gdp": "Gaussian DP",
-                   "epsilon_audit_one_run": "one run", "epsilon_audit_one_run_fdp": "one run, f-DP",
-                   "epsilon_audit_family": "DP-SGD family",
-                   "epsilon_audit_family_lr": "DP-SGD family, LR law"}
+#: The pooled audits' estimator columns and their names, as the audit report names them.
+ESTIMATOR_NAMES = {column: name for column, name in ESTIMATORS.items()
+                   if column in AUDIT_COLUMNS}
 
 
 def policy_text(name: str) -> str:
