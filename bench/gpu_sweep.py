@@ -7,7 +7,7 @@ utilization, sampled while it ran), the device every trained model's metadata na
 task that fell back to the CPU shows), the training wall against `bench.grid`'s extrapolation
 for the same models, and the full grid's wall extrapolated from the sweep: its training by
 steps, its queries and attacks by tasks.  Each step is a pure function, tested on the CPU
-(`tests/test_gpu_sweep.py`).
+(`tests/test_bench/test_gpu_sweep.py`).
 
 A model's wall is a fixed part (its start, graph captures, pool logits) and its steps, so a
 sweep extrapolates by steps only when its models are the grid's: the same architecture, epochs,

@@ -94,7 +94,7 @@ def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tu
 
     (NaN, NaN) with no trials: an attack that accepted nobody has no precision to bound.
     Not `scipy.stats.binomtest(k, n).proportion_ci(method="exact")`, which gives the same ends
-    (tests/test_metrics.py checks them against it) but computes a p-value first: 2.75 ms against
+    (tests/test_jobs/test_metrics.py checks them against it) but computes a p-value first: 2.75 ms against
     0.10 ms a call at n = 10 000, and `quantile_max` takes it at 40 thresholds per cell.
     """
     if trials == 0:
@@ -193,7 +193,7 @@ def roc_curve(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.n
 
     Not `sklearn.metrics.roc_curve`: it refuses NaN and ±∞ scores, to which this module's
     convention gives a meaning (an attack that cannot score a record, a loss of +∞).  On finite
-    scores the two agree exactly (tests/test_metrics.py); so do `roc_auc` and `roc_auc_score`.
+    scores the two agree exactly (tests/test_jobs/test_metrics.py); so do `roc_auc` and `roc_auc_score`.
     """
     scores, members = _clean(scores, members)
     scored = ~np.isnan(scores)

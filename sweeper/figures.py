@@ -58,7 +58,7 @@ def fit_canvas(fig: Figure, pad: float = 0.1) -> None:
     """Grow the figure's canvas until every word and legend lies on it, `pad` inches inside its
     edge, moving nothing relative to anything else: a legend or caption placed below the
     panels, or a title wider than them, is then part of the Figure itself, not only of a PNG
-    saved with ``bbox_inches="tight"`` (the layout test, tests/test_figure_layout.py, checks
+    saved with ``bbox_inches="tight"`` (the layout test, tests/test_sweeper/test_figure_layout.py, checks
     every figure against this canvas).
 
     Panels, figure texts and figure legends are placed in figure fractions, so each is moved

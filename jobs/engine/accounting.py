@@ -3,8 +3,8 @@ the steps taken, and the ε a history of steps has spent — Opacus's accountant
 the answer errs on the private side.
 
 Kept apart from `jobs.engine.training` (the steps themselves): what an accountant is told, and how the
-noise is searched, is what an audit of the engine checks (`tests/test_accounting.py`,
-`tests/test_dp_audit.py`).
+noise is searched, is what an audit of the engine checks (`tests/test_jobs/engine/test_accounting.py`,
+`tests/test_sweeper/bounds/test_dp_audit.py`).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def rate_size(private_size: int, public_size: Optional[int]) -> int:
 
 
 #: Accountants the noise may be calibrated with: GDP's CLT under-states subsampled DP-SGD's ε
-#: (tests/test_accounting.py measures it overspending), so it is refused here, not only by the config.
+#: (tests/test_jobs/engine/test_accounting.py measures it overspending), so it is refused here, not only by the config.
 CALIBRATING_ACCOUNTANTS = ("rdp", "prv")
 
 

@@ -4,7 +4,7 @@ Why.  The frontier's interval (`sweeper.reports.stats.pooled_precision`) is Clop
 exact interval of the pooled precision ΣTP/(ΣTP+ΣFP): it holds for a number of trials fixed in
 advance.  A sweep that looks after every trial and stops once a cell "looks decided" chooses its
 sample size from the data, and then a 95 % interval misses far more often than 5 % of the time
-(`tests/test_anytime_bounds.py` shows it).  An interval valid at every look at once, a
+(`tests/test_sweeper/bounds/test_anytime_bounds.py` shows it).  An interval valid at every look at once, a
 confidence sequence, stays right at any stopping time.
 
 The method (a choice; see docs/sequential.md): a union bound over looks.  Look k (k = 1, 2, …,

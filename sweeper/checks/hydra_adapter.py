@@ -4,7 +4,7 @@ Hydra has no public API for reading its own command line (`hydra._internal.utils
 get_args_parser`) or for expanding a `--multirun` sweep into its jobs without running them
 (`hydra._internal.core_plugins.basic_sweeper.BasicSweeper.split_arguments`), and the preflight
 needs both to check a command line before Hydra's launcher starts.  Private functions may change
-in any Hydra release: tests/test_hydra_adapter.py pins what these give on concrete inputs, so an
+in any Hydra release: tests/test_sweeper/checks/test_hydra_adapter.py pins what these give on concrete inputs, so an
 upgrade that changes them fails there, in one place, rather than somewhere in the preflight.
 The basic launcher's logger (`LAUNCHER_LOGGER`) echoes each `--multirun` job's overrides as
 typed: `mask_launcher_echo` masks what is secret in them.

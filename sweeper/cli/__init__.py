@@ -12,7 +12,7 @@ One module a command, each with its `main(argv) -> int` and its `--help`: `front
 `report_command`, `bounds_command`, `sync_command`, and the maintainers' `columns_command` (the docs' generated
 tables) and `doc_figures_command` (the docs' figures); the options of a command that reads one
 sweep are `sweep_options`'.  A module's name says it is a command (`*_command`): a basename is
-never shared (`tests/test_layers.py`), and the library keeps the plain one.  What they print
+never shared (`tests/product/test_layers.py`), and the library keeps the plain one.  What they print
 or write is library code that parses no command line (`sweeper.frontier`, `sweeper.html_report`,
 `sweeper.tracking.sync`, `sweeper.store.columns`, `sweeper.doc_figures`): a notebook imports it
 without argparse.  The sweep's own front end is `sweeper/__main__.py` (`python -m sweeper`

@@ -467,7 +467,7 @@ def controls_section(cells: pd.DataFrame) -> str:
                      "expectation, at any rate (computed, not run).</p>"
                      + _table(rows, text_columns=("attack", "verdict")))
     parts.append("<h3>Planted-bug check</h3><p>This sweep ran none.  The engine's DP-bug "
-                 "detector is the test suite's (tests/test_dp_audit.py): the engine broken "
+                 "detector is the test suite's (tests/test_sweeper/bounds/test_dp_audit.py): the engine broken "
                  "three ways (half the noise, clipping off, the accountant told q/2) is flagged "
                  "as a violation each time.</p>")
     return "".join(parts)

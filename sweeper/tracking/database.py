@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 #: The MLflow schema revisions (`alembic_version`) whose `experiments.artifact_location` and
 #: `runs.artifact_uri` `relocate_artifacts` rewrites: the head of MLflow 3.17's migrations, the
-#: schema tests/test_mlflow_db.py checks the rewrite on (a database `mlflow db upgrade` made).
+#: schema tests/test_sweeper/tracking/test_mlflow_db.py checks the rewrite on (a database `mlflow db upgrade` made).
 #: MLflow bumped (pyproject.toml) brings its own head: that test then fails until the rewrite is
 #: checked on it and its revision added here.
 TESTED_REVISIONS = ("dc11669786a5",)

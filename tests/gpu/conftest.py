@@ -1,7 +1,7 @@
 """`tests/gpu`: what only a GPU can show (CUDA graphs, streams, TF32, cuDNN's routes).  Every
 test is marked `gpu` and skipped without CUDA, so the CPU suite collects and skips them;
 `bench/gpu_session.sh` runs them on a GPU (`pytest -m gpu tests/gpu`).  The checks themselves
-are `testkit.gpu_checks`, which `tests/test_gpu_checks.py` runs on the CPU."""
+are `testkit.gpu_checks`, which `tests/suite/test_gpu_checks.py` runs on the CPU."""
 
 from __future__ import annotations
 

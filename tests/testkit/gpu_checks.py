@@ -1,5 +1,5 @@
 """The checks `tests/gpu` runs on a GPU, written so that the CPU suite can run them too
-(`tests/test_gpu_checks.py`): a check that never runs where it is written is a check nobody
+(`tests/suite/test_gpu_checks.py`): a check that never runs where it is written is a check nobody
 has seen fail.
 
     noise_problems          draws of DP noise: each N(0, std²) by a KS test, no two the same

@@ -1,5 +1,5 @@
 """Opacus's answer for a clipped sum of per-record gradients, the reference the clipping engine
-(tests/test_clipping.py) and the stacked trainer (tests/test_stacked.py) are held to.
+(tests/test_jobs/engine/test_clipping.py) and the stacked trainer (tests/test_jobs/engine/test_stacked.py) are held to.
 
 Opacus's `GradSampleModule` (hooks mode) materialises every record's gradient, and Opacus's
 `DPOptimizer.clip_and_accumulate` rule is applied to those here, written out.

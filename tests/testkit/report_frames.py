@@ -1,6 +1,6 @@
 """Small results tables each report accepts, with the hand-chosen numbers their tests check.
 
-Shared by tests/test_reports.py (each report's numbers) and tests/test_reports_per_value.py
+Shared by tests/test_sweeper/reports/test_reports.py (each report's numbers) and tests/test_sweeper/reports/test_reports_per_value.py
 (every report kept apart per swept value), so both draw the same tables.
 """
 
@@ -256,8 +256,8 @@ def audit_table(store: ArtifactStore, variant: int) -> pd.DataFrame:
 
 
 #: Report name → a results table it draws (and the scores it reads, written to the store), for
-#: variant 0 or 1 of its numbers (tests/test_reports_per_value.py draws both, one per swept
-#: value; tests/test_figure_layout.py draws variant 0 and checks where its words sit).
+#: variant 0 or 1 of its numbers (tests/test_sweeper/reports/test_reports_per_value.py draws both, one per swept
+#: value; tests/test_sweeper/test_figure_layout.py draws variant 0 and checks where its words sit).
 REPORT_TABLES: dict[str, Callable[[ArtifactStore, int], pd.DataFrame]] = {
     "frontier": lira_table, "thudi_lira": lira_table, "fixed_bound": fixed_bound_table,
     "ppv": ppv_table, "pdtp": pdtp_table, "generalization": generalization_table,

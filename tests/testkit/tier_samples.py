@@ -1,5 +1,5 @@
 """Tests never run (the file's name is no test module's): one of each way a test shows its
-tier, for tests/test_tiers.py to classify with `testkit.tiers.tier_of`."""
+tier, for tests/suite/test_tiers.py to classify with `testkit.tiers.tier_of`."""
 
 from __future__ import annotations
 
