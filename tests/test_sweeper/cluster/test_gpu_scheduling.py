@@ -41,6 +41,7 @@ DRIVER = textwrap.dedent('''
     cfg.train.models_per_task, cfg.train.device = 2, "cpu"
     cfg.resources.train.num_gpus = 0.25
     plan = build_plan(cfg)
+    ArtifactStore(cfg.store.root).mark()  # a store, as a sweep's driver makes it before any task
     data_ref = ray.put(sweep_data(plan, Path(cfg.dataset.data_dir)))
     refs = submit_training(plan, list(plan.models.values()), data_ref, cfg.store.root,
                            dict(num_cpus=1, num_gpus=0.25, max_retries=0, retry_exceptions=[]))
