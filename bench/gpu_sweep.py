@@ -234,7 +234,7 @@ def report(experiment: str, sweep_log: str, smi: str, grid_log: str, metas: list
     predicted = parse_grid_extrapolation(grid_log)
     training = split.get("training", {}).get("wall", 0.0)
     steps = sum(int(meta.get("steps") or 0) for meta in metas)
-    if predicted:
+    if predicted and predicted[2] > 0:
         models, planned, seconds = predicted
         # bench.grid plans each model's expected |D|; a sweep draws it: steps within 2 %
         alike = models == len(metas) and abs(planned - steps) <= 0.02 * planned
@@ -243,6 +243,9 @@ def report(experiment: str, sweep_log: str, smi: str, grid_log: str, metas: list
         lines.append(f"  training wall {training:.1f} s ({len(metas)} models, {steps} steps) "
                      f"against bench.grid's {seconds:.1f} s ({same}): {training / seconds:.2f}× "
                      f"({'within' if abs(training / seconds - 1) <= 0.15 else 'NOT within'} 15 %)")
+    elif predicted:
+        lines.append(f"  training wall {training:.1f} s against bench.grid's 0 s: no ratio "
+                     "(its models train in no measurable time)")
     walls = extrapolate(split, steps, full)
     lines.append(f"  the full grid ({full['steps']} steps, {full['queries']} queries, "
                  f"{full['attacks']} attack tasks), extrapolated from this sweep's {steps} steps: "

@@ -463,6 +463,12 @@ def extrapolate(shape: GridShape, fixed: float, per_step: float) -> float:
     return len(shape.models) * fixed + shape.total_steps * per_step
 
 
+
+def minutes(seconds: float) -> str:
+    """A wall in minutes as the report prints it: one decimal from a minute up, four below
+    (a smoke grid's seconds would read 0.0, which `bench.gpu_sweep` cannot compare with)."""
+    return f"{seconds / 60:.1f}" if seconds >= 60 else f"{seconds / 60:.4f}"
+
 def machine() -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
     if torch.cuda.is_available():
@@ -575,8 +581,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     shipped = walls.get((shape.shipped_k, shape.shipped_n), math.nan)
     best = min(walls, key=walls.__getitem__)
     print(f"  the grid's training ({len(shape.models)} models, {shape.total_steps} steps): "
-          f"{shipped / 60:.1f} min at the shipped K = {shape.shipped_k}, N = {shape.shipped_n}; "
-          f"{walls[best] / 60:.1f} min at the best measured, K = {best[0]}, N = {best[1]} "
+          f"{minutes(shipped)} min at the shipped K = {shape.shipped_k}, N = {shape.shipped_n}; "
+          f"{minutes(walls[best])} min at the best measured, K = {best[0]}, N = {best[1]} "
           f"({walls[best] / len(shape.models):.2f} s a model)")
     difference = exactness(shape, data, device, options)
     if difference is not None:

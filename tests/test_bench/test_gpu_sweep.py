@@ -66,6 +66,20 @@ def test_the_report_compares_with_bench_grid_and_names_a_model_off_the_gpu():
                                                                 "attacks": 1}))
 
 
+def test_a_grid_too_small_to_time_says_so_rather_than_divide_by_nothing():
+    """A smoke grid on the CPU trains in seconds: bench.grid prints minutes to four places under
+    one (it printed 0.0, and the report divided by it: `make test-slow`'s GPU session failed)."""
+    from bench.grid import minutes
+
+    assert (minutes(1.44), minutes(59.9), minutes(60.0), minutes(0.0)) == (
+        "0.0240", "0.9983", "1.0", "0.0000")
+    tiny = GRID_LOG.replace("1.0 min at the shipped", f"{minutes(0.0)} min at the shipped")
+    metas = [{"device": "cpu", "steps": 40}] * 12
+    text = "\n".join(report("mnist_lira", SWEEP_LOG, "", tiny, metas,
+                            {"steps": 4800, "queries": 0, "attacks": 20}))
+    assert "against bench.grid's 0 s: no ratio" in text
+
+
 SHRINK = ["grid.epsilon=[1,8]", "grid.p=[0.3,0.7]", "grid.trial=[0]", "shadow.count=4"]
 
 
