@@ -203,3 +203,7 @@ def test_the_crafting_recipe_is_in_the_model_key(compose_config):
     plain, decoy = keys(), keys("attack.canary_final_crafting=decoy")
     assert plain and decoy and not plain & decoy
     assert keys() == plain  # and the same setting gives the same key
+    assert keys("attack.canary_final_pretrain_steps=100").isdisjoint(plain)
+    # The decoy recipe reads no pre-training steps: its keys keep their form without them.
+    assert keys("attack.canary_final_crafting=decoy",
+                "attack.canary_final_pretrain_steps=100") == decoy
