@@ -23,6 +23,20 @@ def mnist_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     return nn.Sequential(features, nn.Linear(flat, 32), nn.Tanh(), nn.Linear(32, num_classes))
 
 
+def mnist_cnn_small(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """Annamalai & De Cristofaro's MNIST CNN (their `SmallNetwork`, from Frisk's
+    dp-not-all-noise-is-equal): conv5×5(16) → pool 2 → tanh → conv4×4(32) → pool 2 → tanh →
+    fc32 → tanh → fc.  Not Tramèr–Boneh's `mnist_cnn` (8×8 stride-2 convolutions): the
+    black-box audit's MNIST figures come from this one."""
+    channels = input_shape[0]
+    features = nn.Sequential(
+        nn.Conv2d(channels, 16, 5), nn.MaxPool2d(2), nn.Tanh(),
+        nn.Conv2d(16, 32, 4), nn.MaxPool2d(2), nn.Tanh(), nn.Flatten(),
+    )
+    flat = _flat_size(features, input_shape)
+    return nn.Sequential(features, nn.Linear(flat, 32), nn.Tanh(), nn.Linear(32, num_classes))
+
+
 def cifar10_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """Tramèr–Boneh CIFAR-10 CNN: three blocks of two 3×3 convs (32, 64, 128) and a max-pool."""
     layers: list[nn.Module] = []
@@ -64,6 +78,7 @@ def _flat_size(features: nn.Module, input_shape: tuple[int, ...]) -> int:
 
 ARCHITECTURES: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
     "mnist_cnn": mnist_cnn,
+    "mnist_cnn_small": mnist_cnn_small,
     "cifar10_cnn": cifar10_cnn,
     "tanh_mlp64": tanh_mlp64,
     "logistic_regression": logistic_regression,

@@ -7,7 +7,7 @@ words it was drawn with (`LABELS_KEY`, a PNG text chunk), and `stale_figures` â€
 names each figure whose words are not what the current code draws: a change of words is
 caught, a change of drawing under the same words is not (run the command after one).
 `--from-store ROOT` first refreshes the CSVs from sweeps run into ROOT (`quickstart`,
-`dpsgd_audit`, `bb_audit_mnist`).
+`dpsgd_audit`, `bb_audit_mnist_logreg`).
 
 Command line: `python -m sweeper.cli.doc_figures_command --help`.
 """
@@ -86,7 +86,7 @@ def _draw_audit(rows: pd.DataFrame) -> tuple[object, bool]:
 DOC_FIGURES = (
     DocFigure("quickstart_frontier.png", "quickstart", _frontier_rows, _draw_frontier),
     DocFigure("dpsgd_audit_epsilon.png", "dpsgd_audit", _audit_rows, _draw_audit),
-    DocFigure("bb_audit_epsilon.png", "bb_audit_mnist", _audit_rows, _draw_audit),
+    DocFigure("bb_audit_epsilon.png", "bb_audit_mnist_logreg", _audit_rows, _draw_audit),
 )
 
 

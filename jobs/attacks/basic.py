@@ -29,6 +29,7 @@ from jobs.attacks.contract import (GRADIENT_CANARIES, INPUT_CANARIES, TRAINING_R
                                    NoSettings, register_attack)
 from jobs.attacks.lira import LIRA_VARIANCE, online_ratio
 from jobs.attacks.merlin import morgan_decisions, morgan_thresholds
+from jobs.audits.blackbox import CRAFTINGS
 from jobs.engine.canary_columns import FINAL, INPUT_RECIPES, ITERATE_LIKELIHOOD_RATIO
 from jobs.settings import AtLeast, Between, OneOf, Setting
 
@@ -288,7 +289,8 @@ FINAL_RUNS_CAP = 100_000
 
 @dataclass(frozen=True)
 class CanaryFinalSettings:
-    """What the black-box final-model audit reads: how many runs, and its canary."""
+    """What the black-box final-model audit reads: how many runs, its canary, and how its
+    initial weights are crafted."""
 
     canary_final_runs: int = Setting(200, Between(2, FINAL_RUNS_CAP, integer=True),
                                      "Training runs from crafted weights per model, each holding "
@@ -299,6 +301,14 @@ class CanaryFinalSettings:
     canary_final_public: int = Setting(1000, AtLeast(1), "Public pool records past every "
                                        "model's pool that the crafted weights are pre-trained on.",
                                        smoke=200).field()
+    canary_final_crafting: str = Setting("decoy", OneOf(CRAFTINGS, "recipes"), "How the crafted "
+                                         "weights are pre-trained on the public records: "
+                                         "\"decoy\" (with blank images under another label, "
+                                         "full-batch Adam) or \"plain\" (the paper's notebook: "
+                                         "SGD on the public records alone).").field()
+    canary_final_pretrain_steps: int = Setting(4690, AtLeast(1), "SGD steps of the \"plain\" "
+                                               "crafting, batches of 32 (the paper's: 5 epochs "
+                                               "of 30 000 records).", smoke=100).field()
 
 
 @register_attack("canary_crafted_final", CanaryFinalSettings, needs_shadows=False,

@@ -12,9 +12,16 @@ run), each holding the canary with the model's p, every run its own noise.  The 
 independent, so Clopper–Pearson (and Gaussian DP at q = 1) are proofs on their losses.
 
 The weights are pre-trained without privacy on public pool records past every model's pool
-(the paper pre-trains on the half of MNIST it does not train on privately), with copies of
-the blank image under a decoy label, so that the blank image is predicted confidently as
-another class than the canary's: its gradient then has norm ≈ √2·(C = 1) before clipping.
+(the paper pre-trains on the half of MNIST it does not train on privately), by one of two
+recipes (`CRAFTINGS`, `attack.canary_final_crafting`):
+
+- "decoy": full-batch Adam with copies of the blank image under a decoy label, so that the
+  blank image is predicted confidently as another class than the canary's: its gradient then
+  has norm ≈ √2·(C = 1) before clipping.  Ours: a linear model, whose gradient on a blank
+  image is the bias's alone, gives a canary with no pull without it.
+- "plain": the paper's own (`craft_initial_params.ipynb`, cell 3–7): SGD at 0.01, batches
+  of 32 in order, from PyTorch's default weights, on the public records alone; the records
+  of D are then fitted, and the blank image, which no public record resembles, is not.
 """
 
 from __future__ import annotations
@@ -35,9 +42,14 @@ from jobs.models import build_model
 
 logger = logging.getLogger(__name__)
 
-#: Pre-training of the crafted weights: full-batch Adam steps, its rate, and the share of the
-#: pre-training set that is blank images under the decoy label.
+#: The recipes the crafted weights are pre-trained by (module docstring).
+CRAFTINGS = ("decoy", "plain")
+#: "decoy": full-batch Adam steps, its rate, and the share of the pre-training set that is
+#: blank images under the decoy label.
 PRETRAIN_STEPS, PRETRAIN_LR, DECOY_SHARE = 500, 0.05, 0.1
+#: "plain", the paper's notebook (cell 3): SGD at 0.01 on batches of 32 taken in order; its
+#: steps are `attack.canary_final_pretrain_steps` (theirs: 5 epochs of 30 000 records, 4 690).
+PLAIN_LR, PLAIN_BATCH = 0.01, 32
 #: The purpose of the runs' seeds and of their canary draws (`stream_seed`): "bbox".
 FINAL_RUNS = 0x62626F78
 
@@ -54,11 +66,41 @@ def decoy_label(label: int, num_classes: int) -> int:
 
 def crafted_initial_state(model_name: str, input_shape: tuple[int, ...], num_classes: int,
                           public_x: np.ndarray, public_y: np.ndarray, label: int,
-                          seed: int) -> dict[str, torch.Tensor]:
-    """Worst-case initial weights: `model_name` pre-trained (no privacy, full batch) on the
-    public records plus blank images under the decoy label, from weights drawn from `seed`."""
+                          seed: int, crafting: str = "decoy",
+                          pretrain_steps: int = 0) -> dict[str, torch.Tensor]:
+    """Worst-case initial weights: `model_name` pre-trained without privacy on the public
+    records by the recipe `crafting` (`CRAFTINGS`; "plain" for `pretrain_steps`), from weights
+    drawn from `seed`."""
+    if crafting not in CRAFTINGS:
+        raise ValueError(f"crafting {crafting!r}: known recipes are {list(CRAFTINGS)}")
     torch.manual_seed(seed)
     model = build_model(model_name, input_shape, num_classes)
+    if crafting == "plain":
+        plain_pretraining(model, public_x, public_y, pretrain_steps)
+    else:
+        decoy_pretraining(model, input_shape, public_x, public_y, label, num_classes)
+    return {name: value.detach().clone() for name, value in model.state_dict().items()}
+
+
+def plain_pretraining(model: nn.Module, public_x: np.ndarray, public_y: np.ndarray,
+                      steps: int) -> None:
+    """The paper's pre-training: `steps` SGD steps on batches of `PLAIN_BATCH` public records
+    taken in their order, epoch after epoch (no shuffle, no blank image)."""
+    x = torch.as_tensor(np.asarray(public_x, np.float32))
+    y = torch.as_tensor(np.asarray(public_y, np.int64))
+    starts = range(0, len(y), PLAIN_BATCH)
+    optimizer = torch.optim.SGD(model.parameters(), lr=PLAIN_LR)
+    loss = nn.CrossEntropyLoss()
+    for step in range(steps):
+        start = starts[step % len(starts)]
+        optimizer.zero_grad()
+        loss(model(x[start:start + PLAIN_BATCH]), y[start:start + PLAIN_BATCH]).backward()
+        optimizer.step()
+
+
+def decoy_pretraining(model: nn.Module, input_shape: tuple[int, ...], public_x: np.ndarray,
+                      public_y: np.ndarray, label: int, num_classes: int) -> None:
+    """Full-batch Adam on the public records plus blank images under the decoy label."""
     decoys = max(1, int(round(DECOY_SHARE * len(public_y) / (1 - DECOY_SHARE))))
     blank, _ = blank_canary(input_shape, label)
     x = torch.as_tensor(np.concatenate([np.asarray(public_x, np.float32),
@@ -71,7 +113,6 @@ def crafted_initial_state(model_name: str, input_shape: tuple[int, ...], num_cla
         optimizer.zero_grad()
         loss(model(x), y).backward()
         optimizer.step()
-    return {name: value.detach().clone() for name, value in model.state_dict().items()}
 
 
 def run_inclusions(design: CanaryDesign, rate: float, mask_seed: int) -> np.ndarray:
@@ -102,7 +143,8 @@ def final_model_runs(settings: TrainSettings, pool: ArrayDataset, sweep_pool_x: 
                          f"the pool holds {len(sweep_pool_y)}")
     initial = crafted_initial_state(settings.model, pool.input_shape, pool.num_classes,
                                     sweep_pool_x[public], sweep_pool_y[public],
-                                    design.final_label, stream_seed(seed, FINAL_RUNS))
+                                    design.final_label, stream_seed(seed, FINAL_RUNS),
+                                    design.final_crafting, design.final_pretrain_steps)
     included = run_inclusions(design, rate, mask_seed)
     x, y = blank_canary(pool.input_shape, design.final_label)
     empty = np.zeros(0, dtype=np.int64)

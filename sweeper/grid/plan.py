@@ -87,7 +87,8 @@ class DataSpec:
 
 def _without_default_offsets(settings: dict[str, Any]) -> dict[str, Any]:
     """Key settings with `offset` left out where it is 0, `precision` where it is fp32,
-    `secure_noise` where it is off, `canaries` where there are none and `public_size` where q
+    `secure_noise` where it is off, `canaries` where there are none (the black-box runs' where
+    there are none, their crafting where it is "decoy") and `public_size` where q
     comes from the private |D|, so keys from before each setting existed keep their form."""
     if settings["data"]["offset"] == 0:
         del settings["data"]["offset"]
@@ -98,7 +99,11 @@ def _without_default_offsets(settings: dict[str, Any]) -> dict[str, Any]:
     if settings["canaries"] is None:
         del settings["canaries"]
     elif not settings["canaries"]["final_runs"]:  # no black-box runs: keys as before them
-        for name in ("final_runs", "final_label", "final_public_offset", "final_public_count"):
+        for name in ("final_runs", "final_label", "final_public_offset", "final_public_count",
+                     "final_crafting", "final_pretrain_steps"):
+            del settings["canaries"][name]
+    elif settings["canaries"]["final_crafting"] == "decoy":  # keys as before the plain recipe
+        for name in ("final_crafting", "final_pretrain_steps"):
             del settings["canaries"][name]
     if settings["public_size"] is None:
         del settings["public_size"]
@@ -378,7 +383,10 @@ def canary_design(cfg: SweepConfig, data_for, shadow_offset: int) -> Optional[Ca
         final_label=settings.canary_final_label if runs else 0,
         # past the mislabeled canaries, when both are planted
         final_public_offset=offset + (settings.canary_input_count if mislabeled else 0) if runs else 0,
-        final_public_count=settings.canary_final_public if runs else 0)
+        final_public_count=settings.canary_final_public if runs else 0,
+        final_crafting=settings.canary_final_crafting if runs else "decoy",
+        final_pretrain_steps=settings.canary_final_pretrain_steps
+        if runs and settings.canary_final_crafting == "plain" else 0)
 
 
 def train_options_of(cfg: SweepConfig) -> TrainOptions:

@@ -24,8 +24,9 @@ EXPERIMENTS = sorted(path.stem for path in (CONF_DIR / "experiment").glob("*.yam
 #: Run on their own offline data: bound_check's records are membership bits, synthetic by
 #: nature; dpsgd_audit's gradient canaries need input features that are zero in every record
 #: (MNIST's blank border), which synthetic images do not have (mnist_subset ships offline);
-#: bb_audit_mnist's crafted weights are pre-trained on real digits past the pool.
-OFFLINE_ALREADY = {"bound_check", "dpsgd_audit", "dpsgd_audit_subsampled", "bb_audit_mnist"}
+#: the black-box audits' crafted weights are pre-trained on real digits past the pool.
+OFFLINE_ALREADY = {"bound_check", "dpsgd_audit", "dpsgd_audit_subsampled", "bb_audit_mnist_logreg",
+                   "bb_audit_mnist_cnn"}
 
 
 def test_the_papers_experiments_are_all_there():
@@ -96,10 +97,11 @@ def test_smoke_shrinks_sizes_but_keeps_the_structure(compose_config):
     assert list(itertools.chain(small.dataset.input_shape)) == list(full.dataset.input_shape)
 
 
-def test_smoke_keeps_a_full_batch_experiment_full_batch(compose_config):
+@pytest.mark.parametrize("experiment", ["bb_audit_mnist_logreg", "bb_audit_mnist_cnn"])
+def test_smoke_keeps_a_full_batch_experiment_full_batch(compose_config, experiment):
     """Issue 50: `bb_audit_mnist` at smoke scale ran q = 0.25 (batches capped at 64); the
     paper's audit is full-batch DP-SGD, so its smoke run must take every record at each step."""
-    small = scaled(compose_config("bb_audit_mnist", ["scale=smoke"]))
+    small = scaled(compose_config(experiment, ["scale=smoke"]))
     assert small.dataset.members <= 200
     models = build_plan(small).models.values()
     # Each step's batch holds the whole pool a model's training set is drawn from: q = 1.

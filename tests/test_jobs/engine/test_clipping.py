@@ -29,8 +29,8 @@ from jobs.models import ARCHITECTURES, build_model
 from testkit.opacus_reference import opacus_clipped_sum
 
 CPU = torch.device("cpu")
-SHAPES = {"mnist_cnn": (1, 28, 28), "cifar10_cnn": (3, 32, 32), "relu_mlp256x2": (60,),
-          "tanh_mlp64": (107,), "logistic_regression": (107,)}
+SHAPES = {"mnist_cnn": (1, 28, 28), "mnist_cnn_small": (1, 28, 28), "cifar10_cnn": (3, 32, 32),
+          "relu_mlp256x2": (60,), "tanh_mlp64": (107,), "logistic_regression": (107,)}
 
 
 class _Toy(nn.Module):

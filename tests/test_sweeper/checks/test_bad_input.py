@@ -216,7 +216,7 @@ CASES = [
     ("canaries_beyond_the_first_layer_by_little", ["+experiment=dpsgd_audit",
                                                    "attack.canary_gradient_count=100000"],
      ["attack.canary_gradient_count=100000", "which has 50176"]),
-    ("crafted_weights_without_public_records", ["+experiment=bb_audit_mnist",
+    ("crafted_weights_without_public_records", ["+experiment=bb_audit_mnist_logreg",
                                                 "dataset.members=null"],
      ["canary_crafted_final: the crafted weights are pre-trained on pool records past every "
       "model's pool"]),
@@ -227,14 +227,18 @@ CASES = [
      ["tracking.uri: postgresql:// is opened with the database driver 'psycopg'",
       "postgresql+psycopg2://"]),
     # Issue 54: the audits' counts and labels, bounded by a cap and by the dataset's facts.
-    ("audit_runs_beyond_the_cap", ["+experiment=bb_audit_mnist",
+    ("audit_runs_beyond_the_cap", ["+experiment=bb_audit_mnist_logreg",
                                    "attack.canary_final_runs=1000000000000"],
      ["attack.canary_final_runs=1000000000000: must be in [2, 100000]"]),
-    ("audit_label_beyond_the_classes", ["+experiment=bb_audit_mnist", "attack.canary_final_label=10"],
+    ("audit_label_beyond_the_classes", ["+experiment=bb_audit_mnist_logreg", "attack.canary_final_label=10"],
      ["attack.canary_final_label=10: dataset.name='mnist_subset' has 10 classes, labelled 0 … 9"]),
-    ("audit_without_out_runs", ["+experiment=bb_audit_mnist", "grid.p=[0.5,1]"],
+    ("audit_without_out_runs", ["+experiment=bb_audit_mnist_logreg", "grid.p=[0.5,1]"],
      ["grid.p=1 with ['canary_crafted_final']: an audit compares models (runs) holding its "
       "canaries with models without them", "use p < 1"]),
+    ("audit_crafting_unknown", ["+experiment=bb_audit_mnist_cnn",
+                                "attack.canary_final_crafting=plan"],
+     ["attack.canary_final_crafting='plan'", "known recipes are ['decoy', 'plain']",
+      "did you mean 'plain'"]),
     ("canary_audit_without_out_models", ["+experiment=dpsgd_audit", "grid.gamma=[0]", "grid.p=[]"],
      ["grid.p=1 with ['canary_gradient_iterates', 'canary_gradient_final', 'canary_input_lira', "
       "'canary_input_loss']"]),
@@ -579,7 +583,7 @@ COMMAND_CASES = [
                          "dataset.data_dir={tmp}/data"], ["is corrupt or truncated"]),
     ("tracking_server_closed", ["tracking.uri=http://127.0.0.1:{port}"],  # 16
      ["tracking.uri='http://127.0.0.1:{port}': the MLflow server does not answer"]),
-    ("audit_beyond_its_data", ["+experiment=bb_audit_mnist", "grid.p=[1]",  # issue 54
+    ("audit_beyond_its_data", ["+experiment=bb_audit_mnist_logreg", "grid.p=[1]",  # issue 54
                                "attack.canary_final_runs=1000000000000",
                                "attack.canary_final_label=10"],
      ["attack.canary_final_runs=1000000000000: must be in [2, 100000]",
