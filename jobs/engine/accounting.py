@@ -144,7 +144,7 @@ def _search_noise(epsilon: float, delta: Optional[float], sample_rate: float, st
             raise ValueError(f"The privacy budget is too low: RDP certifies no ε below "
                              f"{rdp_epsilon_floor(delta):.4g} at δ={delta:g}, whatever the noise "
                              f"(asked ε={epsilon:g})")
-        # Opacus's own search, each ε of it 15–30× faster (`rdp_epsilon`), then its answer
+        # Opacus's own search, each ε of it summed by numpy (`rdp_epsilon`), then its answer
         # spent once by Opacus's accountant: kept only if Opacus's search would stop there too.
         sigma = bisect_noise(lambda s: rdp_epsilon(s, sample_rate, steps, delta),
                              epsilon, tolerance)
