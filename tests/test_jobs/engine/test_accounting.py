@@ -241,3 +241,62 @@ def test_the_calibrated_noise_over_the_steps_taken_spends_at_most_the_target(acc
     accountant_.history = [(sigma, q, epochs * k)]
     options = {"alphas": RDP_ORDERS} if accountant == "rdp" else {}
     assert accountant_.get_epsilon(delta=DELTA, **options) <= target
+
+
+#: (q, σ) where the fast RDP must be Opacus's: small σ (fractional series of thousands of terms),
+#: large σ (RDP ≈ 1e-10, all cancellation), tiny q, q = 1 (closed form), q near 1.
+RDP_INPUTS = [(0.25, 0.6), (0.25, 2.0), (0.1, 1.0), (0.01, 0.5), (1e-4, 3.0), (0.003, 25.0),
+              (1.0, 1.5), (0.9, 4.0)]
+
+
+@pytest.mark.parametrize("q,sigma", RDP_INPUTS)
+def test_the_rdp_of_every_order_is_opacus_compute_rdp(q, sigma):
+    """`subsampled_gaussian_rdp` (numpy, all orders at once) against Opacus's own
+    `compute_rdp` (TF Privacy's series, one term at a time) at every order the search uses, and
+    the ε each converts to against Opacus's `get_privacy_spent`; orders whose binomial
+    overflows are non-finite in both."""
+    from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
+
+    from jobs.engine.accounting import rdp_epsilon, subsampled_gaussian_rdp
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = np.asarray(compute_rdp(q=q, noise_multiplier=sigma, steps=1, orders=RDP_ORDERS))
+        ours = subsampled_gaussian_rdp(q, sigma, np.asarray(RDP_ORDERS, dtype=float))
+        finite = np.isfinite(theirs)
+        assert np.array_equal(np.isfinite(ours), finite)
+        assert ours[finite] == pytest.approx(theirs[finite], rel=1e-9, abs=1e-12)
+        for steps in (1, 300):
+            spent, _ = get_privacy_spent(orders=RDP_ORDERS, rdp=theirs * steps, delta=DELTA)
+            assert rdp_epsilon(sigma, q, steps, DELTA) == pytest.approx(float(spent), rel=1e-9)
+
+
+def test_the_rdp_search_returns_opacus_searchs_noise():
+    """The RDP search is Opacus's `get_noise_multiplier` on a faster ε: the same σ to the bit,
+    on the cases above and one of ε = 0.1 (the orders up to 2048 in use)."""
+    from opacus.accountants.utils import get_noise_multiplier
+
+    for eps, q, steps in [CASES[3], CASES[4], (0.1, 0.01, 1000)]:
+        theirs = get_noise_multiplier(target_epsilon=eps, target_delta=DELTA, sample_rate=q,
+                                      steps=steps, accountant="rdp", alphas=RDP_ORDERS,
+                                      epsilon_tolerance=min(0.01, 0.001 * eps))
+        assert _search_noise.__wrapped__(eps, DELTA, q, steps, "rdp") == theirs
+
+
+def test_a_fast_epsilon_opacus_disagrees_with_falls_back_to_opacus_search(monkeypatch):
+    """Plant a bug in the fast ε (a tenth under-stated): the σ it finds overspends by Opacus's
+    accountant, so the search's check refuses it and Opacus's own search answers."""
+    from opacus.accountants.utils import get_noise_multiplier
+
+    from jobs.engine import accounting
+
+    eps, q, steps = 0.1, 0.01, 1000
+    real = accounting.rdp_epsilon
+    monkeypatch.setattr(accounting, "rdp_epsilon", lambda *args: 0.9 * real(*args))
+    broken = accounting.bisect_noise(lambda s: accounting.rdp_epsilon(s, q, steps, DELTA), eps,
+                                     0.001 * eps)
+    assert accounting.epsilon_of_history("rdp", DELTA, ((broken, q, steps),)) > eps
+    theirs = get_noise_multiplier(target_epsilon=eps, target_delta=DELTA, sample_rate=q,
+                                  steps=steps, accountant="rdp", alphas=RDP_ORDERS,
+                                  epsilon_tolerance=0.001 * eps)
+    assert accounting._search_noise.__wrapped__(eps, DELTA, q, steps, "rdp") == theirs
