@@ -29,8 +29,7 @@ from jobs.attacks.contract import (GRADIENT_CANARIES, INPUT_CANARIES, TRAINING_R
                                    NoSettings, register_attack)
 from jobs.attacks.lira import LIRA_VARIANCE, online_ratio
 from jobs.attacks.merlin import morgan_decisions, morgan_thresholds
-from jobs.audits.blackbox import CRAFTINGS
-from jobs.engine.canary_columns import FINAL, INPUT_RECIPES, ITERATE_LIKELIHOOD_RATIO
+from jobs.engine.canary_columns import CRAFTINGS, FINAL, INPUT_RECIPES, ITERATE_LIKELIHOOD_RATIO
 from jobs.settings import AtLeast, Between, OneOf, Setting
 
 

@@ -36,14 +36,13 @@ from torch import nn
 from jobs.datasets import ArrayDataset
 from jobs.engine.accounting import NoiseCache
 from jobs.engine.canaries import CanaryDesign, CanarySet
+from jobs.engine.canary_columns import CRAFTINGS
 from jobs.engine.randomness import stream_seed
 from jobs.engine.training import Member, TrainSettings, train_runs
 from jobs.models import build_model
 
 logger = logging.getLogger(__name__)
 
-#: The recipes the crafted weights are pre-trained by (module docstring).
-CRAFTINGS = ("decoy", "plain")
 #: "decoy": full-batch Adam steps, its rate, and the share of the pre-training set that is
 #: blank images under the decoy label.
 PRETRAIN_STEPS, PRETRAIN_LR, DECOY_SHARE = 500, 0.05, 0.1

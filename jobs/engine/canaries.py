@@ -51,7 +51,7 @@ class CanaryDesign:
     # The black-box final-model audit (`jobs.audits.blackbox`): training runs from crafted initial
     # weights per model (0: none), the blank canary's label, and the public pool records
     # [final_public_offset, + final_public_count) the weights are pre-trained on, and the
-    # recipe they are pre-trained by (`jobs.audits.blackbox.CRAFTINGS`) and its steps ("plain").
+    # recipe they are pre-trained by (`jobs.engine.canary_columns.CRAFTINGS`) and its steps ("plain").
     final_runs: int = 0
     final_label: int = 0
     final_public_offset: int = 0
