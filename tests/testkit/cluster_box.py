@@ -185,8 +185,12 @@ class Host:
     # -- processes -------------------------------------------------------------------------
     def start(self, argv: list[str], env: dict[str, str], hide: tuple[str, ...] = (),
               keep: tuple[str, ...] = ()) -> subprocess.Popen:
-        """Start the host's first process: `argv` in its namespaces, seeing what MOUNTS lets it."""
-        mounts = dict(env, BOX_KEEP=":".join([*_interpreter_folders(), *keep]),
+        """Start the host's first process: `argv` in its namespaces, seeing what MOUNTS lets it.
+        The checkout stays where it is unless `hide` names it: a clone under /tmp or $HOME,
+        which every host covers with its own, must not vanish from the driver's and the
+        services' hosts."""
+        checkout = [] if str(REPO_ROOT) in hide else [str(REPO_ROOT)]
+        mounts = dict(env, BOX_KEEP=":".join([*_interpreter_folders(), *checkout, *keep]),
                       BOX_HIDE=":".join(hide), BOX_TMP=str(self.tmp), BOX_HOME=str(self.home))
         command = ["ip", "netns", "exec", self.netns, "unshare", "--mount", "--pid", "--fork",
                    "--mount-proc", "--propagation", "private", "sh", "-c", MOUNTS, "box-host",
