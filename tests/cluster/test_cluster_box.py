@@ -207,9 +207,11 @@ def test_a_worker_node_killed_mid_training_the_sweep_completes_and_resumed_model
 def test_a_worker_that_joins_mid_sweep_receives_tasks(box):
     """Ten models of one task each wait on the workers there are; a worker that joins once
     the first has started training takes some of them.  Each model trains long enough (12
-    epochs) that the queue outlasts a node's start on a quiet machine too: with 3 epochs the
-    first worker drained it before the newcomer registered (load ≈ 1)."""
-    overrides = {**SLOW, "train.epochs": 12, "grid.p": "[0.3,0.7]", "grid.trial": "[0,1,2,3,4]"}
+    epochs of a 4× larger pool) that the queue outlasts a node's start on a quiet machine too:
+    with 3 epochs of 600 records the workers drained it before the newcomer registered (load
+    ≈ 1), and 12 epochs alone failed 1 of 2 runs."""
+    overrides = {**SLOW, "train.epochs": 12, "dataset.pool_size": 2400, "grid.p": "[0.3,0.7]",
+                 "grid.trial": "[0,1,2,3,4]"}
     sweep = box.sweep(box.sweep_args("joined", "joined", **overrides), "joined")
     host_training(box, "train", timeout=300)
     newcomer = box.add_worker()
