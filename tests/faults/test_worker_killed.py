@@ -23,12 +23,13 @@ ROW_FIGURES = ["precision", "tp", "fp", "threshold", "auc", "epsilon_spent", "st
 
 
 def slow_config(make_tiny_config, root, name):
-    """One target per p, trained for 6 epochs of ~1 s: long enough to kill between epochs."""
+    """One target per p, trained for 10 epochs (a fraction of a second each on a quiet machine,
+    seconds at load 10): room for two kills that each land a few epochs late."""
     cfg = make_tiny_config(root)
     cfg.name = name
     cfg.dataset.pool_size = 1500
     cfg.dataset.eval_records = 200
-    cfg.train.epochs = 6
+    cfg.train.epochs = 10
     cfg.grid.epsilon = [4.0]
     cfg.grid.attack = ["loss", "always_member"]
     return cfg
@@ -36,7 +37,11 @@ def slow_config(make_tiny_config, root, name):
 
 class Killer(threading.Thread):
     """Kills the worker training `key` each time its checkpoint reaches the next epoch in
-    `at_epochs`; records the epoch the checkpoint held at each kill."""
+    `at_epochs` and is past the one the previous kill left, so that each kill hits an attempt
+    that saved (and so recorded where it resumed); records the epoch saved at each kill.  On a
+    quiet machine an epoch takes a fraction of a second and a kill can land epochs after the one
+    it waited for: without the second condition, a first kill that left epoch 4 saved made the
+    second (due at 4) hit the retry before its first save, and the model recorded one resume."""
 
     def __init__(self, procs, store: ArtifactStore, key: str, label: str, at_epochs: list[int]):
         super().__init__(daemon=True)
@@ -45,15 +50,19 @@ class Killer(threading.Thread):
 
     def run(self):
         try:
+            left = 0
             for epoch in self.at_epochs:
-                self.procs.wait_for(lambda e=epoch: checkpoint_epoch(self.store, self.key) >= e,
-                                    timeout=240, interval=0.05, message=f"epoch {epoch} saved")
+                due = max(epoch, left + 1)
+                self.procs.wait_for(lambda e=due: checkpoint_epoch(self.store, self.key) >= e,
+                                    timeout=240, interval=0.05, message=f"epoch {due} saved")
                 workers = self.procs.wait_for(lambda: self.procs.find_ray_workers(self.label),
                                               timeout=120, interval=0.05, message="worker found")
                 saved = checkpoint_epoch(self.store, self.key)
                 self.procs.sigkill(workers)
                 self.procs.wait_gone(workers)
                 self.killed_at.append(saved)
+                # Where the retry resumes from, or past it once the retry has saved.
+                left = checkpoint_epoch(self.store, self.key)
         except Exception as error:  # noqa: BLE001 - reported by the test
             self.error = error
 
@@ -82,7 +91,7 @@ def test_killed_twice_resumes_and_equals_an_uninterrupted_run(ray_local, make_ti
 
     meta = ArtifactStore(cfg.store.root).read_model_meta(spec.key)
     # Each retry started from the checkpoint the kill left: no epoch is lost, at most one redone.
-    assert len(meta["resumed_from"]) == 2
+    assert len(meta["resumed_from"]) == 2, (killer.killed_at, meta["resumed_from"])
     for saved, resumed in zip(killer.killed_at, meta["resumed_from"]):
         assert saved <= resumed <= saved + 1
 
