@@ -40,8 +40,8 @@ class Killer(threading.Thread):
     `at_epochs` and is past the one the previous kill left, so that each kill hits an attempt
     that saved (and so recorded where it resumed); records the epoch saved at each kill.  On a
     quiet machine an epoch takes a fraction of a second and a kill can land epochs after the one
-    it waited for: without the second condition, a first kill that left epoch 4 saved made the
-    second (due at 4) hit the retry before its first save, and the model recorded one resume."""
+    it waited for: without the second condition, a first kill that left epoch 4 saved lets the
+    second (due at 4) hit the retry before its first save, and the model records one resume."""
 
     def __init__(self, procs, store: ArtifactStore, key: str, label: str, at_epochs: list[int]):
         super().__init__(daemon=True)
