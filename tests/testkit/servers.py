@@ -72,8 +72,9 @@ class LoopbackServer(abc.ABC):
     def environment(self) -> dict[str, str]:
         return base_env()
 
-    def on_ready(self) -> None:
-        """Called once the server answers, before `start()` returns."""
+    def on_ready(self) -> None:  # noqa: B027 - optional: most servers need nothing once up
+        """Called once the server answers, before `start()` returns; a subclass that must act
+        then (create a bucket, a database) overrides it."""
 
     def start(self, timeout: Optional[float] = None):
         """Start (or restart on the same port); returns the server once it is ready."""
