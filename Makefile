@@ -13,7 +13,8 @@ DURATIONS := --durations=15
 # pytest-xdist workers for the unit tier: the 2 cores CI and a developer's machine have.
 WORKERS ?= 2
 
-.PHONY: install system-packages demo lint check coverage test test-serial test-cluster test-slow bench clean
+.PHONY: install system-packages demo lint check coverage test test-unit test-unit-coverage \
+	test-ray-process test-serial test-cluster test-slow bench clean
 
 # --no-compile: pip would compile all ~22 000 modules it installs (torch's CUDA build and its
 # libraries among them, 7 GB), 46 CPU-s on one core; each module a process imports is compiled
@@ -45,8 +46,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check sweeper jobs bench
 	$(BIN)/mypy
 
-# The in-process tier, in parallel: nothing outside its process.
-UNIT := -m 'unit and not slow' -n $(WORKERS)
+# The in-process tier, in parallel: nothing outside its process.  tests/faults and tests/cluster
+# hold process and cluster tests alone (tests/conftest.py's TIER_FOLDERS): not even collected.
+UNIT := -m 'unit and not slow' -n $(WORKERS) --ignore=tests/faults --ignore=tests/cluster
 # The unit tier's line coverage of sweeper/ and jobs/, one total that fails under the floor:
 # 85.50 % when the floor came in (2026-11-28), rounded down; raise it as tests raise the figure.
 # `make test` (CI) gates on it; `make coverage` measures it alone; `make check` leaves the tracer
@@ -54,29 +56,41 @@ UNIT := -m 'unit and not slow' -n $(WORKERS)
 # modules' missed lines afterwards.
 COVERAGE_FLOOR := 85
 COVERAGE := --cov=sweeper --cov=jobs --cov-report= --cov-fail-under=$(COVERAGE_FLOOR)
+# Two sessions side by side, each printing its report when it ends; a failure in one lets the
+# other finish.  Lint beside the unit tier: mypy holds one core (29 s with its cache empty)
+# while the tier leaves ~6 % of two idle (tests/README.md).
+BESIDE := $(MAKE) --no-print-directory -j2 --output-sync=target
 
-# What a developer runs all day: lint and types (seconds), then the in-process tier
+# What a developer runs all day: lint and types (seconds), beside the in-process tier
 # (tests/README.md).
-# tests/faults holds process tests alone (tests/conftest.py's TIER_FOLDERS): not even collected.
-check: lint
-	$(BIN)/python -m pytest $(UNIT) --ignore=tests/faults
+check: $(STAMP)
+	$(BESIDE) lint test-unit
 
-coverage: lint
-	$(BIN)/python -m pytest $(UNIT) --ignore=tests/faults $(COVERAGE)
+coverage: $(STAMP)
+	$(BESIDE) lint test-unit-coverage
 
-# Everything (CI's `.ci/run`): lint and types, then every tier: the unit tier in parallel
-# (in process, nothing shared) under its coverage floor, the Ray and process tiers in parallel
-# too (each worker its own session Ray; clusters, servers and ports of their own), then two
-# sessions side by side: the tests marked `serial`, one at a time (a signal or a kill timed
-# against a sweep, a wait bounded in seconds, a fixed port), and the cluster tier (Ray nodes in
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest $(UNIT)
+
+test-unit-coverage: $(STAMP)
+	$(BIN)/python -m pytest $(UNIT) $(COVERAGE) $(DURATIONS)
+
+# Everything (CI's `.ci/run`): lint and types beside the unit tier (in parallel, in process,
+# nothing shared) under its coverage floor; the Ray and process tiers in parallel too (each
+# worker its own session Ray; clusters, servers and ports of their own); then two sessions
+# side by side: the tests marked `serial`, one at a time (a signal or a kill timed against a
+# sweep, a wait bounded in seconds, a fixed port), and the cluster tier (Ray nodes in
 # namespaces of their own: none of its traffic or ports on this host's loopback).  Alone each
 # of those two kept only 64 % and 59 % of two cores busy (waits on nodes, kills and timeouts;
-# tests/README.md), so together they took 305 s, not 401 s.  Each prints its report when it
-# ends (make's --output-sync); a failure in one lets the other finish.
-test: lint system-packages
-	$(BIN)/python -m pytest $(UNIT) $(COVERAGE) $(DURATIONS)
+# tests/README.md), so together they took 305 s, not 401 s.  `python -m bench.tiers` times each.
+test: system-packages $(STAMP)
+	$(BESIDE) lint test-unit-coverage
+	$(MAKE) --no-print-directory test-ray-process
+	$(BESIDE) test-serial test-cluster
+
+# The `ray` and `process` tiers but the serial tests, on two pytest-xdist workers.
+test-ray-process: $(STAMP)
 	$(BIN)/python -m pytest -m 'not unit and not serial and not cluster and not slow' -n $(WORKERS) $(DURATIONS)
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-serial test-cluster
 
 # The tests marked `serial`, one at a time, in a session of their own.
 test-serial: $(STAMP)

@@ -5,6 +5,7 @@ later lands in its tier without anyone marking it.  tests/conftest.py marks ever
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from pathlib import Path
@@ -50,27 +51,37 @@ def _rank(tier: str) -> int:
     return list(TIERS).index(tier)
 
 
-def _own_code(obj, seen: set) -> str:
-    """The source of `obj` and of every function of the tests' own modules that it names,
-    followed through those functions: what a test runs besides library code."""
-    obj = inspect.unwrap(getattr(obj, "__func__", obj))  # a test class's method too
-    if obj in seen or not inspect.isfunction(obj):
-        return ""
-    seen.add(obj)
+@functools.cache
+def _own_piece(obj) -> tuple[bool, tuple]:
+    """Whether `obj`'s own source starts a process, and the functions of its module it names:
+    one function's share of `_starts_a_process`, read once per session (`inspect.getsource`
+    tokenizes its whole block each time, and a fixture or helper serves many tests)."""
     try:
         source = inspect.getsource(obj)
         path = Path(inspect.getfile(obj)).resolve()
     except (OSError, TypeError):
-        return ""
+        return False, ()
     if TESTS_DIR not in path.parents:  # library code: its processes are its tests' business
-        return ""
+        return False, ()
     names = set(obj.__code__.co_names)
     for const in obj.__code__.co_consts:  # nested functions and lambdas
         if inspect.iscode(const):
             names |= set(const.co_names)
     scope = obj.__globals__
-    return source + "".join(_own_code(scope[name], seen)
-                            for name in names if inspect.isfunction(scope.get(name)))
+    return (STARTS_A_PROCESS.search(source) is not None,
+            tuple(scope[name] for name in sorted(names) if inspect.isfunction(scope.get(name))))
+
+
+def _starts_a_process(obj, seen: set) -> bool:
+    """Whether `obj`'s source, or that of a function of the tests' own modules it names
+    (followed through those functions), starts a process: what a test runs besides library
+    code."""
+    obj = inspect.unwrap(getattr(obj, "__func__", obj))  # a test class's method too
+    if obj in seen or not inspect.isfunction(obj):
+        return False
+    seen.add(obj)
+    starts, named = _own_piece(obj)
+    return starts or any(_starts_a_process(function, seen) for function in named)
 
 
 def tier_of(item: pytest.Item) -> str:
@@ -91,10 +102,12 @@ def tier_of(item: pytest.Item) -> str:
     if tier == "process" or not isinstance(item, pytest.Function):
         return tier
     seen: set = set()
-    code = _own_code(item.function, seen)
+    if _starts_a_process(item.function, seen):
+        return "process"
     for name in names:
         if name == "_unit_tests_start_no_process":  # the guard names what it guards against
             continue
-        for fixturedef in (info.name2fixturedefs.get(name) or ()):
-            code += _own_code(fixturedef.func, seen)
-    return "process" if STARTS_A_PROCESS.search(code) else tier
+        if any(_starts_a_process(fixturedef.func, seen)
+               for fixturedef in (info.name2fixturedefs.get(name) or ())):
+            return "process"
+    return tier
