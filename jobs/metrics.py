@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import beta as beta_distribution
+from scipy.special import betaincinv
 from scipy.stats import rankdata
 
 #: Thudi et al.'s grid: accept the top 2.5 %·i of scores, i = 1 … 40.
@@ -62,7 +62,7 @@ def clopper_pearson_lower(successes: int, trials: int, alpha: float) -> float:
     """
     if trials == 0:
         return math.nan
-    return 0.0 if successes == 0 else float(beta_distribution.ppf(alpha, successes, trials - successes + 1))
+    return 0.0 if successes == 0 else float(betaincinv(successes, trials - successes + 1, alpha))
 
 
 def clopper_pearson_upper(successes: int, trials: int, alpha: float) -> float:
@@ -73,7 +73,7 @@ def clopper_pearson_upper(successes: int, trials: int, alpha: float) -> float:
     if trials == 0:
         return math.nan
     return 1.0 if successes == trials else float(
-        beta_distribution.ppf(1.0 - alpha, successes + 1, trials - successes))
+        betaincinv(successes + 1, trials - successes, 1.0 - alpha))
 
 
 def reaches_min_tpr(tpr: np.ndarray, min_tpr: float) -> np.ndarray:

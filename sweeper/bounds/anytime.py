@@ -84,12 +84,12 @@ def _clopper_pearson(k: np.ndarray, n: np.ndarray, tail: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray]:
     """Clopper–Pearson's ends at `tail` each side (`jobs.metrics.clopper_pearson`'s rule, over
     arrays): 0 with no successes, 1 with no failures, NaN with no trials."""
-    from scipy.stats import beta
+    from scipy.special import betaincinv
 
     tail = np.broadcast_to(tail, k.shape)
     with np.errstate(invalid="ignore", divide="ignore"):
-        low = beta.ppf(tail, k, n - k + 1)
-        high = beta.ppf(1.0 - tail, k + 1, n - k)
+        low = betaincinv(k, n - k + 1, tail)
+        high = betaincinv(k + 1, n - k, 1.0 - tail)
     low = np.where(n == 0, np.nan, np.where(k == 0, 0.0, low))
     high = np.where(n == 0, np.nan, np.where(k == n, 1.0, high))
     return low, high

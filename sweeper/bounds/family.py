@@ -81,13 +81,13 @@ def _epsilon_low(sigma: float, sample_rate: float, steps: int, delta: float) -> 
 def _upper_ends(tp, fp, positives: int, negatives: int, alpha: float) -> tuple[np.ndarray, ...]:
     """One-sided upper ends of FPR and of FNR (= 1 − TPR's lower end), exact, each at
     alpha/(2·thresholds)."""
-    from scipy.stats import beta
+    from scipy.special import betaincinv
 
     tp, fp = check_counts("tp", tp).ravel(), check_counts("fp", fp).ravel()
     level = float(check_level(alpha)) / (2.0 * max(1, tp.size))
-    fpr_high = np.where(fp < negatives, beta.ppf(1 - level, fp + 1, negatives - fp), 1.0)
+    fpr_high = np.where(fp < negatives, betaincinv(fp + 1, negatives - fp, 1 - level), 1.0)
     fnr = positives - tp
-    fnr_high = np.where(fnr < positives, beta.ppf(1 - level, fnr + 1, positives - fnr), 1.0)
+    fnr_high = np.where(fnr < positives, betaincinv(fnr + 1, positives - fnr, 1 - level), 1.0)
     return fpr_high, fnr_high
 
 

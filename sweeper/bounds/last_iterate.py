@@ -46,9 +46,7 @@ class _LastIterate:
         self.floor = float(log_b[0]) if q < 1.0 else -math.inf  # log L(−∞) = log b_0
 
     def log_ratio(self, x: float) -> float:
-        from scipy.special import logsumexp
-
-        return float(logsumexp(self.log_b + (self.k * x - self.k ** 2 / 2.0) / self.s ** 2))
+        return _log_sum_exp(self.log_b + (self.k * x - self.k ** 2 / 2.0) / self.s ** 2)
 
     def root(self, level: float) -> float:
         """The x with log L(x) = level (level above `floor`), L increasing."""
@@ -65,7 +63,7 @@ class _LastIterate:
     def delta(self, eps: float) -> float:
         """δ(ε), with e^ε kept in log space: each γ-term is e^{ε + log Φ(·)}, which stays finite
         where e^ε alone overflows (ε past ≈ 709, as tiny noise gives)."""
-        from scipy.special import log_ndtr, logsumexp, ndtr
+        from scipy.special import log_ndtr, ndtr
 
         s = self.s
         x1 = self.root(eps)
@@ -73,9 +71,18 @@ class _LastIterate:
         backward = 0.0
         if -eps > self.floor:
             x2 = self.root(-eps)
-            tail = float(logsumexp(self.log_b + log_ndtr((x2 - self.k) / s)))
+            tail = _log_sum_exp(self.log_b + log_ndtr((x2 - self.k) / s))
             backward = float(ndtr(x2 / s)) - _exp(eps + tail)
         return min(1.0, max(forward, backward, 0.0))
+
+
+def _log_sum_exp(values: np.ndarray) -> float:
+    """log Σ e^v, the largest term factored out (scipy's `logsumexp`, without its per-call
+    dispatch: 58 µs against 4 µs a call, and the root finders call it ~40 times a root)."""
+    top = float(np.max(values))
+    if math.isinf(top):
+        return top
+    return top + math.log(float(np.sum(np.exp(values - top))))
 
 
 def _exp(log_value: float) -> float:

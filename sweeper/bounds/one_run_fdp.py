@@ -32,9 +32,9 @@ def _mu_of(eps: float, delta: float) -> float:
     """The μ whose Gaussian curve is (ε, δ)-DP exactly: δ_μ(ε) = δ, increasing in μ."""
     from scipy.optimize import brentq
 
-    from jobs.audits.mechanisms import GaussianMechanism
+    from jobs.audits.mechanisms import gaussian_delta
 
-    gap = lambda mu: float(GaussianMechanism(mu).delta_at(eps)) - delta  # noqa: E731
+    gap = lambda mu: gaussian_delta(eps, mu) - delta  # noqa: E731
     high = 1.0
     while gap(high) < 0.0:
         high *= 2.0

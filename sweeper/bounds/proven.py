@@ -24,6 +24,7 @@ jobs.audits.mechanisms are imported inside the functions, so importing the packa
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Protocol, Sequence
 
@@ -163,22 +164,22 @@ def _rate_ends(tp, fp, positives, negatives, delta, alpha, thresholds) -> tuple[
 def _cp_lower(successes: np.ndarray, trials: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     """`jobs.metrics.clopper_pearson_lower` over arrays in one call (NaN with no trials, 0 with
     no successes)."""
-    from scipy.stats import beta
+    from scipy.special import betaincinv
 
     k, n = np.asarray(successes, float), np.asarray(trials, float)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ends = beta.ppf(alpha, k, n - k + 1)
+        ends = betaincinv(k, n - k + 1, alpha)
     return np.where(n == 0, np.nan, np.where(k == 0, 0.0, ends))
 
 
 def _cp_upper(successes: np.ndarray, trials: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     """`jobs.metrics.clopper_pearson_upper` over arrays in one call (NaN with no trials, 1 when
     every trial succeeded)."""
-    from scipy.stats import beta
+    from scipy.special import betaincinv
 
     k, n = np.asarray(successes, float), np.asarray(trials, float)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ends = beta.ppf(1.0 - np.asarray(alpha, float), k + 1, n - k)
+        ends = betaincinv(k + 1, n - k, 1.0 - np.asarray(alpha, float))
     return np.where(n == 0, np.nan, np.where(k == n, 1.0, ends))
 
 
@@ -218,7 +219,10 @@ def gaussian_dp_mu(tpr: ArrayLike, fpr: ArrayLike) -> Result:
     return out(np.where(np.isnan(t) | np.isnan(f), np.nan, mu), scalar)
 
 
+@functools.lru_cache(maxsize=65536)
 def _gaussian_dp_epsilon(mu: float, delta: float) -> float:
+    """Cached: the cells that share one attack's scores (a policy, a p each) ask for the same μ
+    at every threshold; in the DP audit test 16 207 of 17 920 calls were asked before."""
     if math.isnan(mu):
         return math.nan
     if mu == 0.0:
@@ -230,10 +234,9 @@ def _gaussian_dp_epsilon(mu: float, delta: float) -> float:
     from scipy.optimize import brentq
     from scipy.special import ndtri
 
-    from jobs.audits.mechanisms import GaussianMechanism
+    from jobs.audits.mechanisms import gaussian_delta
 
-    curve = GaussianMechanism(mu)
-    gap = lambda eps: float(curve.delta_at(eps)) - delta  # noqa: E731
+    gap = lambda eps: gaussian_delta(eps, mu) - delta  # noqa: E731
     if gap(0.0) <= 0.0:
         return 0.0
     # δ_μ(ε) ≤ Φ(−ε/μ + μ/2), which is ≤ δ from ε = μ(μ/2 − Φ⁻¹(δ)) on: the root is below.
