@@ -151,6 +151,14 @@ def _search_noise(epsilon: float, delta: Optional[float], sample_rate: float, st
         spent = epsilon_of_history("rdp", delta, ((sigma, sample_rate, steps),))
         if spent <= epsilon and epsilon - spent <= tolerance:
             return sigma
+    if accountant == "prv" and delta:
+        # Likewise: each ε of Opacus's search through its PRV accountant's own steps, the
+        # domain's RDP bounds summed by numpy (`prv_epsilon`), the answer checked by Opacus.
+        sigma = bisect_noise(lambda s: prv_epsilon(s, sample_rate, steps, delta), epsilon,
+                             tolerance)
+        spent = epsilon_of_history("prv", delta, ((sigma, sample_rate, steps),))
+        if spent <= epsilon and epsilon - spent <= tolerance:
+            return sigma
     return float(get_noise_multiplier(
         target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate, steps=steps,
         accountant=accountant, epsilon_tolerance=tolerance, **_accountant_options(accountant)))
@@ -188,6 +196,41 @@ def rdp_epsilon(sigma: float, sample_rate: float, steps: int, delta: float,
         eps = rdp - (math.log(delta) + np.log(alphas)) / (alphas - 1) + np.log((alphas - 1) / alphas)
     eps = eps[~np.isnan(eps)]
     return float(eps.min()) if eps.size else math.inf
+
+
+def prv_safe_domain_size(sigma: float, sample_rate: float, steps: int, eps_error: float,
+                         delta_error: float) -> float:
+    """Opacus's `compute_safe_domain_size` (Gopi et al. 2021, remark 5.6) for one (σ, q)
+    composed `steps` times: the larger ε its RDP accountant certifies, over the steps at
+    δ_error/4 and one step at δ_error/(8·steps), each summed by numpy (`rdp_epsilon` at the
+    accountant's default orders) where Opacus sums one series term at a time in Python (most of
+    a PRV ε's cost: 50-130 ms)."""
+    from opacus.accountants import RDPAccountant
+
+    orders = tuple(RDPAccountant.DEFAULT_ALPHAS)
+    largest = max(rdp_epsilon(sigma, sample_rate, steps, delta_error / 4, orders),
+                  rdp_epsilon(sigma, sample_rate, 1, delta_error / (8 * steps), orders))
+    return max(largest, eps_error) + 3
+
+
+def prv_epsilon(sigma: float, sample_rate: float, steps: int, delta: float,
+                eps_error: float = 0.01) -> float:
+    """The ε Opacus's PRV accountant certifies at δ after `steps` steps at (σ, q): its
+    `get_epsilon` step for step (the domain, the truncated PRV discretized on it, its FFT
+    composition, the upper end of ε at its default errors), the domain's size from
+    `prv_safe_domain_size`."""
+    from opacus.accountants.analysis.prv import (Domain, PoissonSubsampledGaussianPRV,
+                                                 TruncatedPrivacyRandomVariable,
+                                                 compose_heterogeneous, discretize)
+
+    delta_error = delta / 1000
+    size = prv_safe_domain_size(sigma, sample_rate, steps, eps_error, delta_error)
+    mesh = eps_error / np.sqrt(steps * np.log(12 / delta_error) / 2)
+    domain = Domain.create_aligned(-size, size, mesh)
+    prv = PoissonSubsampledGaussianPRV(sample_rate, sigma)
+    single = discretize(TruncatedPrivacyRandomVariable(prv, domain.t_min, domain.t_max), domain)
+    loss = compose_heterogeneous(dprvs=[single], num_self_compositions=[steps])
+    return float(loss.compute_epsilon(delta, delta_error, eps_error)[2])
 
 
 def subsampled_gaussian_rdp(q: float, sigma: float, orders: np.ndarray) -> np.ndarray:

@@ -4,15 +4,15 @@ over it (`bound_profile`).
 Why.  A training is (ε′, δ(ε′))-DP for every ε′ at once, not only at the (ε, δ) its noise was
 calibrated to; every U(ε′, p, δ(ε′), s) holds, so the least of them is the tightest bound the
 training's own accounting supports.  At q = 1 DP-SGD is exactly a Gaussian mechanism; below,
-Opacus's PRV accountant gives δ(ε′), read as an upper bound so the bound stays valid.  Opacus
-and jobs.audits.mechanisms are imported inside the functions: the package stays NumPy-only.
+Opacus's PRV accountant gives δ(ε′), read as an upper bound so the bound stays valid.  Opacus,
+jobs.audits.mechanisms and jobs.engine.accounting are imported inside the functions: the
+package stays NumPy-only.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import warnings
 
 import numpy as np
 
@@ -38,14 +38,12 @@ class _PrvProfile:
                  eps_error: float, delta_error: float):
         from opacus.accountants.analysis.prv import (Domain, PoissonSubsampledGaussianPRV,
                                                      TruncatedPrivacyRandomVariable,
-                                                     compose_heterogeneous,
-                                                     compute_safe_domain_size, discretize)
+                                                     compose_heterogeneous, discretize)
+
+        from jobs.engine.accounting import prv_safe_domain_size
 
         prv = PoissonSubsampledGaussianPRV(sample_rate, noise_multiplier)
-        with warnings.catch_warnings():  # "optimal order is the largest alpha": a wider domain
-            warnings.simplefilter("ignore", UserWarning)
-            size = compute_safe_domain_size(prvs=[prv], max_self_compositions=[steps],
-                                            eps_error=eps_error, delta_error=delta_error)
+        size = prv_safe_domain_size(noise_multiplier, sample_rate, steps, eps_error, delta_error)
         mesh = eps_error / math.sqrt(steps * math.log(12.0 / delta_error) / 2.0)
         domain = Domain.create_aligned(-size, size, mesh)
         with np.errstate(divide="ignore"):  # Opacus takes log(1 − q) = −∞ at q = 1

@@ -30,8 +30,8 @@ import pytest
 from scipy.signal import fftconvolve
 from scipy.stats import norm
 
-from jobs.engine.accounting import (RDP_ORDERS, _search_noise, calibrate_noise, rdp_epsilon_floor,
-                                    training_steps)
+from jobs.engine.accounting import (RDP_ORDERS, _search_noise, calibrate_noise, prv_epsilon,
+                                    prv_safe_domain_size, rdp_epsilon_floor, training_steps)
 from jobs.engine.training import TrainSettings
 
 DELTA = 1e-5
@@ -281,6 +281,49 @@ def test_the_rdp_search_returns_opacus_searchs_noise():
                                       steps=steps, accountant="rdp", alphas=RDP_ORDERS,
                                       epsilon_tolerance=min(0.01, 0.001 * eps))
         assert _search_noise.__wrapped__(eps, DELTA, q, steps, "rdp") == theirs
+
+
+def test_the_prv_epsilon_is_opacus_prv_accountants():
+    """`prv_epsilon` is Opacus's PRVAccountant.get_epsilon with the safe domain's RDP bounds
+    summed by numpy: the same ε to the bit.  The domain's size may differ from Opacus's in its
+    11th digit (the RDP series summed in another order); the domain, aligned to its mesh, does
+    not."""
+    from opacus.accountants import PRVAccountant
+    from opacus.accountants.analysis.prv import (PoissonSubsampledGaussianPRV,
+                                                 compute_safe_domain_size)
+
+    for sigma, q, steps in [(0.8, 0.25, 8), (1.5, 0.1, 20), (3.0, 0.01, 1000), (0.6, 0.5, 4)]:
+        accountant = PRVAccountant()
+        accountant.history = [(sigma, q, steps)]
+        with warnings.catch_warnings():  # Opacus's RDP: "optimal order is the largest alpha"
+            warnings.simplefilter("ignore", UserWarning)
+            assert prv_epsilon(sigma, q, steps, DELTA) == accountant.get_epsilon(delta=DELTA)
+            theirs = compute_safe_domain_size(prvs=[PoissonSubsampledGaussianPRV(q, sigma)],
+                                              max_self_compositions=[steps], eps_error=0.05,
+                                              delta_error=1e-9)
+        assert prv_safe_domain_size(sigma, q, steps, 0.05, 1e-9) == pytest.approx(theirs, rel=1e-10)
+
+
+def test_the_prv_search_is_opacus_searchs_and_falls_back_to_it_on_a_fast_epsilon_it_disagrees_with(
+        monkeypatch):
+    """The PRV search is Opacus's `get_noise_multiplier` on a faster ε: the same σ to the bit.
+    A bug planted in the fast ε (a tenth under-stated) finds a σ that overspends by Opacus's
+    accountant, so the check refuses it and Opacus's own search answers."""
+    from opacus.accountants.utils import get_noise_multiplier
+
+    from jobs.engine import accounting
+
+    eps, q, steps = CASES[3]
+    tolerance = min(0.01, 0.001 * eps)
+    theirs = get_noise_multiplier(target_epsilon=eps, target_delta=DELTA, sample_rate=q,
+                                  steps=steps, accountant="prv", epsilon_tolerance=tolerance)
+    assert _search_noise.__wrapped__(eps, DELTA, q, steps, "prv") == theirs
+    real = accounting.prv_epsilon
+    monkeypatch.setattr(accounting, "prv_epsilon", lambda *args: 0.9 * real(*args))
+    broken = accounting.bisect_noise(lambda s: accounting.prv_epsilon(s, q, steps, DELTA), eps,
+                                     tolerance)
+    assert accounting.epsilon_of_history("prv", DELTA, ((broken, q, steps),)) > eps
+    assert _search_noise.__wrapped__(eps, DELTA, q, steps, "prv") == theirs
 
 
 def test_a_fast_epsilon_opacus_disagrees_with_falls_back_to_opacus_search(monkeypatch):
