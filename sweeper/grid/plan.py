@@ -8,6 +8,7 @@ trains them once and every target shares them; at ε = ∞ δ plays no part, so 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -133,7 +134,7 @@ class ModelSpec:
         return max(self.data.records_needed,
                    self.canaries.records_needed if self.canaries is not None else 0)
 
-    @property
+    @functools.cached_property  # a pure function of the frozen fields, asked for ~40 times
     def key(self) -> str:
         settings = _without_default_offsets(dataclasses.asdict(self))
         del settings["role"], settings["index"]
@@ -160,7 +161,7 @@ class QuerySpec:
     eval_records: int
     settings: tuple[tuple[str, Any], ...]
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         return content_key("query", dataclasses.asdict(self))
 
@@ -178,7 +179,7 @@ class AttackSpec:
     # target's; past every target's pool with disjoint shadow data (their own records).
     shadow_records_from: int = 0
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         settings = dataclasses.asdict(self)
         if settings["shadow_records_from"] == 0:  # shared-pool keys stay as they were
