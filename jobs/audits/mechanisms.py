@@ -147,8 +147,23 @@ class GaussianMechanism:
 
 def gaussian_delta(epsilon: float, mu: float) -> float:
     """`GaussianMechanism(mu).delta_at(epsilon)` at one ε, its arguments unchecked: what root
-    finders call in their loops (building and checking a mechanism each time costs 3× more)."""
-    return float(_gaussian_delta(np.asarray(epsilon, dtype=float), mu))
+    finders call in their loops.  `_gaussian_delta`'s arithmetic, the same numpy and scipy
+    functions on the one branch its ε takes (bit for bit its value, in a quarter of the time:
+    no mechanism built and checked, no array operations)."""
+    eps = float(epsilon)
+    if math.isinf(eps):
+        return 0.0
+    a = -eps / mu + mu / 2.0
+    b = a - mu
+    if a <= 0.0:
+        mass = ndtr(a) - ndtr(b)
+    elif b >= 0.0:
+        mass = ndtr(-b) - ndtr(-a)
+    else:
+        mass = (erf(a / math.sqrt(2.0)) - erf(b / math.sqrt(2.0))) / 2.0
+    with np.errstate(all="ignore"):  # log(e^0 − 1) = −∞ at ε = 0; e^x may overflow at large μ
+        d = mass - np.exp(eps + np.log(-np.expm1(-eps)) + log_ndtr(b))
+    return float(min(max(d, 0.0), 1.0))
 
 
 def _gaussian_delta(eps: np.ndarray, mu: float) -> np.ndarray:

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from jobs.audits.mechanisms import (GaussianMechanism, RandomizedResponse, describe,
+from jobs.audits.mechanisms import (GaussianMechanism, RandomizedResponse, describe, gaussian_delta,
                                     from_description, mechanism_for, precision_at,
                                     release_membership)
 from sweeper.bounds import BOUND_FORMS, precision_bound, tightest_bound
@@ -115,6 +115,21 @@ def test_gaussian_profile_hand_values():
     assert g.delta_at(math.inf) == 0.0
     # TPR = Φ(μ − t), FPR = Φ(−t): at t = 1, (Φ(0), Φ(−1)) = (0.5, 0.1586552539).
     assert g.rates(1.0) == pytest.approx((0.5, phi(-1.0)), rel=1e-12)
+
+
+def test_the_root_finders_profile_is_the_mechanisms_bit_for_bit():
+    """`gaussian_delta`, the root finders' unchecked profile at one ε, takes each of
+    `delta_at`'s branches alone: the same value on each an ε ≥ 0 reaches (the interval below 0
+    and straddling it; ε = 0 and ∞; μ tiny and large), and the hand values above."""
+    assert gaussian_delta(0.0, 1.0) == pytest.approx(0.3829249225, abs=1e-10)
+    assert gaussian_delta(0.5, 1.0) == pytest.approx(0.2384217081, abs=1e-10)
+    rng = np.random.default_rng(0)
+    epsilons = np.r_[0.0, math.inf, 5e-324, 10 ** rng.uniform(-8, 2.5, 3000)]
+    mus = np.r_[1.0, 1.0, 1.0, 10 ** rng.uniform(-6, 2.2, 3000)]
+    a = -epsilons / mus + mus / 2
+    assert (a <= 0).any() and (a > 0).any()
+    for epsilon, mu in zip(epsilons, mus):
+        assert gaussian_delta(float(epsilon), float(mu)) == GaussianMechanism(mu).delta_at(epsilon)
 
 
 @pytest.mark.parametrize("epsilon", [0.0, 0.3, 1.0, 3.0, 8.0])
